@@ -1,0 +1,52 @@
+// swift-tools-version: 6.1
+//
+// CareGate: a FHIR R4 interoperability gateway for CareKit care-plan stores.
+// Modules follow the data's way through the gateway; each depends only on those before it.
+import PackageDescription
+
+let package = Package(
+    name: "CareGate",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "FHIR", targets: ["FHIR"]),
+        .executable(name: "caregate", targets: ["caregate"]),
+        .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
+        .systemLibrary(
+            name: "CLibXML2",
+            pkgConfig: "libxml-2.0",
+            providers: [.apt(["libxml2-dev"])]
+        ),
+        // 1. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
+        .target(
+            name: "FHIR",
+            dependencies: ["CLibXML2"]
+        ),
+        // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
+        .executableTarget(
+            name: "fhir-tablegen"
+        ),
+        // 7. The command line.
+        .executableTarget(
+            name: "caregate",
+            dependencies: [
+                "FHIR",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "FHIRTests",
+            dependencies: ["FHIR"],
+            resources: []
+        ),
+        .testTarget(
+            name: "caregateTests",
+            dependencies: ["FHIR"]
+        ),
+    ]
+)

@@ -1,0 +1,731 @@
+/// Reads FHIR R4 JSON into `Element` trees, checking it against the R4 definitions as it goes.
+///
+/// The reader works on the raw UTF-8 bytes and types every property from the definitions, so
+/// choice names (`valueQuantity`), primitive extensions (`_given` with `null` padding), contained
+/// resources and unknown properties all land in one lossless tree. Malformed JSON stops the read
+/// with the line, column and element path; invalid content (bad lexical forms, codes outside a
+/// required value set, arrays where one value belongs) is collected and reported together.
+public struct FHIRJSONReader: Sendable {
+    public var options: ParseOptions
+
+    public init(options: ParseOptions = ParseOptions()) {
+        self.options = options
+    }
+
+    /// Reads one resource (a Bundle included) from JSON bytes.
+    public func read(_ bytes: [UInt8]) throws(FHIRFormatError) -> ParsedResource {
+        try bytes.withUnsafeBufferPointer { buffer throws(FHIRFormatError) in
+            try read(buffer)
+        }
+    }
+
+    /// Reads one resource from a JSON string.
+    public func read(_ text: String) throws(FHIRFormatError) -> ParsedResource {
+        try read(Array(text.utf8))
+    }
+
+    /// Reads one resource from a JSON file.
+    public func read(contentsOf path: String) throws(FHIRFormatError) -> ParsedResource {
+        var options = self.options
+        if options.sourceName == nil { options.sourceName = path }
+        let bytes = try FileBytes.read(path, limit: options.maximumDocumentSize)
+        return try FHIRJSONReader(options: options).read(bytes)
+    }
+
+    /// Reads one resource from a buffer of JSON bytes. `lineOffset` is added to reported line
+    /// numbers (for lines of an NDJSON file).
+    public func read(_ buffer: UnsafeBufferPointer<UInt8>, lineOffset: Int = 0) throws(FHIRFormatError) -> ParsedResource {
+        guard buffer.count <= options.maximumDocumentSize else {
+            throw .limitExceeded(ParseIssue(.error, .limit,
+                "document is \(buffer.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
+                at: SourceLocation(source: options.sourceName)))
+        }
+        var parser = JSONParser(input: buffer, options: options, lineOffset: lineOffset)
+        let root: Element
+        do {
+            root = try parser.parseDocument()
+        } catch {
+            throw error
+        }
+        let errors = parser.issues.filter { $0.severity == .error }
+        if !errors.isEmpty {
+            throw .invalid(parser.issues)
+        }
+        return ParsedResource(resource: root, warnings: parser.issues)
+    }
+}
+
+/// The recursive-descent parser behind `FHIRJSONReader`.
+struct JSONParser {
+    let input: UnsafeBufferPointer<UInt8>
+    let options: ParseOptions
+    let model = ModelInfo.r4
+    var pos = 0
+    var depth = 0
+    var issues: [ParseIssue] = []
+    /// How many `null` placeholders have been read; they must be filled by `_name` parts.
+    var nullPlaceholders = 0
+    /// The element path being read, for locations.
+    var path: [PathStep] = []
+    private var lineCache: (offset: Int, line: Int, lineStart: Int) = (0, 1, 0)
+    private let lineOffset: Int
+
+    struct PathStep {
+        var name: String
+        var index: Int
+    }
+
+    /// An `_name` property waiting to be merged with its values.
+    struct PendingExtensions {
+        var slot: Int16
+        var typeIndex: Int32
+        var name: String
+        var parts: [Element?]
+        var offset: Int
+    }
+
+    init(input: UnsafeBufferPointer<UInt8>, options: ParseOptions, lineOffset: Int = 0) {
+        self.input = input
+        self.options = options
+        self.lineOffset = lineOffset
+    }
+
+    // MARK: Locations and issues
+
+    mutating func location(at offset: Int) -> SourceLocation {
+        var (scanned, line, lineStart) = lineCache
+        if offset < scanned { (scanned, line, lineStart) = (0, 1, 0) }
+        var i = scanned
+        let end = min(offset, input.count)
+        while i < end {
+            if input[i] == 0x0A { line += 1; lineStart = i + 1 }
+            i += 1
+        }
+        lineCache = (end, line, lineStart)
+        // Columns count characters, not bytes: skip UTF-8 continuation bytes.
+        var column = 1
+        var k = lineStart
+        while k < end { if input[k] & 0xC0 != 0x80 { column += 1 }; k += 1 }
+        return SourceLocation(source: options.sourceName, line: line + lineOffset, column: column, path: pathString())
+    }
+
+    func pathString() -> String {
+        var out = ""
+        for (i, step) in path.enumerated() {
+            if i > 0 { out += "." }
+            out += step.name
+            if step.index >= 0 { out += "[\(step.index)]" }
+        }
+        return out
+    }
+
+    mutating func report(_ code: ParseIssue.Code, _ message: String, at offset: Int, severity: ParseIssue.Severity = .error) {
+        let demoted = severity == .error && options.lenient && code != .syntax
+        issues.append(ParseIssue(demoted ? .warning : severity, code, message, at: location(at: offset)))
+    }
+
+    mutating func syntaxError(_ message: String, at offset: Int? = nil) -> FHIRFormatError {
+        .malformed(ParseIssue(.error, .syntax, message, at: location(at: offset ?? pos)))
+    }
+
+    // MARK: Lexing
+
+    @inline(__always)
+    mutating func skipWhitespace() {
+        while pos < input.count {
+            let b = input[pos]
+            if b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { pos += 1 } else { return }
+        }
+    }
+
+    @inline(__always)
+    mutating func peek() -> UInt8? {
+        skipWhitespace()
+        return pos < input.count ? input[pos] : nil
+    }
+
+    mutating func expect(_ byte: UInt8, _ what: String) throws(FHIRFormatError) {
+        guard peek() == byte else { throw syntaxError("expected \(what), found \(describeNext())") }
+        pos += 1
+    }
+
+    func describeNext() -> String {
+        guard pos < input.count else { return "end of input" }
+        let b = input[pos]
+        switch b {
+        case 0x7B: return "'{'"
+        case 0x5B: return "'['"
+        case 0x22: return "a string"
+        case 0x74, 0x66: return "a boolean"
+        case 0x6E: return "null"
+        case 0x2D, 0x30...0x39: return "a number"
+        default:
+            let end = min(pos + 12, input.count)
+            return "'" + String(decoding: UnsafeBufferPointer(rebasing: input[pos..<end]), as: UTF8.self) + "'"
+        }
+    }
+
+    mutating func enter() throws(FHIRFormatError) {
+        depth += 1
+        if depth > options.maximumDepth {
+            throw .limitExceeded(ParseIssue(.error, .limit,
+                "nesting deeper than the limit of \(options.maximumDepth)", at: location(at: pos)))
+        }
+    }
+
+    /// Reads a string at `pos` (which is at the opening quote) and returns the byte range of its
+    /// raw contents and whether it has escapes.
+    @inline(__always)
+    mutating func scanString() throws(FHIRFormatError) -> (start: Int, end: Int, escaped: Bool) {
+        pos += 1
+        let start = pos
+        var escaped = false
+        while pos < input.count {
+            let b = input[pos]
+            if b == 0x22 {
+                let end = pos
+                pos += 1
+                return (start, end, escaped)
+            }
+            if b == 0x5C {
+                escaped = true
+                pos += 2
+                continue
+            }
+            if b < 0x20 {
+                throw syntaxError("control character U+\(String(b, radix: 16, uppercase: true)) in a string (escape it)")
+            }
+            pos += 1
+        }
+        throw syntaxError("unterminated string", at: start - 1)
+    }
+
+    /// Decodes a scanned string to a Swift String, resolving escapes.
+    mutating func decodeString(_ s: (start: Int, end: Int, escaped: Bool)) throws(FHIRFormatError) -> String {
+        let raw = UnsafeBufferPointer(rebasing: input[s.start..<s.end])
+        if !s.escaped { return String(decoding: raw, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var i = 0
+        while i < raw.count {
+            let b = raw[i]
+            if b != 0x5C { out.append(b); i += 1; continue }
+            guard i + 1 < raw.count else { throw syntaxError("bad escape", at: s.start + i) }
+            let e = raw[i + 1]
+            i += 2
+            switch e {
+            case 0x22: out.append(0x22)
+            case 0x5C: out.append(0x5C)
+            case 0x2F: out.append(0x2F)
+            case 0x62: out.append(0x08)
+            case 0x66: out.append(0x0C)
+            case 0x6E: out.append(0x0A)
+            case 0x72: out.append(0x0D)
+            case 0x74: out.append(0x09)
+            case 0x75:
+                guard var scalar = hex4(raw, i) else { throw syntaxError("bad \\u escape", at: s.start + i - 2) }
+                i += 4
+                if scalar >= 0xD800 && scalar < 0xDC00 {
+                    // A high surrogate must be followed by an escaped low surrogate.
+                    guard i + 6 <= raw.count, raw[i] == 0x5C, raw[i + 1] == 0x75, let low = hex4(raw, i + 2),
+                          low >= 0xDC00 && low < 0xE000 else {
+                        throw syntaxError("unpaired surrogate in \\u escape", at: s.start + i - 6)
+                    }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+                } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                    throw syntaxError("unpaired surrogate in \\u escape", at: s.start + i - 6)
+                }
+                out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
+            default:
+                throw syntaxError("bad escape '\\\(Character(Unicode.Scalar(e)))'", at: s.start + i - 2)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func hex4(_ raw: UnsafeBufferPointer<UInt8>, _ i: Int) -> UInt32? {
+        guard i + 4 <= raw.count else { return nil }
+        var v: UInt32 = 0
+        for k in i..<(i + 4) {
+            let b = raw[k]
+            let d: UInt32
+            switch b {
+            case 0x30...0x39: d = UInt32(b - 0x30)
+            case 0x41...0x46: d = UInt32(b - 0x41 + 10)
+            case 0x61...0x66: d = UInt32(b - 0x61 + 10)
+            default: return nil
+            }
+            v = v << 4 | d
+        }
+        return v
+    }
+
+    /// Scans a JSON number at `pos` and returns its byte range.
+    @inline(__always)
+    mutating func scanNumber() throws(FHIRFormatError) -> Range<Int> {
+        let start = pos
+        while pos < input.count {
+            let b = input[pos]
+            if (b >= 0x30 && b <= 0x39) || b == 0x2D || b == 0x2B || b == 0x2E || b == 0x65 || b == 0x45 { pos += 1 } else { break }
+        }
+        let range = start..<pos
+        guard Lexical.isDecimal(UnsafeBufferPointer(rebasing: input[range])) else {
+            throw syntaxError("malformed number", at: start)
+        }
+        return range
+    }
+
+    mutating func scanLiteral(_ literal: StaticString) throws(FHIRFormatError) {
+        let n = literal.utf8CodeUnitCount
+        guard pos + n <= input.count else { throw syntaxError("expected a value, found \(describeNext())") }
+        let matches = literal.withUTF8Buffer { lit in
+            UnsafeBufferPointer(rebasing: input[pos..<(pos + n)]).elementsEqual(lit)
+        }
+        guard matches else { throw syntaxError("expected a value, found \(describeNext())") }
+        pos += n
+    }
+
+    /// Skips one JSON value of any kind, checking its syntax.
+    mutating func skipValue() throws(FHIRFormatError) {
+        guard let b = peek() else { throw syntaxError("expected a value, found end of input") }
+        switch b {
+        case 0x22: _ = try scanString()
+        case 0x7B:
+            try enter()
+            pos += 1
+            if peek() == 0x7D { pos += 1; depth -= 1; return }
+            while true {
+                guard peek() == 0x22 else { throw syntaxError("expected a property name, found \(describeNext())") }
+                _ = try scanString()
+                try expect(0x3A, "':'")
+                try skipValue()
+                guard let next = peek() else { throw syntaxError("unterminated object") }
+                pos += 1
+                if next == 0x7D { break }
+                guard next == 0x2C else { throw syntaxError("expected ',' or '}', found \(describeNext())", at: pos - 1) }
+            }
+            depth -= 1
+        case 0x5B:
+            try enter()
+            pos += 1
+            if peek() == 0x5D { pos += 1; depth -= 1; return }
+            while true {
+                try skipValue()
+                guard let next = peek() else { throw syntaxError("unterminated array") }
+                pos += 1
+                if next == 0x5D { break }
+                guard next == 0x2C else { throw syntaxError("expected ',' or ']', found \(describeNext())", at: pos - 1) }
+            }
+            depth -= 1
+        case 0x74: try scanLiteral("true")
+        case 0x66: try scanLiteral("false")
+        case 0x6E: try scanLiteral("null")
+        default: _ = try scanNumber()
+        }
+    }
+
+    // MARK: Documents and resources
+
+    mutating func parseDocument() throws(FHIRFormatError) -> Element {
+        // A UTF-8 byte order mark is tolerated.
+        if input.count >= 3 && input[0] == 0xEF && input[1] == 0xBB && input[2] == 0xBF { pos = 3 }
+        guard peek() == 0x7B else {
+            throw syntaxError("expected a FHIR resource (a JSON object), found \(describeNext())")
+        }
+        guard let root = try parseResource(name: nil, slot: Int16.max) else {
+            throw .invalid(issues)
+        }
+        skipWhitespace()
+        if pos < input.count {
+            throw syntaxError("unexpected content after the resource: \(describeNext())")
+        }
+        return root
+    }
+
+    /// Finds the `resourceType` of the object at `pos` without consuming it.
+    mutating func findResourceType() throws(FHIRFormatError) -> (name: String, offset: Int)? {
+        let start = pos
+        defer { pos = start }
+        pos += 1
+        if peek() == 0x7D { return nil }
+        while true {
+            guard peek() == 0x22 else { throw syntaxError("expected a property name, found \(describeNext())") }
+            let key = try scanString()
+            try expect(0x3A, "':'")
+            let isResourceType = !key.escaped && UnsafeBufferPointer(rebasing: input[key.start..<key.end]).elementsEqual("resourceType".utf8)
+            if isResourceType {
+                guard peek() == 0x22 else { throw syntaxError("resourceType must be a string, found \(describeNext())") }
+                let valueOffset = pos
+                let value = try scanString()
+                return (try decodeString(value), valueOffset)
+            }
+            try skipValue()
+            guard let next = peek() else { throw syntaxError("unterminated object") }
+            pos += 1
+            if next == 0x7D { return nil }
+            guard next == 0x2C else { throw syntaxError("expected ',' or '}', found \(describeNext())", at: pos - 1) }
+        }
+    }
+
+    /// Parses the resource object at `pos`. Returns nil (with an issue) for an unknown resource type.
+    mutating func parseResource(name: String?, slot: Int16) throws(FHIRFormatError) -> Element? {
+        let objectStart = pos
+        guard let (typeName, offset) = try findResourceType() else {
+            report(.structure, "a resource needs a resourceType", at: objectStart)
+            try skipValue()
+            return nil
+        }
+        guard let type = model.resourceType(named: typeName) else {
+            report(.unknownResourceType, "'\(typeName)' is not an R4 resource type", at: offset)
+            try skipValue()
+            return nil
+        }
+        if path.isEmpty { path.append(PathStep(name: typeName, index: -1)) }
+        var element = Element(name: name ?? typeName, typeIndex: type.index, slot: slot)
+        try parseObject(type: type, into: &element, isResource: true)
+        return element
+    }
+
+    // MARK: Objects
+
+    /// Parses the object at `pos` as an instance of `type`, appending its properties to `node`.
+    mutating func parseObject(type: TypeDefinition, into node: inout Element, isResource: Bool) throws(FHIRFormatError) {
+        let objectStart = pos
+        try enter()
+        pos += 1
+        var pending: [PendingExtensions] = []
+        var seen = SlotSet()
+        var seenExtensions = SlotSet()
+        var sorted = true
+        var lastSlot: Int16 = -1
+        var propertyCount = 0
+        let nullsBefore = nullPlaceholders
+
+        if peek() == 0x7D {
+            pos += 1
+            depth -= 1
+            if !isResource { report(.structure, "empty object (FHIR JSON has no empty objects)", at: objectStart) }
+            return
+        }
+        while true {
+            guard peek() == 0x22 else { throw syntaxError("expected a property name, found \(describeNext())") }
+            let keyOffset = pos
+            let key = try scanString()
+            try expect(0x3A, "':'")
+            _ = peek()
+            propertyCount += 1
+
+            var keyStart = key.start
+            let isExtensionPart = input[keyStart] == 0x5F
+            if isExtensionPart { keyStart += 1 }
+            var found: (slot: Int16, type: Int32)? = nil
+            if !key.escaped {
+                found = type.properties.lookup(UnsafeBufferPointer(rebasing: input[keyStart..<key.end]))
+            }
+
+            if let (slot, typeIndex) = found {
+                let definition = type.elements[Int(slot)]
+                if slot < lastSlot { sorted = false }
+                lastSlot = slot
+                let propertyName = definition.isChoice
+                    ? String(decoding: UnsafeBufferPointer(rebasing: input[keyStart..<key.end]), as: UTF8.self)
+                    : definition.name
+                if isExtensionPart {
+                    if seenExtensions.insert(slot) == false {
+                        report(.structure, "'_\(propertyName)' appears twice", at: keyOffset)
+                    }
+                    let parts = try parseExtensionParts(definition: definition, typeIndex: typeIndex, propertyName: propertyName)
+                    pending.append(PendingExtensions(slot: slot, typeIndex: typeIndex, name: propertyName, parts: parts, offset: keyOffset))
+                } else {
+                    if seen.insert(slot) == false {
+                        report(.structure, definition.isChoice
+                            ? "'\(propertyName)': \(definition.name)[x] can have only one type"
+                            : "'\(propertyName)' appears twice", at: keyOffset)
+                    }
+                    try parseProperty(definition: definition, typeIndex: typeIndex, propertyName: propertyName,
+                                      isResource: isResource, into: &node)
+                }
+            } else {
+                let keyString = try decodeString(key)
+                if isResource && keyString == "resourceType" {
+                    try skipValue()
+                } else {
+                    let valueStart = pos
+                    try skipValue()
+                    let raw = String(decoding: UnsafeBufferPointer(rebasing: input[valueStart..<pos]), as: UTF8.self)
+                    path.append(PathStep(name: keyString, index: -1))
+                    report(.unknownElement, "unknown element '\(keyString)' in \(type.name) (kept)", at: keyOffset, severity: .warning)
+                    path.removeLast()
+                    node.children.append(Element(name: keyString, typeIndex: Element.unknownJSON, slot: Int16.max, value: raw))
+                }
+            }
+
+            guard let next = peek() else { throw syntaxError("unterminated object", at: objectStart) }
+            pos += 1
+            if next == 0x7D { break }
+            guard next == 0x2C else { throw syntaxError("expected ',' or '}' after a property, found \(describeNext())", at: pos - 1) }
+        }
+        depth -= 1
+
+        if !pending.isEmpty {
+            mergeExtensions(pending, into: &node)
+            sorted = false
+        }
+        if nullPlaceholders != nullsBefore {
+            // A null in a primitive array must be matched by an id or extension in `_name`.
+            let before = node.children.count
+            node.children.removeAll { $0.value == nil && $0.children.isEmpty && $0.isPrimitive }
+            if node.children.count != before {
+                report(.structure, "null in an array without a matching '_' entry carrying an id or extension", at: objectStart)
+            }
+        }
+        if !sorted {
+            let indexed = node.children.enumerated().sorted { a, b in
+                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
+            }
+            node.children = indexed.map(\.element)
+        }
+    }
+
+    /// Parses the value of one known property (a single value or an array) into `node`.
+    mutating func parseProperty(definition: ElementDefinition, typeIndex: Int32, propertyName: String,
+                                isResource: Bool, into node: inout Element) throws(FHIRFormatError) {
+        let valueOffset = pos
+        if input[pos] == 0x5B {
+            if !definition.isRepeating {
+                path.append(PathStep(name: propertyName, index: -1))
+                report(.cardinality, "expected a single value, found an array", at: valueOffset)
+                path.removeLast()
+            }
+            try enter()
+            pos += 1
+            if peek() == 0x5D {
+                pos += 1
+                depth -= 1
+                path.append(PathStep(name: propertyName, index: -1))
+                report(.structure, "empty array (FHIR JSON has no empty arrays)", at: valueOffset)
+                path.removeLast()
+                return
+            }
+            var index = 0
+            while true {
+                path.append(PathStep(name: propertyName, index: index))
+                _ = peek()
+                if let child = try parseValue(definition: definition, typeIndex: typeIndex, inArray: true, isResourceId: false) {
+                    node.children.append(child)
+                }
+                path.removeLast()
+                index += 1
+                guard let next = peek() else { throw syntaxError("unterminated array", at: valueOffset) }
+                pos += 1
+                if next == 0x5D { break }
+                guard next == 0x2C else { throw syntaxError("expected ',' or ']', found \(describeNext())", at: pos - 1) }
+            }
+            depth -= 1
+            if let max = definition.max, index > max {
+                path.append(PathStep(name: propertyName, index: -1))
+                report(.cardinality, "at most \(max) allowed, found \(index)", at: valueOffset)
+                path.removeLast()
+            }
+        } else {
+            path.append(PathStep(name: propertyName, index: -1))
+            if definition.isRepeating {
+                report(.cardinality, "expected an array", at: valueOffset)
+            }
+            let isResourceId = isResource && definition.slot == 0
+            if let child = try parseValue(definition: definition, typeIndex: typeIndex, inArray: false, isResourceId: isResourceId) {
+                node.children.append(child)
+            }
+            path.removeLast()
+        }
+    }
+
+    /// Parses one value of an element. Returns nil when the value was reported and dropped.
+    @inline(__always)
+    mutating func parseValue(definition: ElementDefinition, typeIndex: Int32, inArray: Bool, isResourceId: Bool) throws(FHIRFormatError) -> Element? {
+        let type = model.types[Int(typeIndex)]
+        let valueOffset = pos
+        switch type.kind {
+        case .primitive:
+            let kind = isResourceId ? PrimitiveKind.id : type.primitiveKind!
+            let b = input[pos]
+            let text: String
+            switch b {
+            case 0x22:
+                let s = try scanString()
+                text = try decodeString(s)
+                if kind.jsonForm != .string {
+                    report(.structure, "expected a JSON \(kind.jsonForm == .number ? "number" : "boolean") for \(kind.rawValue), found a string", at: valueOffset)
+                }
+            case 0x74, 0x66:
+                try scanLiteral(b == 0x74 ? "true" : "false")
+                text = b == 0x74 ? "true" : "false"
+                if kind.jsonForm != .boolean {
+                    report(.structure, "expected \(kind.jsonForm == .string ? "a string" : "a number") for \(kind.rawValue), found a boolean", at: valueOffset)
+                }
+            case 0x6E:
+                try scanLiteral("null")
+                if !inArray {
+                    report(.structure, "null is only allowed in arrays of primitives with extensions", at: valueOffset)
+                    return nil
+                }
+                nullPlaceholders += 1
+                return Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot)
+            case 0x2D, 0x30...0x39:
+                let range = try scanNumber()
+                text = String(decoding: UnsafeBufferPointer(rebasing: input[range]), as: UTF8.self)
+                if kind.jsonForm != .number {
+                    report(.structure, "expected \(kind.jsonForm == .string ? "a string" : "a boolean") for \(kind.rawValue), found a number", at: valueOffset)
+                }
+            case 0x7B, 0x5B:
+                report(.structure, "expected a \(kind.rawValue) value, found \(b == 0x7B ? "an object" : "an array")", at: valueOffset)
+                try skipValue()
+                return nil
+            default:
+                throw syntaxError("expected a value, found \(describeNext())")
+            }
+            checkPrimitive(text, kind: kind, binding: definition.binding, at: valueOffset)
+            return Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot, value: text)
+
+        case .complex, .backbone:
+            guard input[pos] == 0x7B else {
+                report(.structure, "expected an object (\(type.name)), found \(describeNext())", at: valueOffset)
+                try skipValue()
+                return nil
+            }
+            var child = Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot)
+            try parseObject(type: type, into: &child, isResource: false)
+            return child
+
+        case .resource:
+            guard input[pos] == 0x7B else {
+                report(.structure, "expected a resource (an object), found \(describeNext())", at: valueOffset)
+                try skipValue()
+                return nil
+            }
+            let depthBefore = path.count
+            let resource = try parseResource(name: definition.name, slot: definition.slot)
+            path.removeSubrange(depthBefore...)
+            return resource
+        }
+    }
+
+    /// Checks a primitive's lexical form and required binding.
+    @inline(__always)
+    mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?, at offset: Int) {
+        var text = text
+        let valid = text.withUTF8 { kind.isValid(utf8: $0) }
+        if !valid {
+            report(.invalidValue, "\"\(text)\" is not a valid \(kind.rawValue) (\(kind.ruleDescription))", at: offset)
+            return
+        }
+        if let binding, !binding.contains(text) {
+            let shown = binding.codes.count <= 8
+                ? binding.codes.joined(separator: "|")
+                : binding.codes.prefix(6).joined(separator: "|") + "|..."
+            report(.binding, "expected one of \(shown), found \"\(text)\"", at: offset)
+        }
+    }
+
+    /// Parses an `_name` property: an object, or an array of objects and nulls.
+    mutating func parseExtensionParts(definition: ElementDefinition, typeIndex: Int32, propertyName: String) throws(FHIRFormatError) -> [Element?] {
+        let type = model.types[Int(typeIndex)]
+        guard type.kind == .primitive else {
+            path.append(PathStep(name: "_" + propertyName, index: -1))
+            report(.structure, "'_\(propertyName)' is only allowed for primitive elements", at: pos)
+            path.removeLast()
+            try skipValue()
+            return []
+        }
+        func part(_ parser: inout JSONParser, index: Int) throws(FHIRFormatError) -> Element? {
+            parser.path.append(PathStep(name: "_" + propertyName, index: index))
+            defer { parser.path.removeLast() }
+            if parser.input[parser.pos] == 0x6E {
+                try parser.scanLiteral("null")
+                return nil
+            }
+            guard parser.input[parser.pos] == 0x7B else {
+                parser.report(.structure, "expected an object with id or extension, found \(parser.describeNext())", at: parser.pos)
+                try parser.skipValue()
+                return nil
+            }
+            var element = Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot)
+            try parser.parseObject(type: type, into: &element, isResource: false)
+            return element
+        }
+        if input[pos] == 0x5B {
+            try enter()
+            pos += 1
+            var parts: [Element?] = []
+            if peek() == 0x5D { pos += 1; depth -= 1; return [] }
+            while true {
+                _ = peek()
+                parts.append(try part(&self, index: parts.count))
+                guard let next = peek() else { throw syntaxError("unterminated array") }
+                pos += 1
+                if next == 0x5D { break }
+                guard next == 0x2C else { throw syntaxError("expected ',' or ']', found \(describeNext())", at: pos - 1) }
+            }
+            depth -= 1
+            return parts
+        }
+        return [try part(&self, index: -1)]
+    }
+
+    /// Joins `_name` parts with the values of `name`, index by index.
+    mutating func mergeExtensions(_ pending: [PendingExtensions], into node: inout Element) {
+        for extensions in pending {
+            let indices = node.children.indices.filter { node.children[$0].slot == extensions.slot && !node.children[$0].isUnknown }
+            if indices.isEmpty {
+                // Only `_name`: the primitives have no values, just ids or extensions.
+                for part in extensions.parts {
+                    if let part { node.children.append(part) }
+                    else {
+                        path.append(PathStep(name: "_" + extensions.name, index: -1))
+                        report(.structure, "null in '_\(extensions.name)' without a value in '\(extensions.name)'", at: extensions.offset)
+                        path.removeLast()
+                    }
+                }
+                continue
+            }
+            if indices.count != extensions.parts.count {
+                path.append(PathStep(name: "_" + extensions.name, index: -1))
+                report(.structure, "'_\(extensions.name)' has \(extensions.parts.count) entries but '\(extensions.name)' has \(indices.count)", at: extensions.offset)
+                path.removeLast()
+            }
+            for (i, childIndex) in indices.enumerated() where i < extensions.parts.count {
+                guard let part = extensions.parts[i] else {
+                    if node.children[childIndex].value == nil {
+                        path.append(PathStep(name: extensions.name, index: i))
+                        report(.structure, "both '\(extensions.name)' and '_\(extensions.name)' are null at index \(i)", at: extensions.offset)
+                        path.removeLast()
+                    }
+                    continue
+                }
+                node.children[childIndex].children = part.children
+            }
+        }
+    }
+}
+
+/// A set of element slots (definition positions) seen in one object.
+struct SlotSet {
+    private var bits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private var overflow: Set<Int16> = []
+
+    /// Inserts a slot; returns false when it was already there.
+    @inline(__always)
+    mutating func insert(_ slot: Int16) -> Bool {
+        let s = Int(slot)
+        let mask = UInt64(1) << UInt64(s & 63)
+        switch s >> 6 {
+        case 0: if bits.0 & mask != 0 { return false }; bits.0 |= mask
+        case 1: if bits.1 & mask != 0 { return false }; bits.1 |= mask
+        case 2: if bits.2 & mask != 0 { return false }; bits.2 |= mask
+        case 3: if bits.3 & mask != 0 { return false }; bits.3 |= mask
+        default: return overflow.insert(slot).inserted
+        }
+        return true
+    }
+}

@@ -1,0 +1,230 @@
+/// Writes `Element` trees as FHIR R4 JSON.
+///
+/// Choice elements get their typed names (`valueQuantity`), repeating elements become arrays,
+/// primitive ids and extensions go to `_name` (with `null` padding in arrays), numbers and
+/// booleans are written bare in their lexical form (a decimal `1.50` stays `1.50`), and unknown
+/// content read from JSON is written back verbatim.
+public struct FHIRJSONWriter: Sendable {
+    /// Indent with two spaces and break lines (the default); false writes one compact line,
+    /// as NDJSON needs.
+    public var pretty: Bool
+
+    public init(pretty: Bool = true) {
+        self.pretty = pretty
+    }
+
+    /// The resource as JSON bytes (UTF-8, no trailing newline).
+    public func write(_ resource: Element) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(4096)
+        write(resource, into: &out)
+        return out
+    }
+
+    /// The resource as a JSON string.
+    public func string(_ resource: Element) -> String {
+        String(decoding: write(resource), as: UTF8.self)
+    }
+
+    /// Appends the resource's JSON to `out`.
+    public func write(_ resource: Element, into out: inout [UInt8]) {
+        var emitter = JSONEmitter(out: out, pretty: pretty)
+        out = []
+        emitter.writeResource(resource, indent: 0)
+        out = emitter.out
+    }
+}
+
+struct JSONEmitter {
+    var out: [UInt8]
+    let pretty: Bool
+    let model = ModelInfo.r4
+
+    @inline(__always) mutating func byte(_ b: UInt8) { out.append(b) }
+
+    @inline(__always) mutating func raw(_ s: StaticString) {
+        s.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    @inline(__always) mutating func newline(_ indent: Int) {
+        guard pretty else { return }
+        out.append(0x0A)
+        for _ in 0..<indent { out.append(0x20); out.append(0x20) }
+    }
+
+    mutating func key(_ name: String, _ indent: Int) {
+        newline(indent)
+        string(name)
+        byte(0x3A)
+        if pretty { byte(0x20) }
+    }
+
+    /// A JSON string literal, escaping what JSON requires.
+    mutating func string(_ value: String) {
+        byte(0x22)
+        var value = value
+        value.withUTF8 { bytes in
+            var runStart = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
+                runStart = i + 1
+                out.append(0x5C)
+                switch b {
+                case 0x22: out.append(0x22)
+                case 0x5C: out.append(0x5C)
+                case 0x0A: out.append(0x6E)
+                case 0x0D: out.append(0x72)
+                case 0x09: out.append(0x74)
+                case 0x08: out.append(0x62)
+                case 0x0C: out.append(0x66)
+                default:
+                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+        }
+        byte(0x22)
+    }
+
+    /// A primitive's value in its JSON form.
+    mutating func primitiveValue(_ element: Element) {
+        guard let value = element.value else { raw("null"); return }
+        switch element.definition?.primitiveKind?.jsonForm ?? .string {
+        case .string:
+            string(value)
+        case .boolean:
+            if value == "true" || value == "false" { out.append(contentsOf: value.utf8) } else { string(value) }
+        case .number:
+            var v = value
+            let isNumber = v.withUTF8 { Lexical.isDecimal($0) }
+            if isNumber {
+                out.append(contentsOf: value.utf8)
+            } else if value.hasPrefix("+"), Lexical.isDecimal(Array(value.utf8.dropFirst()).withUnsafeBufferPointer({ $0 })) {
+                out.append(contentsOf: value.utf8.dropFirst())
+            } else {
+                string(value)
+            }
+        }
+    }
+
+    mutating func writeResource(_ resource: Element, indent: Int) {
+        byte(0x7B)
+        key("resourceType", indent + 1)
+        string(resource.typeName ?? resource.name)
+        writeMembers(of: resource, indent: indent + 1, hasFirst: true)
+        newline(indent)
+        byte(0x7D)
+    }
+
+    /// Writes a complex element, backbone element or primitive's id/extension part as an object.
+    mutating func writeObject(_ element: Element, indent: Int) {
+        byte(0x7B)
+        writeMembers(of: element, indent: indent + 1, hasFirst: false)
+        newline(indent)
+        byte(0x7D)
+    }
+
+    /// Writes the children of `element` as object members, grouping repeats into arrays.
+    mutating func writeMembers(of element: Element, indent: Int, hasFirst: Bool) {
+        var first = !hasFirst
+        let children = element.children
+        let parentType = element.definition
+        var i = 0
+        while i < children.count {
+            let child = children[i]
+            if child.isUnknown {
+                i += 1
+                guard child.typeIndex == Element.unknownJSON, let rawValue = child.value else { continue }
+                if !first { byte(0x2C) }
+                first = false
+                key(child.name, indent)
+                out.append(contentsOf: rawValue.utf8)
+                continue
+            }
+            let definition = parentType?.element(named: child.name)
+            let j = Self.groupEnd(children, from: i, isChoice: definition?.isChoice ?? false)
+            let isRepeating = definition?.isRepeating ?? (j - i > 1)
+            var name = child.name
+            if definition?.isChoice == true, let typeName = child.typeName {
+                name += ElementDefinition.choiceSuffix(for: typeName)
+            }
+            if !first { byte(0x2C) }
+            first = false
+            writeGroup(children[i..<j], name: name, repeating: isRepeating, indent: indent)
+            i = j
+        }
+    }
+
+    /// The end of the run of siblings starting at `start` that form one JSON property (or one
+    /// XML element name): same name, and for choice elements the same type.
+    static func groupEnd(_ children: [Element], from start: Int, isChoice: Bool) -> Int {
+        let first = children[start]
+        var j = start + 1
+        while j < children.count && children[j].name == first.name && !children[j].isUnknown
+                && (!isChoice || children[j].typeIndex == first.typeIndex) {
+            j += 1
+        }
+        return j
+    }
+
+    mutating func writeGroup(_ group: ArraySlice<Element>, name: String, repeating: Bool, indent: Int) {
+        let sample = group[group.startIndex]
+        guard let type = sample.definition else { return }
+        switch type.kind {
+        case .primitive:
+            let hasValues = group.contains { $0.value != nil }
+            let hasParts = group.contains { !$0.children.isEmpty }
+            if hasValues {
+                key(name, indent)
+                if repeating {
+                    byte(0x5B)
+                    for (n, e) in group.enumerated() {
+                        if n > 0 { byte(0x2C) }
+                        if pretty { byte(0x20) }
+                        primitiveValue(e)
+                    }
+                    if pretty { byte(0x20) }
+                    byte(0x5D)
+                } else {
+                    primitiveValue(sample)
+                }
+            }
+            if hasParts {
+                if hasValues { byte(0x2C) }
+                key("_" + name, indent)
+                if repeating {
+                    byte(0x5B)
+                    for (n, e) in group.enumerated() {
+                        if n > 0 { byte(0x2C) }
+                        newline(indent + 1)
+                        if e.children.isEmpty { raw("null") } else { writeObject(e, indent: indent + 1) }
+                    }
+                    newline(indent)
+                    byte(0x5D)
+                } else {
+                    writeObject(sample, indent: indent)
+                }
+            }
+        case .complex, .backbone, .resource:
+            key(name, indent)
+            let isResource = type.kind == .resource
+            if repeating {
+                byte(0x5B)
+                for (n, e) in group.enumerated() {
+                    if n > 0 { byte(0x2C) }
+                    newline(indent + 1)
+                    if isResource { writeResource(e, indent: indent + 1) } else { writeObject(e, indent: indent + 1) }
+                }
+                newline(indent)
+                byte(0x5D)
+            } else if isResource {
+                writeResource(sample, indent: indent)
+            } else {
+                writeObject(sample, indent: indent)
+            }
+        }
+    }
+}

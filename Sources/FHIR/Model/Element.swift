@@ -1,0 +1,174 @@
+/// One node of a FHIR instance: a resource, a datatype, a backbone element or a primitive.
+///
+/// Every R4 resource is one ordered tree of `Element`s, typed by the definitions (the approach of
+/// Firely's element model). The tree is lossless: primitives keep their lexical form (`1.50` stays
+/// `1.50`), a primitive's `id` and `extension` are its children, `contained` resources are
+/// resource-typed children, narrative XHTML is the `div` primitive's value, and content the
+/// definitions do not know is kept verbatim as an *unknown* node.
+///
+/// Children are kept in definition order (FHIR XML's order), so a resource read from JSON and the
+/// same resource read from XML give equal trees.
+public struct Element: Sendable, Hashable {
+    /// The element name (`status`, `activity`); choice elements use their base name (`value`) and
+    /// carry the chosen type in `type`. A root resource is named by its type.
+    public var name: String
+    /// The element's value in its lexical form, for primitives; for unknown content, its raw text.
+    public var value: String?
+    /// Child elements in definition order; repeated elements are consecutive siblings.
+    public var children: [Element]
+    /// Index of the type in `ModelInfo.types`, or one of the `unknown...` markers.
+    public internal(set) var typeIndex: Int32
+    /// The element's position in its parent's definition (sort key); `Int16.max` when unknown.
+    var slot: Int16
+
+    /// Marks content the definitions do not describe, kept as raw JSON text.
+    public static let unknownJSON: Int32 = -2
+    /// Marks content the definitions do not describe, kept as raw XML text.
+    public static let unknownXML: Int32 = -3
+
+    init(name: String, typeIndex: Int32, slot: Int16, value: String? = nil, children: [Element] = []) {
+        self.name = name
+        self.typeIndex = typeIndex
+        self.slot = slot
+        self.value = value
+        self.children = children
+    }
+
+    /// Creates an element of a named R4 type: `Element(name: "status", type: "code", value: "final")`.
+    /// The name's position among its future parent's elements is fixed when it is appended.
+    public init(name: String, type: String, value: String? = nil, children: [Element] = []) {
+        let index = ModelInfo.r4.typeIndex(named: type)
+        precondition(index != nil, "unknown FHIR type \(type)")
+        self.init(name: name, typeIndex: index!, slot: Int16.max, value: value, children: [])
+        for child in children { append(child) }
+    }
+
+    /// Creates an empty resource of the given type (`Element(resourceType: "Observation")`).
+    public init(resourceType: String) {
+        precondition(ModelInfo.r4.resourceType(named: resourceType) != nil, "unknown resource type \(resourceType)")
+        self.init(name: resourceType, type: resourceType)
+    }
+
+    /// The element's type definition, or nil for unknown content.
+    public var definition: TypeDefinition? {
+        typeIndex >= 0 ? ModelInfo.r4.types[Int(typeIndex)] : nil
+    }
+
+    /// The FHIR type name (`CodeableConcept`, `dateTime`, `Observation`, `CarePlan.activity`).
+    public var typeName: String? { definition?.name }
+
+    /// Whether this element is unknown to the R4 definitions (kept verbatim, reported as a warning).
+    public var isUnknown: Bool { typeIndex < 0 }
+
+    /// Whether this element is a resource (a root, a `contained` resource or a Bundle entry's).
+    public var isResource: Bool { definition?.kind == .resource }
+
+    /// The resource type, when this element is a resource.
+    public var resourceType: String? { isResource ? definition?.name : nil }
+
+    /// Whether this element is a FHIR primitive (its value, if any, is in `value`).
+    public var isPrimitive: Bool { definition?.kind == .primitive }
+
+    /// The children with this name, in order (`carePlan.children(named: "activity")`).
+    public func children(named name: String) -> [Element] {
+        children.filter { $0.name == name }
+    }
+
+    /// The first child with this name.
+    public subscript(name: String) -> Element? {
+        children.first { $0.name == name }
+    }
+
+    /// Follows a dotted path of child names and returns the first match
+    /// (`resource.first("code.coding.system")`), a convenience for tests and tools.
+    public func first(_ path: String) -> Element? {
+        var current: Element? = self
+        for part in path.split(separator: ".") {
+            current = current?.children.first { $0.name == part }
+        }
+        return current
+    }
+
+    /// The value of the first child with this name, for primitives (`resource.string("status")`).
+    public func string(_ name: String) -> String? {
+        self[name]?.value
+    }
+
+    /// Appends a child, keeping definition order: the child goes after every sibling whose element
+    /// comes before or at its own. Unknown names go last.
+    public mutating func append(_ child: Element) {
+        var child = child
+        if let definition, let element = definition.element(named: child.name) {
+            child.slot = element.slot
+        } else {
+            child.slot = Int16.max
+        }
+        var position = children.endIndex
+        while position > children.startIndex && children[position - 1].slot > child.slot {
+            position -= 1
+        }
+        children.insert(child, at: position)
+    }
+
+    /// Removes every child with this name.
+    public mutating func removeChildren(named name: String) {
+        children.removeAll { $0.name == name }
+    }
+
+    /// Sets a primitive child's value, replacing any children of that name
+    /// (`observation.setValue("final", for: "status")`); a nil value removes them.
+    public mutating func setValue(_ value: String?, for name: String) {
+        removeChildren(named: name)
+        guard let value, let definition, let element = definition.element(named: name),
+              let typeName = element.typeNames.first else { return }
+        append(Element(name: name, type: typeName, value: value))
+    }
+
+    /// Returns a copy with the `text` narrative removed everywhere, recursively
+    /// (useful to compare instances whose narratives were dropped by a transformation).
+    public func removingNarrative() -> Element {
+        var copy = self
+        copy.children = children.compactMap { child in
+            if child.name == "text" && child.typeName == "Narrative" { return nil }
+            return child.removingNarrative()
+        }
+        return copy
+    }
+
+    /// Visits this element and all its descendants, depth first.
+    public func forEachDescendant(_ body: (Element) throws -> Void) rethrows {
+        try body(self)
+        for child in children { try child.forEachDescendant(body) }
+    }
+}
+
+extension Element {
+    /// Elements are equal when their names, types, values and children are (a child's position
+    /// key is derived from its name and parent, so it takes no part).
+    public static func == (lhs: Element, rhs: Element) -> Bool {
+        lhs.name == rhs.name && lhs.typeIndex == rhs.typeIndex && lhs.value == rhs.value && lhs.children == rhs.children
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(typeIndex)
+        hasher.combine(value)
+        hasher.combine(children)
+    }
+}
+
+extension Element: CustomStringConvertible {
+    /// A compact, indented dump of the tree for debugging and test failures.
+    public var description: String {
+        var out = ""
+        func dump(_ e: Element, _ indent: String) {
+            out += indent + e.name
+            if let t = e.typeName { out += ": " + t } else if e.isUnknown { out += ": (unknown)" }
+            if let v = e.value { out += " = " + (v.count > 60 ? String(v.prefix(57)) + "..." : v) }
+            out += "\n"
+            for c in e.children { dump(c, indent + "  ") }
+        }
+        dump(self, "")
+        return out
+    }
+}

@@ -1,0 +1,90 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Whole-file and chunked reads with POSIX calls, reporting failures as `FHIRFormatError.unreadable`.
+enum FileBytes {
+    /// Reads a whole file, refusing files larger than `limit` bytes.
+    static func read(_ path: String, limit: Int = Int.max) throws(FHIRFormatError) -> [UInt8] {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw .unreadable(path: path, reason: errnoDescription()) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw .unreadable(path: path, reason: errnoDescription()) }
+        if (info.st_mode & S_IFMT) == S_IFDIR { throw .unreadable(path: path, reason: "is a directory") }
+        let size = Int(info.st_size)
+        if size > limit {
+            throw .limitExceeded(ParseIssue(.error, .limit,
+                "file is \(size) bytes, larger than the limit of \(limit)", at: SourceLocation(source: path)))
+        }
+        var bytes = [UInt8](repeating: 0, count: size)
+        var total = 0
+        while total < size {
+            let n = bytes.withUnsafeMutableBytes { buffer in
+                sysRead(fd, buffer.baseAddress! + total, size - total)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .unreadable(path: path, reason: errnoDescription())
+            }
+            if n == 0 { break }
+            total += n
+        }
+        if total < size { bytes.removeLast(size - total) }
+        return bytes
+    }
+
+    static func errnoDescription() -> String {
+        String(cString: strerror(errno))
+    }
+}
+
+/// Reads a file in chunks, so that streams (NDJSON, Bundle entries) never hold the whole file.
+final class ChunkedFileReader {
+    let path: String
+    private let fd: Int32
+    private(set) var isAtEnd = false
+
+    init(path: String) throws(FHIRFormatError) {
+        self.path = path
+        fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw .unreadable(path: path, reason: FileBytes.errnoDescription()) }
+        var info = stat()
+        if fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            close(fd)
+            throw .unreadable(path: path, reason: "is a directory")
+        }
+    }
+
+    /// Appends up to `count` bytes to `buffer`; returns how many were read (0 at the end).
+    func read(into buffer: inout [UInt8], count: Int) throws(FHIRFormatError) -> Int {
+        let start = buffer.count
+        buffer.append(contentsOf: repeatElement(0, count: count))
+        while true {
+            let n = buffer.withUnsafeMutableBytes { raw in
+                sysRead(fd, raw.baseAddress! + start, count)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                buffer.removeLast(count)
+                throw .unreadable(path: path, reason: FileBytes.errnoDescription())
+            }
+            buffer.removeLast(count - n)
+            if n == 0 { isAtEnd = true }
+            return n
+        }
+    }
+
+    deinit { close(fd) }
+}
+
+@inline(__always)
+func sysRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+    #if canImport(Glibc)
+    return Glibc.read(fd, buffer, count)
+    #else
+    return Darwin.read(fd, buffer, count)
+    #endif
+}

@@ -1,0 +1,266 @@
+/// The FHIR R4 type system: every primitive, datatype, resource and backbone element with its
+/// elements in definition order, generated from the R4 core package (see `fhir-tablegen`).
+///
+/// `ModelInfo.r4` is built once, on first use, from the committed table, so neither the build nor
+/// the program needs the definitions at run time. Everything here is immutable and shared freely
+/// across threads.
+///
+/// Table format, one fact per line (space separated):
+/// - `B <value-set-url> <code>|<code>|...`: a required value set and its codes; the Nth `B` line is binding N.
+/// - `T <name> <primitive|complex|resource|backbone> <base|-> [abstract]`: starts a type. Backbone
+///   types are named by their path (`CarePlan.activity.detail`).
+/// - `E <name> <min> <max|*> <type>|<type>... [m] [s] [b<N>]`: an element of the type above, in
+///   definition order; a name ending in `[x]` is a choice; `m` modifier, `s` summary, `bN` required binding N.
+public final class ModelInfo: Sendable {
+    /// The R4 (4.0.1) model, parsed from the generated table on first use.
+    public static let r4 = ModelInfo(table: ModelInfo.r4Table)
+
+    /// Every type, in table order; an element's `typeIndices` index into this array.
+    public let types: [TypeDefinition]
+    private let typeIndexByName: [String: Int32]
+    /// The required value sets, indexed by `ElementDefinition.binding`.
+    public let bindings: [RequiredBinding]
+
+    /// Parses a table in the format above. The table is generated and committed; a malformed
+    /// table is a programming error.
+    init(table: String) {
+        var bindings: [RequiredBinding] = []
+        var pendingTypes: [(name: String, kind: TypeDefinition.Kind, base: String?, abstract: Bool, elements: [PendingElement])] = []
+        for line in table.split(separator: "\n", omittingEmptySubsequences: true) {
+            let fields = line.split(separator: " ")
+            switch fields.first {
+            case "B":
+                let codes = fields.count > 2 ? fields[2].split(separator: "|").map(String.init) : []
+                bindings.append(RequiredBinding(valueSet: String(fields[1]), codes: codes))
+            case "T":
+                let kind = TypeDefinition.Kind(rawValue: String(fields[2]))!
+                let base = fields[3] == "-" ? nil : String(fields[3])
+                pendingTypes.append((String(fields[1]), kind, base, fields.count > 4 && fields[4] == "abstract", []))
+            case "E":
+                var name = String(fields[1])
+                let isChoice = name.hasSuffix("[x]")
+                if isChoice { name.removeLast(3) }
+                var element = PendingElement(
+                    name: name, isChoice: isChoice, min: Int(fields[2])!,
+                    max: fields[3] == "*" ? nil : Int(fields[3])!,
+                    typeNames: fields[4].split(separator: "|").map(String.init))
+                for flag in fields.dropFirst(5) {
+                    if flag == "m" { element.isModifier = true }
+                    else if flag == "s" { element.isSummary = true }
+                    else if flag.first == "b" { element.binding = Int(flag.dropFirst())! }
+                }
+                pendingTypes[pendingTypes.count - 1].elements.append(element)
+            default:
+                continue
+            }
+        }
+        var index: [String: Int32] = [:]
+        for (i, type) in pendingTypes.enumerated() { index[type.name] = Int32(i) }
+        self.typeIndexByName = index
+        self.bindings = bindings
+        self.types = pendingTypes.enumerated().map { i, pending in
+            let elements = pending.elements.enumerated().map { slot, e in
+                ElementDefinition(
+                    name: e.name, slot: Int16(slot), isChoice: e.isChoice, min: e.min, max: e.max,
+                    typeNames: e.typeNames, typeIndices: e.typeNames.map { index[$0] ?? -1 },
+                    isModifier: e.isModifier, isSummary: e.isSummary,
+                    binding: e.binding.map { bindings[$0] })
+            }
+            return TypeDefinition(
+                index: Int32(i), name: pending.name, kind: pending.kind, baseName: pending.base,
+                isAbstract: pending.abstract, elements: elements)
+        }
+    }
+
+    private struct PendingElement {
+        var name: String
+        var isChoice: Bool
+        var min: Int
+        var max: Int?
+        var typeNames: [String]
+        var isModifier = false
+        var isSummary = false
+        var binding: Int?
+    }
+
+    /// The type with this name (`"Observation"`, `"Quantity"`, `"dateTime"`, `"CarePlan.activity"`).
+    public func type(named name: String) -> TypeDefinition? {
+        typeIndexByName[name].map { types[Int($0)] }
+    }
+
+    /// The index of the type with this name in `types`.
+    public func typeIndex(named name: String) -> Int32? {
+        typeIndexByName[name]
+    }
+
+    /// The resource type with this name, or nil when `name` is not a concrete R4 resource type.
+    public func resourceType(named name: String) -> TypeDefinition? {
+        guard let type = type(named: name), type.kind == .resource, !type.isAbstract else { return nil }
+        return type
+    }
+
+    /// Whether `type` is `ancestor` or derives from it (`Age` is a `Quantity`, `Patient` a `DomainResource`).
+    public func isType(_ type: TypeDefinition, derivedFrom ancestor: String) -> Bool {
+        var current: TypeDefinition? = type
+        while let c = current {
+            if c.name == ancestor { return true }
+            current = c.baseName.flatMap { self.type(named: $0) }
+        }
+        return false
+    }
+}
+
+/// A required binding: the element's code must be one of `codes`.
+public struct RequiredBinding: Sendable, Hashable {
+    /// The canonical URL of the value set.
+    public let valueSet: String
+    /// The value set's codes, expanded from the core package.
+    public let codes: [String]
+
+    /// Whether `code` is in the value set.
+    public func contains(_ code: String) -> Bool { codes.contains(code) }
+}
+
+/// One FHIR type: a primitive, a datatype, a resource, or a backbone element named by its path.
+public final class TypeDefinition: Sendable, CustomStringConvertible {
+    /// What sort of type this is.
+    public enum Kind: String, Sendable {
+        case primitive, complex, resource, backbone
+    }
+
+    /// This type's index in `ModelInfo.types`.
+    public let index: Int32
+    /// The type name; for backbone elements, their path (`CarePlan.activity`).
+    public let name: String
+    public let kind: Kind
+    /// The type this one specialises (`DomainResource`, `Element`, `BackboneElement`), if any.
+    public let baseName: String?
+    public let isAbstract: Bool
+    /// The elements in definition order, which is also FHIR XML's element order.
+    public let elements: [ElementDefinition]
+    /// The primitive's lexical kind; nil for other kinds.
+    public let primitiveKind: PrimitiveKind?
+    /// JSON and XML property names (`status`, `valueQuantity`) to elements and chosen types.
+    let properties: PropertyIndex
+    private let elementSlotByName: [String: Int16]
+
+    init(index: Int32, name: String, kind: Kind, baseName: String?, isAbstract: Bool, elements: [ElementDefinition]) {
+        self.index = index
+        self.name = name
+        self.kind = kind
+        self.baseName = baseName
+        self.isAbstract = isAbstract
+        self.elements = elements
+        self.primitiveKind = kind == .primitive ? PrimitiveKind(rawValue: name) : nil
+        var entries: [(name: String, slot: Int16, type: Int32)] = []
+        var slots: [String: Int16] = [:]
+        for element in elements {
+            slots[element.name] = element.slot
+            if element.isChoice {
+                for (typeName, typeIndex) in zip(element.typeNames, element.typeIndices) {
+                    entries.append((element.name + ElementDefinition.choiceSuffix(for: typeName), element.slot, typeIndex))
+                }
+            } else {
+                entries.append((element.name, element.slot, element.typeIndices.first ?? -1))
+            }
+        }
+        self.properties = PropertyIndex(entries)
+        self.elementSlotByName = slots
+    }
+
+    /// The element with this name (choice elements by their name without `[x]`: `value`).
+    public func element(named name: String) -> ElementDefinition? {
+        elementSlotByName[name].map { elements[Int($0)] }
+    }
+
+    /// Resolves a JSON or XML property name (`valueQuantity`, `status`) to its element and the
+    /// type it names, or nil for a name the type does not have.
+    public func property(named name: String) -> (element: ElementDefinition, typeIndex: Int32)? {
+        var name = name
+        return name.withUTF8 { bytes in
+            properties.lookup(bytes).map { (elements[Int($0.slot)], $0.type) }
+        }
+    }
+
+    public var description: String { name }
+}
+
+/// One element of a type.
+public struct ElementDefinition: Sendable {
+    /// The element name; for choices, without `[x]` (`value`).
+    public let name: String
+    /// The element's position in its type's definition order.
+    public let slot: Int16
+    /// Whether this is a choice element (`value[x]`): its JSON and XML names carry the type.
+    public let isChoice: Bool
+    public let min: Int
+    /// The maximum cardinality, nil for `*`.
+    public let max: Int?
+    /// The allowed types by name; one unless `isChoice`.
+    public let typeNames: [String]
+    /// The allowed types as indices into `ModelInfo.types` (-1 where unknown).
+    public let typeIndices: [Int32]
+    /// Whether this element can change the meaning of its parent (`?!`): never ignore it.
+    public let isModifier: Bool
+    public let isSummary: Bool
+    /// The required binding for coded elements, when its value set is enumerable.
+    public let binding: RequiredBinding?
+
+    /// Whether the element repeats (JSON arrays).
+    public var isRepeating: Bool { max != 1 }
+
+    /// The suffix a choice element's name takes for a type: `Quantity` → `Quantity`, `dateTime` → `DateTime`.
+    public static func choiceSuffix(for typeName: String) -> String {
+        guard let first = typeName.first else { return typeName }
+        return first.uppercased() + typeName.dropFirst()
+    }
+}
+
+/// An open-addressing hash table from property-name bytes to (slot, type): the readers look up
+/// names straight from the input buffer without creating Strings.
+struct PropertyIndex: Sendable {
+    struct Entry: Sendable {
+        var hash: UInt64
+        var name: [UInt8]
+        var slot: Int16
+        var type: Int32
+    }
+
+    private var table: [Entry?]
+    private var mask: Int
+
+    init(_ entries: [(name: String, slot: Int16, type: Int32)]) {
+        var capacity = 8
+        while capacity < entries.count * 3 { capacity <<= 1 }
+        table = Array(repeating: nil, count: capacity)
+        mask = capacity - 1
+        for entry in entries {
+            let bytes = Array(entry.name.utf8)
+            let hash = bytes.withUnsafeBufferPointer { PropertyIndex.hash($0) }
+            var i = Int(truncatingIfNeeded: hash) & mask
+            while table[i] != nil { i = (i + 1) & mask }
+            table[i] = Entry(hash: hash, name: bytes, slot: entry.slot, type: entry.type)
+        }
+    }
+
+    @inline(__always)
+    static func hash(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
+    }
+
+    @inline(__always)
+    func lookup(_ bytes: UnsafeBufferPointer<UInt8>) -> (slot: Int16, type: Int32)? {
+        let hash = PropertyIndex.hash(bytes)
+        var i = Int(truncatingIfNeeded: hash) & mask
+        while let entry = table[i] {
+            if entry.hash == hash && entry.name.count == bytes.count
+                && entry.name.withUnsafeBufferPointer({ $0.elementsEqual(bytes) }) {
+                return (entry.slot, entry.type)
+            }
+            i = (i + 1) & mask
+        }
+        return nil
+    }
+}

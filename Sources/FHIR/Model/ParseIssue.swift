@@ -1,0 +1,143 @@
+/// Where something is in a FHIR document: file, line and column, and the element path
+/// (`Bundle.entry[3].resource.status`).
+public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+    /// The file (or other source name) the document came from, if known.
+    public var source: String?
+    /// 1-based line, or 0 when unknown.
+    public var line: Int
+    /// 1-based column in characters, or 0 when unknown.
+    public var column: Int
+    /// The element path in FHIRPath style, with indexes on repeated elements.
+    public var path: String
+
+    public init(source: String? = nil, line: Int = 0, column: Int = 0, path: String = "") {
+        self.source = source
+        self.line = line
+        self.column = column
+        self.path = path
+    }
+
+    /// `file.json:12:5` (or as much of it as is known).
+    public var position: String {
+        var parts: [String] = []
+        if let source { parts.append(source) }
+        if line > 0 { parts.append(String(line)); if column > 0 { parts.append(String(column)) } }
+        return parts.joined(separator: ":")
+    }
+
+    public var description: String {
+        let position = self.position
+        if path.isEmpty { return position }
+        return position.isEmpty ? path : "\(position): \(path)"
+    }
+}
+
+/// A problem found while reading a FHIR document.
+public struct ParseIssue: Sendable, Hashable, CustomStringConvertible, Error {
+    public enum Severity: String, Sendable, Hashable {
+        case error, warning
+    }
+
+    /// What sort of problem.
+    public enum Code: String, Sendable, Hashable {
+        /// The bytes are not well-formed JSON or XML.
+        case syntax
+        /// A construct FHIR forbids or CareGate refuses for safety (DTDs, entities, processing of `null`).
+        case forbidden
+        /// A property or element the R4 definitions do not have (kept, and reported).
+        case unknownElement
+        /// A `resourceType` or root element that is not an R4 resource.
+        case unknownResourceType
+        /// A value of the wrong JSON kind or shape (string for a number, object for an array...).
+        case structure
+        /// A primitive that breaks its type's lexical rules.
+        case invalidValue
+        /// A code outside its element's required value set.
+        case binding
+        /// Too many (or too few) repetitions.
+        case cardinality
+        /// A configured limit (document size, nesting depth) was hit.
+        case limit
+        /// The document could not be read.
+        case io
+    }
+
+    public var severity: Severity
+    public var code: Code
+    public var message: String
+    public var location: SourceLocation
+
+    public init(_ severity: Severity, _ code: Code, _ message: String, at location: SourceLocation) {
+        self.severity = severity
+        self.code = code
+        self.message = message
+        self.location = location
+    }
+
+    /// `file.json:12:5: error: Observation.status: expected one of ..., found "done"`.
+    public var description: String {
+        let position = location.position
+        let path = location.path.isEmpty ? "" : location.path + ": "
+        return (position.isEmpty ? "" : position + ": ") + "\(severity.rawValue): \(path)\(message)"
+    }
+}
+
+/// Why a FHIR document could not be read.
+public enum FHIRFormatError: Error, Sendable, CustomStringConvertible {
+    /// The document is not well-formed, or breaks a safety rule; reading stopped here.
+    case malformed(ParseIssue)
+    /// The document is well-formed but not valid R4; every error found is listed, warnings too.
+    case invalid([ParseIssue])
+    /// A configured limit was hit.
+    case limitExceeded(ParseIssue)
+    /// The file could not be opened or read.
+    case unreadable(path: String, reason: String)
+
+    /// The issues this error carries.
+    public var issues: [ParseIssue] {
+        switch self {
+        case .malformed(let issue), .limitExceeded(let issue): [issue]
+        case .invalid(let issues): issues
+        case .unreadable(let path, let reason): [ParseIssue(.error, .io, reason, at: SourceLocation(source: path))]
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .unreadable(let path, let reason):
+            return "\(path): cannot read: \(reason)"
+        default:
+            let errors = issues.filter { $0.severity == .error }
+            let shown = errors.prefix(20).map(\.description).joined(separator: "\n")
+            return errors.count > 20 ? shown + "\n... and \(errors.count - 20) more errors" : shown
+        }
+    }
+}
+
+/// How strictly, and within which limits, documents are read.
+public struct ParseOptions: Sendable {
+    /// Largest document accepted, in bytes (default 1 GiB). Streams (NDJSON, Bundle entries)
+    /// apply it per resource.
+    public var maximumDocumentSize: Int
+    /// Deepest nesting of objects, arrays or elements accepted (default 128).
+    public var maximumDepth: Int
+    /// When true, invalid values, codes and cardinalities are warnings rather than errors.
+    public var lenient: Bool
+    /// The name used in locations (usually the file path).
+    public var sourceName: String?
+
+    public init(maximumDocumentSize: Int = 1 << 30, maximumDepth: Int = 128, lenient: Bool = false, sourceName: String? = nil) {
+        self.maximumDocumentSize = maximumDocumentSize
+        self.maximumDepth = maximumDepth
+        self.lenient = lenient
+        self.sourceName = sourceName
+    }
+}
+
+/// A resource read from a document, with the warnings found on the way.
+public struct ParsedResource: Sendable {
+    /// The resource's root element.
+    public var resource: Element
+    /// Warnings (unknown elements kept, and with `lenient`, demoted errors).
+    public var warnings: [ParseIssue]
+}

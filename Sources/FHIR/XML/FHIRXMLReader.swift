@@ -1,0 +1,464 @@
+import CLibXML2
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads FHIR R4 XML into `Element` trees with libxml2's streaming reader.
+///
+/// Safe by construction: a document type declaration is refused before libxml2 sees it (so no
+/// DTD, internal or external, is ever read, and no entity is ever declared or expanded), the
+/// parser runs without network access, external entity loading is disabled process-wide, and
+/// entity references are errors. Files are streamed, so document size is bounded only by the
+/// configured limit; Bundles can be read entry by entry with `FHIRXMLBundleReader`.
+public struct FHIRXMLReader: Sendable {
+    public var options: ParseOptions
+
+    public init(options: ParseOptions = ParseOptions()) {
+        self.options = options
+    }
+
+    /// Reads one resource from XML bytes.
+    public func read(_ bytes: [UInt8]) throws(FHIRFormatError) -> ParsedResource {
+        guard bytes.count <= options.maximumDocumentSize else {
+            throw .limitExceeded(ParseIssue(.error, .limit,
+                "document is \(bytes.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
+                at: SourceLocation(source: options.sourceName)))
+        }
+        let parser = try XMLResourceParser(bytes: bytes, options: options)
+        return try parser.parseDocument()
+    }
+
+    /// Reads one resource from an XML string.
+    public func read(_ text: String) throws(FHIRFormatError) -> ParsedResource {
+        try read(Array(text.utf8))
+    }
+
+    /// Reads one resource from an XML file, streaming it from disk.
+    public func read(contentsOf path: String) throws(FHIRFormatError) -> ParsedResource {
+        var options = self.options
+        if options.sourceName == nil { options.sourceName = path }
+        let parser = try XMLResourceParser(path: path, options: options)
+        return try parser.parseDocument()
+    }
+}
+
+/// Process-wide libxml2 set-up, done once: no external entity is ever loaded.
+enum LibXML2Setup {
+    static let once: Void = {
+        xmlInitParser()
+        xmlSetExternalEntityLoader { _, _, _ in nil }
+    }()
+}
+
+/// Collects libxml2's errors for one reader.
+final class XMLErrorBox {
+    var message: String?
+    var line = 0
+    var column = 0
+}
+
+/// The libxml2 reader loop that builds `Element` trees; also drives entry-by-entry Bundle reads.
+final class XMLResourceParser {
+    static let fhirNamespace = "http://hl7.org/fhir"
+    static let xhtmlNamespace = "http://www.w3.org/1999/xhtml"
+
+    let reader: xmlTextReaderPtr
+    let options: ParseOptions
+    let model = ModelInfo.r4
+    var issues: [ParseIssue] = []
+    private let errors = XMLErrorBox()
+    private var retainedBytes: [UInt8] = []
+    private var fd: Int32 = -1
+
+    /// One open element.
+    struct Frame {
+        var element: Element
+        var type: TypeDefinition?
+        /// For elements whose content is a resource (`contained`, `entry.resource`): the resource read.
+        var wrapsResource: Bool
+        var wrapped: Element?
+        var seen = SlotSet()
+        var lastSlot: Int16 = -1
+        var sorted = true
+        var lastChildName = ""
+        var lastChildIndex = -1
+        var pathName: String
+        var pathIndex: Int
+    }
+    var frames: [Frame] = []
+    /// When set, entries of the root Bundle are handed out one by one instead of kept.
+    var streamEntries = false
+    var streamedEntry: Element?
+
+    init(bytes: [UInt8], options: ParseOptions) throws(FHIRFormatError) {
+        _ = LibXML2Setup.once
+        self.options = options
+        try XMLResourceParser.refuseDoctype(bytes[...], options: options)
+        retainedBytes = bytes
+        let created = retainedBytes.withUnsafeBufferPointer { buffer in
+            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in
+                xmlReaderForMemory(base, Int32(buffer.count), options.sourceName, nil, XMLResourceParser.parserOptions)
+            }
+        }
+        guard let created else {
+            throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(source: options.sourceName)))
+        }
+        reader = created
+        installErrorHandler()
+    }
+
+    init(path: String, options: ParseOptions) throws(FHIRFormatError) {
+        _ = LibXML2Setup.once
+        self.options = options
+        // Look at the prolog first: a DOCTYPE is refused before libxml2 reads anything.
+        let prolog = try ChunkedFileReader(path: path)
+        var head: [UInt8] = []
+        while head.count < 64 * 1024, try prolog.read(into: &head, count: 16 * 1024) > 0 {}
+        try XMLResourceParser.refuseDoctype(head[...], options: options)
+        fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw .unreadable(path: path, reason: FileBytes.errnoDescription()) }
+        guard let created = xmlReaderForFd(fd, path, nil, XMLResourceParser.parserOptions) else {
+            close(fd)
+            throw .unreadable(path: path, reason: "cannot start the XML reader")
+        }
+        reader = created
+        installErrorHandler()
+    }
+
+    deinit {
+        xmlFreeTextReader(reader)
+        if fd >= 0 { close(fd) }
+    }
+
+    /// No network, no entity substitution, no DTD loading or validation; libxml2's own
+    /// size and depth hardening stays on (no XML_PARSE_HUGE).
+    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue)
+
+    private func installErrorHandler() {
+        xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
+            guard let context, let error else { return }
+            let box = Unmanaged<XMLErrorBox>.fromOpaque(context).takeUnretainedValue()
+            guard box.message == nil else { return }
+            var message = error.pointee.message.map { String(cString: $0) } ?? "XML error"
+            while message.last == "\n" || message.last == " " { message.removeLast() }
+            box.message = message
+            box.line = Int(error.pointee.line)
+            box.column = Int(error.pointee.int2)
+        }, Unmanaged.passUnretained(errors).toOpaque())
+    }
+
+    /// Refuses a document whose prolog holds a document type declaration.
+    static func refuseDoctype(_ bytes: ArraySlice<UInt8>, options: ParseOptions) throws(FHIRFormatError) {
+        var i = bytes.startIndex
+        var line = 1
+        func at(_ prefix: String) -> Bool {
+            let p = Array(prefix.utf8)
+            return bytes.count - (i - bytes.startIndex) >= p.count && bytes[i..<(i + p.count)].elementsEqual(p)
+        }
+        while i < bytes.endIndex {
+            let b = bytes[i]
+            if b == 0x0A { line += 1 }
+            if b == 0x3C {
+                if at("<!DOCTYPE") || at("<!doctype") {
+                    throw .malformed(ParseIssue(.error, .forbidden,
+                        "document type declarations (DTDs) are not allowed in FHIR XML; CareGate refuses them so that no entity is ever expanded or loaded",
+                        at: SourceLocation(source: options.sourceName, line: line)))
+                }
+                if at("<?") || at("<!--") {
+                    let end = at("<?") ? "?>" : "-->"
+                    while i < bytes.endIndex && !at(end) { if bytes[i] == 0x0A { line += 1 }; i += 1 }
+                    continue
+                }
+                return
+            }
+            i += 1
+        }
+    }
+
+    // MARK: Reader access
+
+    func string(_ pointer: UnsafePointer<xmlChar>?) -> String {
+        pointer.map { String(cString: $0) } ?? ""
+    }
+
+    var localName: String { string(xmlTextReaderConstLocalName(reader)) }
+    var namespaceURI: String { string(xmlTextReaderConstNamespaceUri(reader)) }
+
+    func location() -> SourceLocation {
+        SourceLocation(source: options.sourceName,
+                       line: Int(xmlTextReaderGetParserLineNumber(reader)),
+                       column: Int(xmlTextReaderGetParserColumnNumber(reader)),
+                       path: pathString())
+    }
+
+    func pathString(extra: String? = nil) -> String {
+        var parts: [String] = []
+        for frame in frames {
+            parts.append(frame.pathIndex >= 0 ? "\(frame.pathName)[\(frame.pathIndex)]" : frame.pathName)
+        }
+        if let extra { parts.append(extra) }
+        return parts.joined(separator: ".")
+    }
+
+    func report(_ code: ParseIssue.Code, _ message: String, severity: ParseIssue.Severity = .error) {
+        let demoted = severity == .error && options.lenient && code != .syntax
+        issues.append(ParseIssue(demoted ? .warning : severity, code, message, at: location()))
+    }
+
+    func syntaxError(_ fallback: String) -> FHIRFormatError {
+        if let message = errors.message {
+            return .malformed(ParseIssue(.error, .syntax, message,
+                at: SourceLocation(source: options.sourceName, line: errors.line, column: errors.column, path: pathString())))
+        }
+        return .malformed(ParseIssue(.error, .syntax, fallback, at: location()))
+    }
+
+    /// Reads the current node and its subtree as XML text, leaving the reader on the node.
+    func outerXML() -> String {
+        guard let xml = xmlTextReaderReadOuterXml(reader) else { return "" }
+        defer { caregate_xml_free(xml) }
+        return String(cString: xml)
+    }
+
+    // MARK: Parsing
+
+    /// Reads the whole document.
+    func parseDocument() throws(FHIRFormatError) -> ParsedResource {
+        guard let root = try run() else {
+            throw syntaxError("the document has no root element")
+        }
+        if issues.contains(where: { $0.severity == .error }) { throw .invalid(issues) }
+        return ParsedResource(resource: root, warnings: issues)
+    }
+
+    /// Runs the reader until the root element is complete (returned) or, when streaming Bundle
+    /// entries, until the next entry is complete (left in `streamedEntry`, and nil returned).
+    func run() throws(FHIRFormatError) -> Element? {
+        var advance = true
+        while true {
+            if advance {
+                let status = xmlTextReaderRead(reader)
+                if status == 0 { return nil }
+                if status < 0 { throw syntaxError("malformed XML") }
+            }
+            advance = true
+            let nodeType = xmlTextReaderNodeType(reader)
+            switch nodeType {
+            case 1: // element
+                let isEmpty = xmlTextReaderIsEmptyElement(reader) == 1
+                switch try startElement() {
+                case .opened:
+                    if isEmpty, let done = try endElement() { return done }
+                case .skipped:
+                    advance = false
+                }
+                if streamedEntry != nil { return nil }
+            case 15: // end element
+                if let done = try endElement() { return done }
+                if streamedEntry != nil { return nil }
+            case 3, 4: // text, CDATA
+                let text = string(xmlTextReaderConstValue(reader))
+                if !text.allSatisfy({ $0.isWhitespace }) {
+                    report(.structure, "text content is not allowed in FHIR elements (values go in the value attribute): \"\(text.prefix(40))\"")
+                }
+            case 5: // entity reference
+                throw .malformed(ParseIssue(.error, .forbidden, "entity references are not allowed", at: location()))
+            case 10: // document type
+                throw .malformed(ParseIssue(.error, .forbidden, "document type declarations (DTDs) are not allowed in FHIR XML", at: location()))
+            default: // comments, processing instructions, whitespace
+                continue
+            }
+        }
+    }
+
+    enum StartResult { case opened, skipped }
+
+    /// Handles a start tag: opens a frame, or reads a whole subtree (xhtml, unknown) and skips it.
+    func startElement() throws(FHIRFormatError) -> StartResult {
+        let name = localName
+        let namespace = namespaceURI
+        if frames.count >= options.maximumDepth {
+            throw .limitExceeded(ParseIssue(.error, .limit, "nesting deeper than the limit of \(options.maximumDepth)", at: location()))
+        }
+        guard let parentIndex = frames.indices.last else {
+            // The root: a resource.
+            guard namespace == XMLResourceParser.fhirNamespace else {
+                throw .malformed(ParseIssue(.error, .structure,
+                    "the root element <\(name)> is not in the FHIR namespace \(XMLResourceParser.fhirNamespace)", at: location()))
+            }
+            guard let type = model.resourceType(named: name) else {
+                throw .malformed(ParseIssue(.error, .unknownResourceType, "'\(name)' is not an R4 resource type", at: location()))
+            }
+            frames.append(Frame(element: Element(name: name, typeIndex: type.index, slot: Int16.max), type: type,
+                                wrapsResource: false, pathName: name, pathIndex: -1))
+            readAttributes(of: frames.count - 1, isResource: true)
+            return .opened
+        }
+
+        let parent = frames[parentIndex]
+        if parent.wrapsResource {
+            // The resource inside <contained>, <resource>, <outcome>...
+            guard parent.wrapped == nil else {
+                report(.cardinality, "only one resource is allowed in <\(parent.element.name)>")
+                return skip()
+            }
+            guard namespace == XMLResourceParser.fhirNamespace, let type = model.resourceType(named: name) else {
+                report(.unknownResourceType, "'\(name)' is not an R4 resource type")
+                return skip()
+            }
+            frames.append(Frame(element: Element(name: parent.element.name, typeIndex: type.index, slot: parent.element.slot),
+                                type: type, wrapsResource: false, pathName: "ofType(\(name))", pathIndex: -1))
+            readAttributes(of: frames.count - 1, isResource: true)
+            return .opened
+        }
+
+        guard let parentType = parent.type else { return skip() }
+        var found: (slot: Int16, type: Int32)? = nil
+        if namespace == XMLResourceParser.fhirNamespace || (namespace == XMLResourceParser.xhtmlNamespace && name == "div") {
+            var lookupName = name
+            found = lookupName.withUTF8 { parentType.properties.lookup($0) }
+        }
+        guard let (slot, typeIndex) = found, typeIndex >= 0 else {
+            let raw = outerXML()
+            report(.unknownElement, "unknown element <\(name)> in \(parentType.name) (kept)", severity: .warning)
+            frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: raw))
+            return skip()
+        }
+        let definition = parentType.elements[Int(slot)]
+        let type = model.types[Int(typeIndex)]
+
+        // Position, repetition and order checks.
+        var pathIndex = -1
+        if definition.isRepeating {
+            pathIndex = parent.lastChildName == definition.name ? parent.lastChildIndex + 1 : 0
+        }
+        frames[parentIndex].lastChildName = definition.name
+        frames[parentIndex].lastChildIndex = pathIndex
+        let pathName = definition.isChoice ? name : definition.name
+        if slot < parent.lastSlot {
+            frames[parentIndex].sorted = false
+            report(.structure, "<\(name)> is out of order in \(parentType.name) (FHIR XML follows definition order)", severity: .warning)
+        }
+        if frames[parentIndex].seen.insert(slot) == false && !definition.isRepeating {
+            report(.cardinality, definition.isChoice ? "\(definition.name)[x] can have only one value" : "<\(name)> appears twice; at most one is allowed")
+        }
+        frames[parentIndex].lastSlot = slot
+
+        if type.primitiveKind == .xhtml {
+            guard namespace == XMLResourceParser.xhtmlNamespace else {
+                report(.structure, "<div> must be in the XHTML namespace \(XMLResourceParser.xhtmlNamespace)")
+                return skip()
+            }
+            let xhtml = outerXML()
+            frames[parentIndex].element.children.append(Element(name: definition.name, typeIndex: typeIndex, slot: slot, value: xhtml))
+            return skip()
+        }
+
+        frames.append(Frame(element: Element(name: definition.name, typeIndex: typeIndex, slot: slot), type: type,
+                            wrapsResource: type.kind == .resource, pathName: pathName, pathIndex: pathIndex))
+        readAttributes(of: frames.count - 1, isResource: false)
+        return .opened
+    }
+
+    /// Skips the current element's subtree; the reader is left on the next node.
+    func skip() -> StartResult {
+        let status = xmlTextReaderNext(reader)
+        if status <= 0 { return .opened }
+        return .skipped
+    }
+
+    /// Reads `value`, `id` and `url` attributes of the element just opened.
+    func readAttributes(of frameIndex: Int, isResource: Bool) {
+        guard xmlTextReaderHasAttributes(reader) == 1 else { return }
+        var frame = frames[frameIndex]
+        while xmlTextReaderMoveToNextAttribute(reader) == 1 {
+            let name = localName
+            let namespace = namespaceURI
+            if namespace == "http://www.w3.org/2000/xmlns/" || name == "xmlns" { continue }
+            if namespace == "http://www.w3.org/2001/XMLSchema-instance" { continue }
+            let value = string(xmlTextReaderConstValue(reader))
+            guard namespace.isEmpty, let type = frame.type else {
+                report(.unknownElement, "unknown attribute '\(name)' (ignored)", severity: .warning)
+                continue
+            }
+            if name == "value" && type.kind == .primitive {
+                frame.element.value = value
+                checkPrimitive(value, kind: type.primitiveKind!, binding: bindingOfCurrent(frameIndex))
+            } else if (name == "id" && !isResource) || (name == "url" && type.name == "Extension"), let element = type.element(named: name) {
+                if let kind = element.typeIndices.first.flatMap({ model.types[Int($0)].primitiveKind }) {
+                    checkPrimitive(value, kind: kind, binding: nil)
+                }
+                frame.element.children.append(Element(name: name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
+                _ = frame.seen.insert(element.slot)
+                // `url` (slot 2 of Extension) precedes child `extension` elements (slot 1) here.
+                if element.slot > 0 { frame.sorted = false }
+            } else {
+                report(.unknownElement, "unknown attribute '\(name)' on <\(frame.element.name)> (ignored)", severity: .warning)
+            }
+        }
+        xmlTextReaderMoveToElement(reader)
+        frames[frameIndex] = frame
+    }
+
+    /// The required binding of the element in frame `index`, found through its parent.
+    func bindingOfCurrent(_ index: Int) -> RequiredBinding? {
+        guard index > 0, let parentType = frames[index - 1].type else { return nil }
+        return parentType.elements[Int(frames[index].element.slot)].binding
+    }
+
+    func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?) {
+        let isResourceId = frames.count >= 2 && frames[frames.count - 2].type?.kind == .resource
+            && frames[frames.count - 1].element.name == "id" && frames[frames.count - 1].element.slot == 0
+        let kind = isResourceId ? PrimitiveKind.id : kind
+        if !kind.isValid(text) {
+            report(.invalidValue, "\"\(text)\" is not a valid \(kind.rawValue) (\(kind.ruleDescription))")
+            return
+        }
+        if let binding, !binding.contains(text) {
+            let shown = binding.codes.count <= 8 ? binding.codes.joined(separator: "|") : binding.codes.prefix(6).joined(separator: "|") + "|..."
+            report(.binding, "expected one of \(shown), found \"\(text)\"")
+        }
+    }
+
+    /// Closes the innermost element; returns the root when it closes.
+    func endElement() throws(FHIRFormatError) -> Element? {
+        guard var frame = frames.popLast() else { return nil }
+        if !frame.sorted {
+            frame.element.children = frame.element.children.enumerated().sorted { a, b in
+                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
+            }.map(\.element)
+        }
+        var finished = frame.element
+        if frame.wrapsResource {
+            guard let wrapped = frame.wrapped else {
+                frames.append(frame)
+                report(.structure, "<\(frame.element.name)> must hold a resource")
+                frames.removeLast()
+                return nil
+            }
+            finished = wrapped
+        } else if frame.type?.kind == .primitive && finished.value == nil && finished.children.isEmpty {
+            frames.append(frame)
+            report(.structure, "<\(finished.name)> has neither a value nor extensions")
+            frames.removeLast()
+            return nil
+        } else if frame.type?.kind != .resource && frame.type?.kind != .primitive && finished.children.isEmpty {
+            frames.append(frame)
+            report(.structure, "<\(finished.name)> is empty (FHIR XML has no empty elements)")
+            frames.removeLast()
+        }
+
+        guard let parentIndex = frames.indices.last else { return finished }
+        if frames[parentIndex].wrapsResource && frame.type?.kind == .resource && !frame.wrapsResource {
+            frames[parentIndex].wrapped = finished
+            return nil
+        }
+        if streamEntries && parentIndex == 0 && finished.name == "entry" && frames[0].type?.name == "Bundle" {
+            streamedEntry = finished
+            return nil
+        }
+        frames[parentIndex].element.children.append(finished)
+        return nil
+    }
+}
