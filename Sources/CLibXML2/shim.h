@@ -5,4 +5,12 @@
 #include <libxml/parser.h>
 /* xmlFree is a global function pointer; Swift 6 cannot touch it safely, so call it here. */
 static inline void caregate_xml_free(void *pointer) { xmlFree(pointer); }
+/* The line of the reader's current node (its element, for an attribute); libxml2's parser
+   position runs ahead of the node the reader is on. */
+static inline long caregate_reader_line(xmlTextReaderPtr reader) {
+    xmlNodePtr node = xmlTextReaderCurrentNode(reader);
+    if (node != NULL && node->type == XML_ATTRIBUTE_NODE && node->parent != NULL) node = node->parent;
+    long line = node != NULL ? xmlGetLineNo(node) : -1;
+    return line > 0 ? line : xmlTextReaderGetParserLineNumber(reader);
+}
 #endif

@@ -551,17 +551,20 @@ struct JSONParser {
             let kind = isResourceId ? PrimitiveKind.id : type.primitiveKind!
             let b = input[pos]
             let text: String
+            var formMatches = true
             switch b {
             case 0x22:
                 let s = try scanString()
                 text = try decodeString(s)
                 if kind.jsonForm != .string {
+                    formMatches = false
                     report(.structure, "expected a JSON \(kind.jsonForm == .number ? "number" : "boolean") for \(kind.rawValue), found a string", at: valueOffset)
                 }
             case 0x74, 0x66:
                 try scanLiteral(b == 0x74 ? "true" : "false")
                 text = b == 0x74 ? "true" : "false"
                 if kind.jsonForm != .boolean {
+                    formMatches = false
                     report(.structure, "expected \(kind.jsonForm == .string ? "a string" : "a number") for \(kind.rawValue), found a boolean", at: valueOffset)
                 }
             case 0x6E:
@@ -576,6 +579,7 @@ struct JSONParser {
                 let range = try scanNumber()
                 text = String(decoding: UnsafeBufferPointer(rebasing: input[range]), as: UTF8.self)
                 if kind.jsonForm != .number {
+                    formMatches = false
                     report(.structure, "expected \(kind.jsonForm == .string ? "a string" : "a boolean") for \(kind.rawValue), found a number", at: valueOffset)
                 }
             case 0x7B, 0x5B:
@@ -585,7 +589,7 @@ struct JSONParser {
             default:
                 throw syntaxError("expected a value, found \(describeNext())")
             }
-            checkPrimitive(text, kind: kind, binding: definition.binding, at: valueOffset)
+            if formMatches { checkPrimitive(text, kind: kind, binding: definition.binding, at: valueOffset) }
             return Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot, value: text)
 
         case .complex, .backbone:

@@ -70,6 +70,9 @@ final class XMLResourceParser {
     private let errors = XMLErrorBox()
     private var retainedBytes: [UInt8] = []
     private var fd: Int32 = -1
+    private let path: String?
+    /// For each issue without a column yet: the tag (and attribute) to find on its line.
+    private var pendingColumns: [(issue: Int, tag: String, attribute: String?)] = []
 
     /// One open element.
     struct Frame {
@@ -94,6 +97,7 @@ final class XMLResourceParser {
     init(bytes: [UInt8], options: ParseOptions) throws(FHIRFormatError) {
         _ = LibXML2Setup.once
         self.options = options
+        self.path = nil
         try XMLResourceParser.refuseDoctype(bytes[...], options: options)
         retainedBytes = bytes
         let created = retainedBytes.withUnsafeBufferPointer { buffer in
@@ -111,6 +115,7 @@ final class XMLResourceParser {
     init(path: String, options: ParseOptions) throws(FHIRFormatError) {
         _ = LibXML2Setup.once
         self.options = options
+        self.path = path
         // Look at the prolog first: a DOCTYPE is refused before libxml2 reads anything.
         let prolog = try ChunkedFileReader(path: path)
         var head: [UInt8] = []
@@ -133,7 +138,7 @@ final class XMLResourceParser {
 
     /// No network, no entity substitution, no DTD loading or validation; libxml2's own
     /// size and depth hardening stays on (no XML_PARSE_HUGE).
-    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue)
+    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue)
 
     private func installErrorHandler() {
         xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
@@ -185,11 +190,78 @@ final class XMLResourceParser {
     var localName: String { string(xmlTextReaderConstLocalName(reader)) }
     var namespaceURI: String { string(xmlTextReaderConstNamespaceUri(reader)) }
 
+    /// The current node's source, line and element path; the column is filled in later by
+    /// `resolveColumns()` (libxml2 keeps lines on nodes, not columns).
     func location() -> SourceLocation {
-        SourceLocation(source: options.sourceName,
-                       line: Int(xmlTextReaderGetParserLineNumber(reader)),
-                       column: Int(xmlTextReaderGetParserColumnNumber(reader)),
-                       path: pathString())
+        SourceLocation(source: options.sourceName, line: caregate_reader_line(reader), column: 0, path: pathString())
+    }
+
+    /// Records where to look for the column of the issue just appended.
+    private func noteColumn(attribute: String?) {
+        guard !issues.isEmpty else { return }
+        var tag = localName
+        var attribute = attribute
+        if xmlTextReaderNodeType(reader) == 2 {
+            // On an attribute: find its element's tag, then the attribute.
+            attribute = tag
+            if let node = xmlTextReaderCurrentNode(reader), let parent = node.pointee.parent, let name = parent.pointee.name {
+                tag = String(cString: name)
+            }
+        }
+        pendingColumns.append((issues.count - 1, tag, attribute))
+    }
+
+    /// Fills in the columns of pending issues: each is where its element's tag (or attribute)
+    /// starts on its line, found in one pass over the source.
+    func resolveColumns() {
+        guard !pendingColumns.isEmpty else { return }
+        defer { pendingColumns.removeAll() }
+        let wanted = Set(pendingColumns.map { issues[$0.issue].location.line })
+        guard let maxLine = wanted.max() else { return }
+        var lines: [Int: [UInt8]] = [:]
+        func collect(_ bytes: ArraySlice<UInt8>, startLine: inout Int, current: inout [UInt8]) {
+            for b in bytes {
+                if b == 0x0A {
+                    if wanted.contains(startLine) { lines[startLine] = current }
+                    startLine += 1
+                    current.removeAll(keepingCapacity: true)
+                    if startLine > maxLine { return }
+                } else if wanted.contains(startLine) {
+                    current.append(b)
+                }
+            }
+        }
+        var line = 1
+        var current: [UInt8] = []
+        if let path, let file = try? ChunkedFileReader(path: path) {
+            var chunk: [UInt8] = []
+            while line <= maxLine, (try? file.read(into: &chunk, count: 1 << 20)) ?? 0 > 0 {
+                collect(chunk[...], startLine: &line, current: &current)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        } else {
+            collect(retainedBytes[...], startLine: &line, current: &current)
+        }
+        if line <= maxLine && wanted.contains(line) { lines[line] = current }
+        for pending in pendingColumns {
+            guard let text = lines[issues[pending.issue].location.line] else { continue }
+            let tagBytes = Array(("<" + pending.tag).utf8)
+            guard var index = firstIndex(of: tagBytes, in: text, from: 0) else { continue }
+            if let attribute = pending.attribute, let at = firstIndex(of: Array((attribute + "=").utf8), in: text, from: index) {
+                index = at
+            }
+            issues[pending.issue].location.column = text[0..<index].reduce(1) { $1 & 0xC0 != 0x80 ? $0 + 1 : $0 }
+        }
+    }
+
+    private func firstIndex(of needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
+        guard needle.count <= haystack.count else { return nil }
+        var i = start
+        while i + needle.count <= haystack.count {
+            if haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+            i += 1
+        }
+        return nil
     }
 
     func pathString(extra: String? = nil) -> String {
@@ -201,9 +273,10 @@ final class XMLResourceParser {
         return parts.joined(separator: ".")
     }
 
-    func report(_ code: ParseIssue.Code, _ message: String, severity: ParseIssue.Severity = .error) {
+    func report(_ code: ParseIssue.Code, _ message: String, severity: ParseIssue.Severity = .error, attribute: String? = nil) {
         let demoted = severity == .error && options.lenient && code != .syntax
         issues.append(ParseIssue(demoted ? .warning : severity, code, message, at: location()))
+        noteColumn(attribute: attribute)
     }
 
     func syntaxError(_ fallback: String) -> FHIRFormatError {
@@ -228,6 +301,7 @@ final class XMLResourceParser {
         guard let root = try run() else {
             throw syntaxError("the document has no root element")
         }
+        resolveColumns()
         if issues.contains(where: { $0.severity == .error }) { throw .invalid(issues) }
         return ParsedResource(resource: root, warnings: issues)
     }

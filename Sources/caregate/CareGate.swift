@@ -1,0 +1,136 @@
+import ArgumentParser
+import FHIR
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `caregate` command: a FHIR R4 gateway for CareKit care-plan stores.
+@main
+struct CareGate: ParsableCommand {
+    static let version = "0.1.0"
+
+    static let configuration = CommandConfiguration(
+        commandName: "caregate",
+        abstract: "A FHIR R4 interoperability gateway for CareKit care-plan stores.",
+        discussion: """
+            CareGate reads FHIR R4 (JSON, XML, NDJSON, Bundles), maps it to a CareKit-compatible \
+            care-plan store, and pushes completed outcomes back to the EHR as Observations.
+
+            Examples:
+              caregate convert FHIRSamples/careplan.json --to xml
+              caregate convert bundle.xml --to ndjson -o resources.ndjson
+            """,
+        version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
+        subcommands: [Version.self, Convert.self]
+    )
+}
+
+/// `caregate version`
+struct Version: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the CareGate version and the FHIR version it speaks.")
+
+    func run() {
+        print("caregate \(CareGate.version) (FHIR R4 4.0.1)")
+    }
+}
+
+/// `caregate convert IN --to FORMAT [-o OUT]`
+struct Convert: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Convert a FHIR resource, Bundle or NDJSON file between JSON, XML and NDJSON.",
+        discussion: """
+            The input format comes from the file extension (.json, .xml, .ndjson) or its content. \
+            A Bundle converted to NDJSON gives one line per entry resource (read entry by entry); \
+            NDJSON converted to JSON or XML gives a collection Bundle. Output replaces OUT only \
+            when the whole conversion succeeded.
+
+            Examples:
+              caregate convert Patient.json --to xml
+              caregate convert bundle.json --to ndjson -o bundle.ndjson
+              caregate convert export.ndjson --to json --compact -o collection.json
+            """)
+
+    @Argument(help: "The FHIR file to convert (JSON, XML or NDJSON).", completion: .file())
+    var input: String
+
+    @Option(name: .long, help: "The output format: json, xml or ndjson.")
+    var to: FHIRFormat
+
+    @Option(name: .shortAndLong, help: "Write to this file instead of standard output.", completion: .file())
+    var output: String?
+
+    @Option(name: .long, help: "The input format, when the extension and content do not tell.")
+    var from: FHIRFormat?
+
+    @Flag(help: "Write JSON and XML without indentation.")
+    var compact = false
+
+    @Flag(help: "Report invalid values, codes and cardinalities as warnings instead of failing.")
+    var lenient = false
+
+    @Flag(name: .shortAndLong, help: "Do not print warnings.")
+    var quiet = false
+
+    func run() throws {
+        let sink: FHIROutput
+        do {
+            sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
+        } catch {
+            throw CommandFailure(error)
+        }
+        do {
+            let conversion = FHIRConversion(options: ParseOptions(lenient: lenient), pretty: !compact)
+            let summary = try conversion.convert(inputPath: input, from: from, to: to, output: sink)
+            try sink.close()
+            if !quiet { Diagnostics.printWarnings(summary.warnings) }
+            if output != nil && !quiet {
+                Diagnostics.standardError("converted \(input) to \(to.rawValue): \(summary.resourcesWritten) resource\(summary.resourcesWritten == 1 ? "" : "s") written to \(output!)")
+            }
+        } catch {
+            sink.discard()
+            throw CommandFailure(error)
+        }
+    }
+}
+
+extension FHIRFormat: ExpressibleByArgument {}
+
+/// A failed command: its diagnostics are printed like a compiler's, then the exit status is 1.
+struct CommandFailure: Error, CustomStringConvertible {
+    let error: FHIRFormatError
+    init(_ error: FHIRFormatError) { self.error = error }
+    var description: String { error.description }
+}
+
+enum Diagnostics {
+    static func standardError(_ line: String) {
+        var line = line
+        line += "\n"
+        let bytes = Array(line.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+
+    static func printWarnings(_ warnings: [ParseIssue], limit: Int = 20) {
+        for warning in warnings.prefix(limit) { standardError(warning.description) }
+        if warnings.count > limit { standardError("... and \(warnings.count - limit) more warnings") }
+    }
+}
+
+extension CareGate {
+    /// Prints failures as `error:` lines and exits 1, usage errors as argument-parser does.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let failure as CommandFailure {
+            let issues = failure.error.issues
+            let errors = issues.filter { $0.severity == .error }
+            for issue in errors.prefix(50) { Diagnostics.standardError(issue.description) }
+            if errors.count > 50 { Diagnostics.standardError("... and \(errors.count - 50) more errors") }
+            Glibc.exit(1)
+        } catch {
+            exit(withError: error)
+        }
+    }
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages CareGate builds and tests with, when any is missing.
+#   libcurl4-openssl-dev  HTTP for the FHIR client (system-library target)
+#   libxml2-dev           FHIR XML through libxml2's streaming reader
+#   libsqlite3-dev        the care store
+#   libxml2-utils         xmllint, which the tests use to check written XML against the R4 schemas
+#   pkg-config            finds libxml2's headers for the build
+set -euo pipefail
+
+packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config)
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "Installing Debian packages: ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "error: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
