@@ -4,16 +4,16 @@ import Glibc
 import Darwin
 #endif
 
-/// Whole-file and chunked reads with POSIX calls, reporting failures as `FHIRFormatError.unreadable`.
+/// Whole-file and chunked reads with POSIX calls, reporting failures as `FHIRFormatError.io`.
 enum FileBytes {
     /// Reads a whole file, refusing files larger than `limit` bytes.
     static func read(_ path: String, limit: Int = Int.max) throws(FHIRFormatError) -> [UInt8] {
         let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw .unreadable(path: path, reason: errnoDescription()) }
+        guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + errnoDescription()) }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw .unreadable(path: path, reason: errnoDescription()) }
-        if (info.st_mode & S_IFMT) == S_IFDIR { throw .unreadable(path: path, reason: "is a directory") }
+        guard fstat(fd, &info) == 0 else { throw .io(path: path, reason: "cannot read: " + errnoDescription()) }
+        if (info.st_mode & S_IFMT) == S_IFDIR { throw .io(path: path, reason: "cannot read: is a directory") }
         let size = Int(info.st_size)
         if size > limit {
             throw .limitExceeded(ParseIssue(.error, .limit,
@@ -27,7 +27,7 @@ enum FileBytes {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw .unreadable(path: path, reason: errnoDescription())
+                throw .io(path: path, reason: "cannot read: " + errnoDescription())
             }
             if n == 0 { break }
             total += n
@@ -50,11 +50,11 @@ final class ChunkedFileReader {
     init(path: String) throws(FHIRFormatError) {
         self.path = path
         fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw .unreadable(path: path, reason: FileBytes.errnoDescription()) }
+        guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
         var info = stat()
         if fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
             close(fd)
-            throw .unreadable(path: path, reason: "is a directory")
+            throw .io(path: path, reason: "cannot read: is a directory")
         }
     }
 
@@ -69,7 +69,7 @@ final class ChunkedFileReader {
             if n < 0 {
                 if errno == EINTR { continue }
                 buffer.removeLast(count)
-                throw .unreadable(path: path, reason: FileBytes.errnoDescription())
+                throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription())
             }
             buffer.removeLast(count - n)
             if n == 0 { isAtEnd = true }

@@ -90,22 +90,22 @@ public enum FHIRFormatError: Error, Sendable, CustomStringConvertible {
     case invalid([ParseIssue])
     /// A configured limit was hit.
     case limitExceeded(ParseIssue)
-    /// The file could not be opened or read.
-    case unreadable(path: String, reason: String)
+    /// A file could not be opened, read or written; `reason` says which and why.
+    case io(path: String, reason: String)
 
     /// The issues this error carries.
     public var issues: [ParseIssue] {
         switch self {
         case .malformed(let issue), .limitExceeded(let issue): [issue]
         case .invalid(let issues): issues
-        case .unreadable(let path, let reason): [ParseIssue(.error, .io, reason, at: SourceLocation(source: path))]
+        case .io(let path, let reason): [ParseIssue(.error, .io, reason, at: SourceLocation(source: path))]
         }
     }
 
     public var description: String {
         switch self {
-        case .unreadable(let path, let reason):
-            return "\(path): cannot read: \(reason)"
+        case .io(let path, let reason):
+            return "\(path): \(reason)"
         default:
             let errors = issues.filter { $0.severity == .error }
             let shown = errors.prefix(20).map(\.description).joined(separator: "\n")

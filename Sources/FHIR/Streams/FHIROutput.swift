@@ -27,7 +27,7 @@ public final class FHIROutput {
     public init(path: String) throws(FHIRFormatError) {
         let temporary = path + ".partial-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw .unreadable(path: path, reason: "cannot create: " + FileBytes.errnoDescription()) }
+        guard fd >= 0 else { throw .io(path: path, reason: "cannot create: " + FileBytes.errnoDescription()) }
         self.fd = fd
         self.path = path
         self.temporaryPath = temporary
@@ -48,7 +48,7 @@ public final class FHIROutput {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw .unreadable(path: path ?? "<stdout>", reason: "cannot write: " + FileBytes.errnoDescription())
+                throw .io(path: path ?? "<stdout>", reason: "cannot write: " + FileBytes.errnoDescription())
             }
             offset += n
         }
@@ -62,10 +62,10 @@ public final class FHIROutput {
         try flush()
         guard let path, let temporaryPath else { return }
         if fsync(fd) != 0 || Glibc.close(fd) != 0 {
-            throw .unreadable(path: path, reason: "cannot write: " + FileBytes.errnoDescription())
+            throw .io(path: path, reason: "cannot write: " + FileBytes.errnoDescription())
         }
         guard rename(temporaryPath, path) == 0 else {
-            throw .unreadable(path: path, reason: "cannot move into place: " + FileBytes.errnoDescription())
+            throw .io(path: path, reason: "cannot move into place: " + FileBytes.errnoDescription())
         }
     }
 

@@ -122,10 +122,10 @@ final class XMLResourceParser {
         while head.count < 64 * 1024, try prolog.read(into: &head, count: 16 * 1024) > 0 {}
         try XMLResourceParser.refuseDoctype(head[...], options: options)
         fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw .unreadable(path: path, reason: FileBytes.errnoDescription()) }
+        guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
         guard let created = xmlReaderForFd(fd, path, nil, XMLResourceParser.parserOptions) else {
             close(fd)
-            throw .unreadable(path: path, reason: "cannot start the XML reader")
+            throw .io(path: path, reason: "cannot read: cannot start the XML reader")
         }
         reader = created
         installErrorHandler()

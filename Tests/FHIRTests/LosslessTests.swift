@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+@testable import FHIR
+
+/// What "lossless" means, case by case, in both formats.
+@Suite("Lossless model")
+struct LosslessTests {
+    func roundTripJSON(_ json: String) throws -> (Element, String) {
+        let first = try FHIRJSONReader().read(json).resource
+        let written = FHIRJSONWriter(pretty: false).string(first)
+        let second = try FHIRJSONReader().read(written).resource
+        #expect(first == second)
+        // And through XML, where the content allows.
+        let xml = FHIRXMLWriter().write(first)
+        let fromXML = try FHIRXMLReader().read(xml).resource
+        #expect(fromXML == first, "\(firstDifference(fromXML, first))")
+        return (first, written)
+    }
+
+    @Test("decimals keep their lexical form: 1.50, 1e3, -0.0, 100000000000000000000.000001")
+    func decimals() throws {
+        let (tree, written) = try roundTripJSON(#"{"resourceType":"Observation","status":"final","code":{"text":"x"},"component":[{"code":{"text":"a"},"valueQuantity":{"value":1.50}},{"code":{"text":"b"},"valueQuantity":{"value":1e3}},{"code":{"text":"c"},"valueQuantity":{"value":-0.0}},{"code":{"text":"d"},"valueQuantity":{"value":100000000000000000000.000001}}]}"#)
+        #expect(tree.children(named: "component").map { $0.first("value.value")?.value } == ["1.50", "1e3", "-0.0", "100000000000000000000.000001"])
+        #expect(written.contains(#""value":1.50}"#) && written.contains(#""value":1e3}"#) && written.contains("100000000000000000000.000001"))
+    }
+
+    @Test("primitive ids and extensions, with null placeholders on either side")
+    func primitiveExtensions() throws {
+        let json = #"{"resourceType":"Patient","name":[{"given":["Ann",null,"Lee"],"_given":[null,{"id":"g2","extension":[{"url":"http://example.org/x","valueString":"no value"}]},{"extension":[{"url":"http://example.org/y","valueBoolean":true}]}]}],"birthDate":"1970","_birthDate":{"id":"bd"},"_gender":{"extension":[{"url":"http://hl7.org/fhir/StructureDefinition/data-absent-reason","valueCode":"asked-declined"}]}}"#
+        let (tree, written) = try roundTripJSON(json)
+        let given = tree.first("name")!.children(named: "given")
+        #expect(given.map(\.value) == ["Ann", nil, "Lee"])
+        #expect(given[1].string("id") == "g2")
+        #expect(tree["birthDate"]?.string("id") == "bd")
+        #expect(tree["gender"]?.value == nil && tree["gender"]?.first("extension.value")?.value == "asked-declined")
+        #expect(JSONValue.difference(try JSONValue.parse(Array(json.utf8)), try JSONValue.parse(Array(written.utf8))) == nil)
+    }
+
+    @Test("contained resources, modifierExtension and narrative survive")
+    func containedAndModifiers() throws {
+        let json = ##"{"resourceType":"CarePlan","text":{"status":"generated","div":"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>Walk <b>daily</b> &amp; rest</p></div>"},"contained":[{"resourceType":"Goal","id":"g","lifecycleStatus":"active","description":{"text":"walk"},"subject":{"reference":"Patient/p"}},{"resourceType":"Medication","id":"m","code":{"text":"x"}}],"modifierExtension":[{"url":"http://example.org/do-not-import","valueBoolean":true}],"status":"active","intent":"plan","subject":{"reference":"Patient/p"},"goal":[{"reference":"#g"}]}"##
+        let (tree, _) = try roundTripJSON(json)
+        let contained = tree.children(named: "contained")
+        #expect(contained.map(\.resourceType) == ["Goal", "Medication"])
+        #expect(tree["modifierExtension"]?.string("url") == "http://example.org/do-not-import")
+        #expect(tree.first("text.div")?.value == #"<div xmlns="http://www.w3.org/1999/xhtml"><p>Walk <b>daily</b> &amp; rest</p></div>"#)
+    }
+
+    @Test("strings with line breaks, tabs, quotes and non-ASCII survive XML attributes and JSON escapes")
+    func strings() throws {
+        let (tree, _) = try roundTripJSON(#"{"resourceType":"Patient","name":[{"text":"line one\nline two\ttabbed \"quoted\" <b> & ü 😀 \u00e9"}]}"#)
+        #expect(tree.first("name.text")?.value == "line one\nline two\ttabbed \"quoted\" <b> & ü 😀 é")
+    }
+
+    @Test("unknown JSON properties are kept verbatim, reported as warnings, and written back")
+    func unknownJSON() throws {
+        let json = #"{"resourceType":"Patient","id":"p","futureElement":{"a":[1,2.50,{"b":null}]},"gender":"female"}"#
+        let parsed = try FHIRJSONReader().read(json)
+        #expect(parsed.warnings.count == 1)
+        #expect(parsed.warnings[0].code == .unknownElement)
+        #expect(parsed.warnings[0].location.path == "Patient.futureElement")
+        let unknown = parsed.resource["futureElement"]
+        #expect(unknown?.isUnknown == true)
+        let written = FHIRJSONWriter(pretty: false).string(parsed.resource)
+        #expect(JSONValue.difference(try JSONValue.parse(Array(json.utf8)), try JSONValue.parse(Array(written.utf8))) == nil)
+    }
+
+    @Test("unknown XML elements are kept verbatim, reported as warnings, and written back")
+    func unknownXML() throws {
+        let xml = #"<Patient xmlns="http://hl7.org/fhir"><id value="p"/><futureElement><a value="1"/></futureElement><gender value="female"/></Patient>"#
+        let parsed = try FHIRXMLReader().read(xml)
+        #expect(parsed.warnings.map(\.code) == [.unknownElement])
+        // Kept as a self-contained fragment: libxml2 declares the namespace it was in.
+        #expect(parsed.resource["futureElement"]?.value == #"<futureElement xmlns="http://hl7.org/fhir"><a value="1"/></futureElement>"#)
+        let rewritten = try FHIRXMLReader().read(FHIRXMLWriter().write(parsed.resource))
+        #expect(rewritten.resource == parsed.resource)
+    }
+
+    @Test("resourceType may appear anywhere in the object")
+    func resourceTypeAnywhere() throws {
+        let tree = try FHIRJSONReader().read(#"{"id":"x","gender":"male","resourceType":"Patient"}"#).resource
+        #expect(tree.resourceType == "Patient" && tree.string("gender") == "male")
+    }
+
+    @Test("children are kept in definition order whatever the input order, so JSON and XML trees agree")
+    func definitionOrder() throws {
+        let shuffled = try FHIRJSONReader().read(#"{"gender":"male","resourceType":"Patient","name":[{"family":"A"}],"id":"x","active":true}"#).resource
+        #expect(shuffled.children.map(\.name) == ["id", "active", "name", "gender"])
+    }
+
+    @Test("elements built in code are placed in definition order and written as valid FHIR")
+    func building() throws {
+        var observation = Element(resourceType: "Observation")
+        observation.setValue("final", for: "status")
+        observation.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: "Body weight")]))
+        observation.append(Element(name: "value", type: "Quantity", children: [
+            Element(name: "value", type: "decimal", value: "78.40"),
+            Element(name: "code", type: "code", value: "kg"),
+        ]))
+        observation.setValue("obs-1", for: "id")
+        #expect(observation.children.map(\.name) == ["id", "status", "code", "value"])
+        let json = FHIRJSONWriter(pretty: false).string(observation)
+        #expect(json == #"{"resourceType":"Observation","id":"obs-1","status":"final","code":{"text":"Body weight"},"valueQuantity":{"value":78.40,"code":"kg"}}"#)
+        #expect(try FHIRJSONReader().read(json).resource == observation)
+    }
+}

@@ -1,0 +1,116 @@
+import Foundation
+import Testing
+@testable import FHIR
+
+@Suite("Streams: NDJSON and Bundles entry by entry")
+struct StreamTests {
+    func temporaryFile(_ name: String, _ contents: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(getpid())-\(name)").path
+        try contents.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("a bad NDJSON line is reported with its line number and the next lines still read")
+    func ndjsonBadLine() throws {
+        let path = try temporaryFile("bad.ndjson", """
+            {"resourceType":"Patient","id":"a"}
+
+            {"resourceType":"Observation","status":"done","code":{"text":"x"}}
+            {"resourceType":"Patient","id":"b"
+            {"resourceType":"Patient","id":"c"}
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try NDJSONReader(path: path)
+        var ids: [String] = []
+        var errors: [ParseIssue] = []
+        while true {
+            do {
+                guard let parsed = try reader.next() else { break }
+                ids.append(parsed.resource.string("id") ?? "?")
+            } catch {
+                errors += error.issues
+            }
+        }
+        #expect(ids == ["a", "c"])
+        #expect(errors.count == 2)
+        #expect(errors[0].location.line == 3 && errors[0].location.path == "Observation.status")
+        #expect(errors[1].location.line == 4 && errors[1].code == .syntax)
+        #expect(errors[1].location.source == path)
+    }
+
+    @Test("format detection by extension and by content")
+    func detection() throws {
+        #expect(FHIRFormat.detect(head: Array(#"{"resourceType":"Patient"}"#.utf8)) == .json)
+        #expect(FHIRFormat.detect(head: Array("{\"resourceType\":\"Patient\"}\n{\"resourceType\":\"Patient\"}\n".utf8)) == .ndjson)
+        #expect(FHIRFormat.detect(head: Array("{\n  \"resourceType\": \"Patient\"\n}\n".utf8)) == .json)
+        #expect(FHIRFormat.detect(head: Array("\u{FEFF}<?xml version=\"1.0\"?><Patient/>".utf8)) == .xml)
+        let path = try temporaryFile("noext", "{\"resourceType\":\"Patient\"}\n{\"resourceType\":\"Patient\"}\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try FHIRFormat.detect(path: path) == .ndjson)
+    }
+
+    @Test("an entry that is invalid stops the stream with its entry index and line")
+    func invalidEntry() throws {
+        let path = try temporaryFile("bundle.json", """
+            {"resourceType":"Bundle","type":"collection","entry":[
+              {"resource":{"resourceType":"Patient","id":"a"}},
+              {"resource":{"resourceType":"Patient","id":"b","gender":"f"}}
+            ]}
+            """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let stream = try BundleEntryStream(path: path)
+        #expect(try stream.next()?.first("resource.id")?.value == "a")
+        do {
+            _ = try stream.next()
+            Issue.record("accepted an invalid gender")
+        } catch {
+            #expect(error.issues.first?.location.line == 3)
+            #expect(error.issues.first?.location.path == "Bundle.entry[1].resource.gender")
+        }
+    }
+
+    @Test("Synthea bundles streamed entry by entry (JSON, and XML written by CareGate) equal the whole read")
+    func syntheaStreams() throws {
+        guard SharedData.isAvailable else { return SharedData.skipNotice("Synthea streaming") }
+        for file in SharedData.files("synthea", suffix: ".json").prefix(4) {
+            let whole = try FHIRJSONReader().read(contentsOf: file.path).resource
+            let entries = whole.children(named: "entry")
+            let stream = try BundleEntryStream(path: file.path)
+            var count = 0
+            while let entry = try stream.next() {
+                #expect(entry == entries[count])
+                count += 1
+            }
+            #expect(count == entries.count)
+            let xmlPath = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(getpid())-\(file.deletingPathExtension().lastPathComponent).xml").path
+            try Data(FHIRXMLWriter().write(whole)).write(to: URL(fileURLWithPath: xmlPath))
+            defer { try? FileManager.default.removeItem(atPath: xmlPath) }
+            let xmlStream = try BundleEntryStream(path: xmlPath)
+            var xmlCount = 0
+            while let entry = try xmlStream.next() {
+                #expect(entry == entries[xmlCount])
+                xmlCount += 1
+            }
+            #expect(xmlCount == entries.count)
+        }
+    }
+}
+
+@Suite("Synthea bundles (../shared)")
+struct SyntheaTests {
+    @Test("all 20 Synthea bundles convert JSON → XML → JSON unchanged (trees equal; JSON equal with decimals compared lexically)")
+    func jsonXMLJSON() throws {
+        guard SharedData.isAvailable else { return SharedData.skipNotice("Synthea JSON → XML → JSON") }
+        let files = SharedData.files("synthea", suffix: ".json")
+        #expect(files.count == 20)
+        for file in files {
+            let bytes = try Array(Data(contentsOf: file))
+            let tree = try FHIRJSONReader().read(bytes).resource
+            let xml = FHIRXMLWriter().write(tree)
+            let fromXML = try FHIRXMLReader().read(xml).resource
+            #expect(fromXML == tree, "\(file.lastPathComponent): \(firstDifference(fromXML, tree))")
+            let json = FHIRJSONWriter().write(fromXML)
+            #expect(JSONValue.difference(try JSONValue.parse(bytes), try JSONValue.parse(json)) == nil, "\(file.lastPathComponent)")
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import FHIR
+
+/// Runs the built `caregate` binary as a user would.
+@Suite("caregate command line")
+struct CommandLineTests {
+    static let projectRoot: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        return URL(fileURLWithPath: ".")
+    }()
+
+    static let binary: String = {
+        // The test bundle sits beside the products in the build folder.
+        let buildDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        for candidate in [buildDir, buildDir.deletingLastPathComponent(), projectRoot.appendingPathComponent(".build/debug")] {
+            let path = candidate.appendingPathComponent("caregate").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return projectRoot.appendingPathComponent(".build/debug/caregate").path
+    }()
+
+    struct Run { var status: Int32; var stdout: String; var stderr: String }
+
+    func caregate(_ arguments: [String]) throws -> Run {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        process.currentDirectoryURL = Self.projectRoot
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).out")
+        let err = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).err")
+        FileManager.default.createFile(atPath: out.path, contents: nil)
+        FileManager.default.createFile(atPath: err.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: out); try? FileManager.default.removeItem(at: err) }
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
+        try process.run()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus,
+                   stdout: try String(contentsOf: out, encoding: .utf8),
+                   stderr: try String(contentsOf: err, encoding: .utf8))
+    }
+
+    func temporaryPath(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(getpid())-\(name)").path
+    }
+
+    @Test("--help lists the commands and version prints the version")
+    func helpAndVersion() throws {
+        let help = try caregate(["--help"])
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("USAGE: caregate <subcommand>"))
+        #expect(help.stdout.contains("convert"))
+        let version = try caregate(["version"])
+        #expect(version.status == 0)
+        #expect(version.stdout.hasPrefix("caregate ") && version.stdout.contains("FHIR R4 4.0.1"))
+        let convertHelp = try caregate(["help", "convert"])
+        #expect(convertHelp.stdout.contains("--to <to>"))
+    }
+
+    @Test("convert JSON to XML and back gives the same resource")
+    func convertRoundTrip() throws {
+        let xml = temporaryPath("plan.xml")
+        let json = temporaryPath("plan.json")
+        defer { try? FileManager.default.removeItem(atPath: xml); try? FileManager.default.removeItem(atPath: json) }
+        let source = "FHIRSamples/json/CarePlan-maria-lopez-home-care.json"
+        #expect(try caregate(["convert", source, "--to", "xml", "-o", xml]).status == 0)
+        let back = try caregate(["convert", xml, "--to", "json", "-o", json])
+        #expect(back.status == 0)
+        #expect(back.stderr.contains("1 resource written"))
+        let original = try FHIRJSONReader().read(contentsOf: Self.projectRoot.appendingPathComponent(source).path).resource
+        #expect(try FHIRJSONReader().read(contentsOf: json).resource == original)
+    }
+
+    @Test("convert a Bundle to NDJSON and NDJSON to a collection Bundle")
+    func convertStreams() throws {
+        let ndjson = temporaryPath("demo.ndjson")
+        let bundle = temporaryPath("collection.xml")
+        defer { try? FileManager.default.removeItem(atPath: ndjson); try? FileManager.default.removeItem(atPath: bundle) }
+        let toLines = try caregate(["convert", "FHIRSamples/bundle/maria-lopez-demo-bundle.xml", "--to", "ndjson", "-o", ndjson])
+        #expect(toLines.status == 0, "\(toLines.stderr)")
+        #expect(try String(contentsOfFile: ndjson, encoding: .utf8).split(separator: "\n").count == 15)
+        let toBundle = try caregate(["convert", ndjson, "--to", "xml", "-o", bundle])
+        #expect(toBundle.status == 0, "\(toBundle.stderr)")
+        let collection = try FHIRXMLReader().read(contentsOf: bundle).resource
+        #expect(collection.string("type") == "collection")
+        #expect(collection.children(named: "entry").count == 15)
+    }
+
+    @Test("an invalid file fails with exit status 1, a located error, and the output file untouched")
+    func invalidInput() throws {
+        let bad = temporaryPath("bad.json")
+        let out = temporaryPath("out.xml")
+        defer { try? FileManager.default.removeItem(atPath: bad); try? FileManager.default.removeItem(atPath: out) }
+        try #"{"resourceType": "Observation", "status": "done", "code": {"text": "x"}}"#.write(toFile: bad, atomically: true, encoding: .utf8)
+        try "previous content".write(toFile: out, atomically: true, encoding: .utf8)
+        let run = try caregate(["convert", bad, "--to", "xml", "-o", out])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("\(bad):1:43: error: Observation.status: expected one of registered|preliminary|final"))
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "previous content")
+        #expect(!FileManager.default.fileExists(atPath: out + ".partial-\(getpid())"))
+    }
+
+    @Test("usage errors name the problem and exit with argument-parser's usage status")
+    func usageErrors() throws {
+        let missing = try caregate(["convert", "FHIRSamples/json/Patient-maria-lopez.json"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.contains("Missing expected argument '--to <to>'"))
+        let badFormat = try caregate(["convert", "x.json", "--to", "yaml"])
+        #expect(badFormat.status == 64)
+        #expect(badFormat.stderr.contains("yaml"))
+    }
+
+    @Test("a missing input file is reported by path")
+    func missingFile() throws {
+        let run = try caregate(["convert", "/nonexistent/in.json", "--to", "xml"])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("/nonexistent/in.json: error: cannot read: No such file or directory"))
+    }
+}
