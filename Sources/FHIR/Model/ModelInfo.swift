@@ -185,8 +185,8 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     public var description: String { name }
 }
 
-/// One element of a type.
-public struct ElementDefinition: Sendable {
+/// One element of a type (a class, so that looking one up in a hot loop costs a retain, not a copy).
+public final class ElementDefinition: Sendable {
     /// The element name; for choices, without `[x]` (`value`).
     public let name: String
     /// The element's position in its type's definition order.
@@ -205,6 +205,20 @@ public struct ElementDefinition: Sendable {
     public let isSummary: Bool
     /// The required binding for coded elements, when its value set is enumerable.
     public let binding: RequiredBinding?
+
+    init(name: String, slot: Int16, isChoice: Bool, min: Int, max: Int?, typeNames: [String], typeIndices: [Int32],
+         isModifier: Bool, isSummary: Bool, binding: RequiredBinding?) {
+        self.name = name
+        self.slot = slot
+        self.isChoice = isChoice
+        self.min = min
+        self.max = max
+        self.typeNames = typeNames
+        self.typeIndices = typeIndices
+        self.isModifier = isModifier
+        self.isSummary = isSummary
+        self.binding = binding
+    }
 
     /// Whether the element repeats (JSON arrays).
     public var isRepeating: Bool { max != 1 }

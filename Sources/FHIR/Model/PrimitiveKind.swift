@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The 20 FHIR R4 primitive types and their lexical rules.
 ///
 /// Values are kept in their lexical form (a decimal `1.50` stays `1.50`); `isValid` checks that
@@ -99,6 +105,14 @@ enum Lexical {
     }
     @inline(__always) static func isBase64Character(_ b: UInt8) -> Bool {
         isDigit(b) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2B || b == 0x2F || b == 0x3D
+    }
+
+    /// Whether the bytes are exactly the literal (a fast path for hot comparisons).
+    @inline(__always)
+    static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        let n = literal.utf8CodeUnitCount
+        guard bytes.count == n, let base = bytes.baseAddress else { return n == 0 && bytes.isEmpty }
+        return memcmp(base, literal.utf8Start, n) == 0
     }
 
     static func startsWith(_ s: UnsafeBufferPointer<UInt8>, _ prefix: String) -> Bool {

@@ -13,7 +13,13 @@
 public final class BundleEntryStream {
     private enum Source {
         case json(JSONBundleScanner)
-        case xml(XMLResourceParser)
+        case xml(XMLParserBox)
+    }
+
+    /// Holds the (struct) XML parser so the stream can advance it in place.
+    final class XMLParserBox {
+        var parser: XMLResourceParser
+        init(_ parser: XMLResourceParser) { self.parser = parser }
     }
     private let source: Source
     /// Warnings found so far (unknown elements kept, demoted errors in lenient mode).
@@ -32,9 +38,9 @@ public final class BundleEntryStream {
         case .json:
             source = .json(try JSONBundleScanner(path: path, options: options))
         case .xml:
-            let parser = try XMLResourceParser(path: path, options: options)
+            var parser = try XMLResourceParser(path: path, options: options)
             parser.streamEntries = true
-            source = .xml(parser)
+            source = .xml(XMLParserBox(parser))
         case .ndjson:
             throw .malformed(ParseIssue(.error, .structure, "an NDJSON file is not a Bundle; read it with NDJSONReader",
                                         at: SourceLocation(source: path)))
@@ -55,32 +61,36 @@ public final class BundleEntryStream {
             warnings += shell.warnings
             bundle = shell.resource
             return nil
-        case .xml(let parser):
-            parser.streamedEntry = nil
-            let root = try parser.run()
-            parser.resolveColumns()
-            if parser.issues.contains(where: { $0.severity == .error }) {
-                let issues = parser.issues
-                parser.issues.removeAll()
-                throw .invalid(issues)
-            }
-            warnings += parser.issues
-            parser.issues.removeAll()
-            if let entry = parser.streamedEntry {
-                if parser.frames.first?.type?.name != "Bundle" {
-                    throw .malformed(ParseIssue(.error, .structure, "the document is not a Bundle", at: parser.location()))
-                }
-                return entry
-            }
-            finished = true
-            guard let root else { throw parser.syntaxError("the document ended early") }
-            guard root.resourceType == "Bundle" else {
-                throw .malformed(ParseIssue(.error, .structure, "the document is a \(root.resourceType ?? root.name), not a Bundle",
-                                            at: SourceLocation(source: parser.options.sourceName)))
-            }
-            bundle = root
-            return nil
+        case .xml(let box):
+            return try nextXML(&box.parser)
         }
+    }
+
+    private func nextXML(_ parser: inout XMLResourceParser) throws(FHIRFormatError) -> Element? {
+        parser.streamedEntry = nil
+        let root = try parser.run()
+        parser.resolveColumns()
+        if parser.issues.contains(where: { $0.severity == .error }) {
+            let issues = parser.issues
+            parser.issues.removeAll()
+            throw .invalid(issues)
+        }
+        warnings += parser.issues
+        parser.issues.removeAll()
+        if let entry = parser.streamedEntry {
+            if parser.frames.first?.type?.name != "Bundle" {
+                throw .malformed(ParseIssue(.error, .structure, "the document is not a Bundle", at: parser.location()))
+            }
+            return entry
+        }
+        finished = true
+        guard let root else { throw parser.syntaxError("the document ended early") }
+        guard root.resourceType == "Bundle" else {
+            throw .malformed(ParseIssue(.error, .structure, "the document is a \(root.resourceType ?? root.name), not a Bundle",
+                                        at: SourceLocation(source: parser.options.sourceName)))
+        }
+        bundle = root
+        return nil
     }
 }
 

@@ -25,7 +25,7 @@ public struct FHIRXMLReader: Sendable {
                 "document is \(bytes.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
                 at: SourceLocation(source: options.sourceName)))
         }
-        let parser = try XMLResourceParser(bytes: bytes, options: options)
+        var parser = try XMLResourceParser(bytes: bytes, options: options)
         return try parser.parseDocument()
     }
 
@@ -38,7 +38,7 @@ public struct FHIRXMLReader: Sendable {
     public func read(contentsOf path: String) throws(FHIRFormatError) -> ParsedResource {
         var options = self.options
         if options.sourceName == nil { options.sourceName = path }
-        let parser = try XMLResourceParser(path: path, options: options)
+        var parser = try XMLResourceParser(path: path, options: options)
         return try parser.parseDocument()
     }
 }
@@ -58,18 +58,39 @@ final class XMLErrorBox {
     var column = 0
 }
 
+/// Owns a libxml2 reader (and the bytes or file it reads) for the parser's lifetime.
+final class LibXMLReaderHandle {
+    let reader: xmlTextReaderPtr
+    let errors: XMLErrorBox
+    let bytes: [UInt8]
+    let fd: Int32
+
+    init(reader: xmlTextReaderPtr, errors: XMLErrorBox, bytes: [UInt8], fd: Int32) {
+        self.reader = reader
+        self.errors = errors
+        self.bytes = bytes
+        self.fd = fd
+    }
+
+    deinit {
+        xmlFreeTextReader(reader)
+        if fd >= 0 { close(fd) }
+    }
+}
+
 /// The libxml2 reader loop that builds `Element` trees; also drives entry-by-entry Bundle reads.
-final class XMLResourceParser {
+/// A struct, so that the hot loop runs without dynamic exclusivity checks on its state.
+struct XMLResourceParser {
     static let fhirNamespace = "http://hl7.org/fhir"
     static let xhtmlNamespace = "http://www.w3.org/1999/xhtml"
 
     let reader: xmlTextReaderPtr
+    let handle: LibXMLReaderHandle
     let options: ParseOptions
     let model = ModelInfo.r4
     var issues: [ParseIssue] = []
-    private let errors = XMLErrorBox()
-    private var retainedBytes: [UInt8] = []
-    private var fd: Int32 = -1
+    private var errors: XMLErrorBox { handle.errors }
+    private var retainedBytes: [UInt8] { handle.bytes }
     private let path: String?
     /// For each issue without a column yet: the tag (and attribute) to find on its line.
     private var pendingColumns: [(issue: Int, tag: String, attribute: String?)] = []
@@ -84,7 +105,6 @@ final class XMLResourceParser {
         var seen = SlotSet()
         var lastSlot: Int16 = -1
         var sorted = true
-        var lastChildName = ""
         var lastChildIndex = -1
         var pathName: String
         var pathIndex: Int
@@ -99,8 +119,7 @@ final class XMLResourceParser {
         self.options = options
         self.path = nil
         try XMLResourceParser.refuseDoctype(bytes[...], options: options)
-        retainedBytes = bytes
-        let created = retainedBytes.withUnsafeBufferPointer { buffer in
+        let created = bytes.withUnsafeBufferPointer { buffer in
             buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in
                 xmlReaderForMemory(base, Int32(buffer.count), options.sourceName, nil, XMLResourceParser.parserOptions)
             }
@@ -109,6 +128,8 @@ final class XMLResourceParser {
             throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(source: options.sourceName)))
         }
         reader = created
+        // libxml2 reads the buffer in place: the handle keeps the bytes alive with the reader.
+        handle = LibXMLReaderHandle(reader: created, errors: XMLErrorBox(), bytes: bytes, fd: -1)
         installErrorHandler()
     }
 
@@ -121,26 +142,22 @@ final class XMLResourceParser {
         var head: [UInt8] = []
         while head.count < 64 * 1024, try prolog.read(into: &head, count: 16 * 1024) > 0 {}
         try XMLResourceParser.refuseDoctype(head[...], options: options)
-        fd = open(path, O_RDONLY)
+        let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
         guard let created = xmlReaderForFd(fd, path, nil, XMLResourceParser.parserOptions) else {
             close(fd)
             throw .io(path: path, reason: "cannot read: cannot start the XML reader")
         }
         reader = created
+        handle = LibXMLReaderHandle(reader: created, errors: XMLErrorBox(), bytes: [], fd: fd)
         installErrorHandler()
-    }
-
-    deinit {
-        xmlFreeTextReader(reader)
-        if fd >= 0 { close(fd) }
     }
 
     /// No network, no entity substitution, no DTD loading or validation; libxml2's own
     /// size and depth hardening stays on (no XML_PARSE_HUGE).
-    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue)
+    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue | XML_PARSE_COMPACT.rawValue)
 
-    private func installErrorHandler() {
+    func installErrorHandler() {
         xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
             guard let context, let error else { return }
             let box = Unmanaged<XMLErrorBox>.fromOpaque(context).takeUnretainedValue()
@@ -197,7 +214,7 @@ final class XMLResourceParser {
     }
 
     /// Records where to look for the column of the issue just appended.
-    private func noteColumn(attribute: String?) {
+    private mutating func noteColumn(attribute: String?) {
         guard !issues.isEmpty else { return }
         var tag = localName
         var attribute = attribute
@@ -213,7 +230,7 @@ final class XMLResourceParser {
 
     /// Fills in the columns of pending issues: each is where its element's tag (or attribute)
     /// starts on its line, found in one pass over the source.
-    func resolveColumns() {
+    mutating func resolveColumns() {
         guard !pendingColumns.isEmpty else { return }
         defer { pendingColumns.removeAll() }
         let wanted = Set(pendingColumns.map { issues[$0.issue].location.line })
@@ -273,7 +290,7 @@ final class XMLResourceParser {
         return parts.joined(separator: ".")
     }
 
-    func report(_ code: ParseIssue.Code, _ message: String, severity: ParseIssue.Severity = .error, attribute: String? = nil) {
+    mutating func report(_ code: ParseIssue.Code, _ message: String, severity: ParseIssue.Severity = .error, attribute: String? = nil) {
         let demoted = severity == .error && options.lenient && code != .syntax
         issues.append(ParseIssue(demoted ? .warning : severity, code, message, at: location()))
         noteColumn(attribute: attribute)
@@ -297,7 +314,7 @@ final class XMLResourceParser {
     // MARK: Parsing
 
     /// Reads the whole document.
-    func parseDocument() throws(FHIRFormatError) -> ParsedResource {
+    mutating func parseDocument() throws(FHIRFormatError) -> ParsedResource {
         guard let root = try run() else {
             throw syntaxError("the document has no root element")
         }
@@ -308,7 +325,7 @@ final class XMLResourceParser {
 
     /// Runs the reader until the root element is complete (returned) or, when streaming Bundle
     /// entries, until the next entry is complete (left in `streamedEntry`, and nil returned).
-    func run() throws(FHIRFormatError) -> Element? {
+    mutating func run() throws(FHIRFormatError) -> Element? {
         var advance = true
         while true {
             if advance {
@@ -349,15 +366,14 @@ final class XMLResourceParser {
     enum StartResult { case opened, skipped }
 
     /// Handles a start tag: opens a frame, or reads a whole subtree (xhtml, unknown) and skips it.
-    func startElement() throws(FHIRFormatError) -> StartResult {
-        let name = localName
-        let namespace = namespaceURI
+    mutating func startElement() throws(FHIRFormatError) -> StartResult {
         if frames.count >= options.maximumDepth {
             throw .limitExceeded(ParseIssue(.error, .limit, "nesting deeper than the limit of \(options.maximumDepth)", at: location()))
         }
         guard let parentIndex = frames.indices.last else {
             // The root: a resource.
-            guard namespace == XMLResourceParser.fhirNamespace else {
+            let name = localName
+            guard namespaceIs(.fhir) else {
                 throw .malformed(ParseIssue(.error, .structure,
                     "the root element <\(name)> is not in the FHIR namespace \(XMLResourceParser.fhirNamespace)", at: location()))
             }
@@ -370,30 +386,34 @@ final class XMLResourceParser {
             return .opened
         }
 
-        let parent = frames[parentIndex]
-        if parent.wrapsResource {
+        if frames[parentIndex].wrapsResource {
             // The resource inside <contained>, <resource>, <outcome>...
-            guard parent.wrapped == nil else {
-                report(.cardinality, "only one resource is allowed in <\(parent.element.name)>")
+            let name = localName
+            guard frames[parentIndex].wrapped == nil else {
+                report(.cardinality, "only one resource is allowed in <\(frames[parentIndex].element.name)>")
                 return skip()
             }
-            guard namespace == XMLResourceParser.fhirNamespace, let type = model.resourceType(named: name) else {
+            guard namespaceIs(.fhir), let type = model.resourceType(named: name) else {
                 report(.unknownResourceType, "'\(name)' is not an R4 resource type")
                 return skip()
             }
-            frames.append(Frame(element: Element(name: parent.element.name, typeIndex: type.index, slot: parent.element.slot),
+            let parent = frames[parentIndex].element
+            frames.append(Frame(element: Element(name: parent.name, typeIndex: type.index, slot: parent.slot),
                                 type: type, wrapsResource: false, pathName: "ofType(\(name))", pathIndex: -1))
             readAttributes(of: frames.count - 1, isResource: true)
             return .opened
         }
 
-        guard let parentType = parent.type else { return skip() }
+        guard let parentType = frames[parentIndex].type else { return skip() }
         var found: (slot: Int16, type: Int32)? = nil
-        if namespace == XMLResourceParser.fhirNamespace || (namespace == XMLResourceParser.xhtmlNamespace && name == "div") {
-            var lookupName = name
-            found = lookupName.withUTF8 { parentType.properties.lookup($0) }
+        if let rawName = xmlTextReaderConstLocalName(reader) {
+            let nameBytes = UnsafeBufferPointer(start: rawName, count: strlen(rawName))
+            if namespaceIs(.fhir) || (namespaceIs(.xhtml) && Lexical.equals(nameBytes, "div")) {
+                found = parentType.properties.lookup(nameBytes)
+            }
         }
         guard let (slot, typeIndex) = found, typeIndex >= 0 else {
+            let name = localName
             let raw = outerXML()
             report(.unknownElement, "unknown element <\(name)> in \(parentType.name) (kept)", severity: .warning)
             frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: raw))
@@ -404,23 +424,22 @@ final class XMLResourceParser {
 
         // Position, repetition and order checks.
         var pathIndex = -1
+        let lastSlot = frames[parentIndex].lastSlot
         if definition.isRepeating {
-            pathIndex = parent.lastChildName == definition.name ? parent.lastChildIndex + 1 : 0
+            pathIndex = lastSlot == slot ? frames[parentIndex].lastChildIndex + 1 : 0
         }
-        frames[parentIndex].lastChildName = definition.name
         frames[parentIndex].lastChildIndex = pathIndex
-        let pathName = definition.isChoice ? name : definition.name
-        if slot < parent.lastSlot {
+        if slot < lastSlot {
             frames[parentIndex].sorted = false
-            report(.structure, "<\(name)> is out of order in \(parentType.name) (FHIR XML follows definition order)", severity: .warning)
+            report(.structure, "<\(localName)> is out of order in \(parentType.name) (FHIR XML follows definition order)", severity: .warning)
         }
         if frames[parentIndex].seen.insert(slot) == false && !definition.isRepeating {
-            report(.cardinality, definition.isChoice ? "\(definition.name)[x] can have only one value" : "<\(name)> appears twice; at most one is allowed")
+            report(.cardinality, definition.isChoice ? "\(definition.name)[x] can have only one value" : "<\(localName)> appears twice; at most one is allowed")
         }
         frames[parentIndex].lastSlot = slot
 
         if type.primitiveKind == .xhtml {
-            guard namespace == XMLResourceParser.xhtmlNamespace else {
+            guard namespaceIs(.xhtml) else {
                 report(.structure, "<div> must be in the XHTML namespace \(XMLResourceParser.xhtmlNamespace)")
                 return skip()
             }
@@ -429,10 +448,38 @@ final class XMLResourceParser {
             return skip()
         }
 
+        let pathName = definition.isChoice ? definition.name + ElementDefinition.choiceSuffix(for: type.name) : definition.name
         frames.append(Frame(element: Element(name: definition.name, typeIndex: typeIndex, slot: slot), type: type,
                             wrapsResource: type.kind == .resource, pathName: pathName, pathIndex: pathIndex))
-        readAttributes(of: frames.count - 1, isResource: false)
+        if xmlTextReaderHasAttributes(reader) == 1 {
+            readAttributes(of: frames.count - 1, isResource: false)
+        }
         return .opened
+    }
+
+    enum KnownNamespace { case fhir, xhtml }
+    private var fhirNamespacePointer: UnsafePointer<xmlChar>?
+    private var xhtmlNamespacePointer: UnsafePointer<xmlChar>?
+    private static let fhirNamespaceBytes = Array(fhirNamespace.utf8) + [0]
+    private static let xhtmlNamespaceBytes = Array(xhtmlNamespace.utf8) + [0]
+
+    /// Whether the current node is in a namespace; libxml2 interns namespace names, so after the
+    /// first match a pointer comparison answers.
+    @inline(__always)
+    mutating func namespaceIs(_ namespace: KnownNamespace) -> Bool {
+        guard let uri = xmlTextReaderConstNamespaceUri(reader) else { return false }
+        switch namespace {
+        case .fhir:
+            if uri == fhirNamespacePointer { return true }
+            let equal = XMLResourceParser.fhirNamespaceBytes.withUnsafeBufferPointer { strcmp(uri, $0.baseAddress!) == 0 }
+            if equal { fhirNamespacePointer = uri }
+            return equal
+        case .xhtml:
+            if uri == xhtmlNamespacePointer { return true }
+            let equal = XMLResourceParser.xhtmlNamespaceBytes.withUnsafeBufferPointer { strcmp(uri, $0.baseAddress!) == 0 }
+            if equal { xhtmlNamespacePointer = uri }
+            return equal
+        }
     }
 
     /// Skips the current element's subtree; the reader is left on the next node.
@@ -443,36 +490,41 @@ final class XMLResourceParser {
     }
 
     /// Reads `value`, `id` and `url` attributes of the element just opened.
-    func readAttributes(of frameIndex: Int, isResource: Bool) {
+    mutating func readAttributes(of frameIndex: Int, isResource: Bool) {
         guard xmlTextReaderHasAttributes(reader) == 1 else { return }
-        var frame = frames[frameIndex]
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
-            let name = localName
-            let namespace = namespaceURI
-            if namespace == "http://www.w3.org/2000/xmlns/" || name == "xmlns" { continue }
-            if namespace == "http://www.w3.org/2001/XMLSchema-instance" { continue }
-            let value = string(xmlTextReaderConstValue(reader))
-            guard namespace.isEmpty, let type = frame.type else {
-                report(.unknownElement, "unknown attribute '\(name)' (ignored)", severity: .warning)
+            guard let rawName = xmlTextReaderConstLocalName(reader) else { continue }
+            let name = UnsafeBufferPointer(start: rawName, count: strlen(rawName))
+            if let namespace = xmlTextReaderConstNamespaceUri(reader) {
+                let uri = String(cString: namespace)
+                if uri == "http://www.w3.org/2000/xmlns/" || uri == "http://www.w3.org/2001/XMLSchema-instance" { continue }
+                report(.unknownElement, "unknown attribute '\(localName)' (ignored)", severity: .warning)
                 continue
             }
-            if name == "value" && type.kind == .primitive {
-                frame.element.value = value
+            if Lexical.equals(name, "xmlns") { continue }
+            guard let type = frames[frameIndex].type else { continue }
+            if Lexical.equals(name, "value") && type.kind == .primitive {
+                let value = string(xmlTextReaderConstValue(reader))
+                frames[frameIndex].element.value = value
                 checkPrimitive(value, kind: type.primitiveKind!, binding: bindingOfCurrent(frameIndex))
-            } else if (name == "id" && !isResource) || (name == "url" && type.name == "Extension"), let element = type.element(named: name) {
+                continue
+            }
+            let isId = !isResource && Lexical.equals(name, "id")
+            let isURL = !isId && Lexical.equals(name, "url") && type.name == "Extension"
+            if (isId || isURL), let element = type.element(named: isId ? "id" : "url") {
+                let value = string(xmlTextReaderConstValue(reader))
                 if let kind = element.typeIndices.first.flatMap({ model.types[Int($0)].primitiveKind }) {
                     checkPrimitive(value, kind: kind, binding: nil)
                 }
-                frame.element.children.append(Element(name: name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
-                _ = frame.seen.insert(element.slot)
+                frames[frameIndex].element.children.append(Element(name: element.name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
+                _ = frames[frameIndex].seen.insert(element.slot)
                 // `url` (slot 2 of Extension) precedes child `extension` elements (slot 1) here.
-                if element.slot > 0 { frame.sorted = false }
+                if element.slot > 0 { frames[frameIndex].sorted = false }
             } else {
-                report(.unknownElement, "unknown attribute '\(name)' on <\(frame.element.name)> (ignored)", severity: .warning)
+                report(.unknownElement, "unknown attribute '\(localName)' on <\(frames[frameIndex].element.name)> (ignored)", severity: .warning)
             }
         }
         xmlTextReaderMoveToElement(reader)
-        frames[frameIndex] = frame
     }
 
     /// The required binding of the element in frame `index`, found through its parent.
@@ -481,7 +533,7 @@ final class XMLResourceParser {
         return parentType.elements[Int(frames[index].element.slot)].binding
     }
 
-    func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?) {
+    mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?) {
         let isResourceId = frames.count >= 2 && frames[frames.count - 2].type?.kind == .resource
             && frames[frames.count - 1].element.name == "id" && frames[frames.count - 1].element.slot == 0
         let kind = isResourceId ? PrimitiveKind.id : kind
@@ -496,7 +548,7 @@ final class XMLResourceParser {
     }
 
     /// Closes the innermost element; returns the root when it closes.
-    func endElement() throws(FHIRFormatError) -> Element? {
+    mutating func endElement() throws(FHIRFormatError) -> Element? {
         guard var frame = frames.popLast() else { return nil }
         if !frame.sorted {
             frame.element.children = frame.element.children.enumerated().sorted { a, b in

@@ -1,0 +1,32 @@
+// swift-tools-version: 6.1
+//
+// CareGate's benchmarks (package-benchmark). Run from this folder:
+//   swift package --allow-writing-to-package-directory benchmark
+// Data comes from ../../shared (the Synthea bundles); benchmarks that need it say so and skip.
+import PackageDescription
+
+let package = Package(
+    name: "CareGateBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "CareGate", path: ".."),
+        .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        // Prints MB/s for reading and writing FHIR, for side-by-side runs with peers (compare-peers.sh).
+        .executableTarget(
+            name: "fhir-throughput",
+            dependencies: [.product(name: "FHIR", package: "CareGate")],
+            path: "Sources/fhir-throughput"
+        ),
+        .executableTarget(
+            name: "FHIRFormats",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "FHIR", package: "CareGate"),
+            ],
+            path: "Benchmarks/FHIRFormats",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+    ]
+)
