@@ -1,11 +1,14 @@
 // fhir-tablegen: generates CareGate's R4 type table from the official R4 core package.
 //
-// Usage: swift run fhir-tablegen [DEFINITIONS_DIR] [OUTPUT_FILE]
-//   defaults: ../shared/fhir-r4/definitions  Sources/FHIR/Generated/R4Definitions.swift
+// Usage: swift run fhir-tablegen [DEFINITIONS_DIR] [OUTPUT_DIR]
+//   defaults: ../shared/fhir-r4/definitions  Sources/FHIR/Generated
 //
-// The table holds facts only (type names, element names in definition order, cardinalities,
-// types, modifier flags, required bindings and the codes of their value sets); no prose.
-// Its line format is documented in Sources/FHIR/Model/ModelInfo.swift, which parses it.
+// Writes two files:
+// - R4Definitions.swift: the type table. Facts only (type names, element names in definition
+//   order, cardinalities, types, modifier flags, required bindings and the codes of their value
+//   sets); no prose. Its line format is documented in Sources/FHIR/Model/ModelInfo.swift.
+// - R4Views.swift: typed Swift views (`R4.CarePlan`, `R4.Timing`...) over the element model for
+//   the resources and datatypes the gateway reads and writes.
 import Foundation
 
 struct GeneratorError: Error, CustomStringConvertible {
@@ -14,7 +17,9 @@ struct GeneratorError: Error, CustomStringConvertible {
 
 let arguments = CommandLine.arguments
 let definitionsDirectory = arguments.count > 1 ? arguments[1] : "../shared/fhir-r4/definitions"
-let outputPath = arguments.count > 2 ? arguments[2] : "Sources/FHIR/Generated/R4Definitions.swift"
+let outputDirectory = arguments.count > 2 ? arguments[2] : "Sources/FHIR/Generated"
+let outputPath = outputDirectory + "/R4Definitions.swift"
+let viewsPath = outputDirectory + "/R4Views.swift"
 
 @MainActor func loadJSON(_ path: String) throws -> [String: Any] {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -251,3 +256,6 @@ extension ModelInfo {
 """
 try source.write(toFile: outputPath, atomically: true, encoding: .utf8)
 print("wrote \(outputPath): \(typeCount) types, \(elementCount) elements, \(bindingLines.count) value sets, \(table.utf8.count) bytes")
+let views = ViewGenerator(table: table).source()
+try views.write(toFile: viewsPath, atomically: true, encoding: .utf8)
+print("wrote \(viewsPath): \(views.split(separator: "\n").count) lines")

@@ -24,7 +24,7 @@ struct ModelInfoTests {
         #expect(model.type(named: "Extension")?.element(named: "value")?.typeNames.count == 50)
     }
 
-    @Test("the committed table is what fhir-tablegen makes from the R4 definitions")
+    @Test("the committed table and views are what fhir-tablegen makes from the R4 definitions")
     func tableIsUpToDate() throws {
         guard let shared = SharedData.root else { return SharedData.skipNotice("generated table drift check") }
         let binary = SharedData.projectRoot.appendingPathComponent(".build/debug/fhir-tablegen").path
@@ -32,12 +32,15 @@ struct ModelInfoTests {
             Issue.record("fhir-tablegen is not built at \(binary) (swift build builds it)")
             return
         }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-table-\(getpid()).swift").path
-        defer { try? FileManager.default.removeItem(atPath: output) }
-        let result = try ExternalTool.run(binary, [shared.appendingPathComponent("fhir-r4/definitions").path, output])
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-tables-\(getpid())")
+        try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let result = try ExternalTool.run(binary, [shared.appendingPathComponent("fhir-r4/definitions").path, output.path])
         #expect(result.status == 0, "\(result.stderr)")
-        let generated = try String(contentsOfFile: output, encoding: .utf8)
-        let committed = try String(contentsOfFile: SharedData.projectRoot.appendingPathComponent("Sources/FHIR/Generated/R4Definitions.swift").path, encoding: .utf8)
-        #expect(generated == committed, "Sources/FHIR/Generated/R4Definitions.swift is stale: run swift run fhir-tablegen")
+        for file in ["R4Definitions.swift", "R4Views.swift"] {
+            let generated = try String(contentsOf: output.appendingPathComponent(file), encoding: .utf8)
+            let committed = try String(contentsOfFile: SharedData.projectRoot.appendingPathComponent("Sources/FHIR/Generated/" + file).path, encoding: .utf8)
+            #expect(generated == committed, "Sources/FHIR/Generated/\(file) is stale: run swift run fhir-tablegen")
+        }
     }
 }

@@ -1,0 +1,126 @@
+import Foundation
+
+/// A FHIR decimal: the lexical form is the value (`1.50` is not `1.5`), with exact arithmetic
+/// through Foundation's `Decimal` when needed.
+public struct FHIRDecimal: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
+    /// The decimal as written.
+    public let lexical: String
+
+    /// A decimal from its lexical form, or nil when it is not a valid FHIR decimal.
+    public init?(_ lexical: String) {
+        guard PrimitiveKind.decimal.isValid(lexical) else { return nil }
+        self.lexical = lexical
+    }
+
+    public init(stringLiteral value: String) {
+        precondition(PrimitiveKind.decimal.isValid(value), "not a FHIR decimal: \(value)")
+        lexical = value
+    }
+
+    /// A decimal from an integer.
+    public init(_ value: Int) { lexical = String(value) }
+
+    /// The exact value.
+    public var decimal: Decimal { Decimal(string: lexical, locale: Locale(identifier: "en_US_POSIX")) ?? 0 }
+    /// The value as a Double (may round).
+    public var double: Double { Double(lexical) ?? 0 }
+    public var description: String { lexical }
+}
+
+/// A FHIR date, dateTime or instant: year, optionally month and day, optionally a time with an
+/// offset, with its precision kept (`2026`, `2026-11`, `2026-11-21T08:00:00-05:00`).
+public struct FHIRDateTime: Sendable, Hashable, CustomStringConvertible, Comparable {
+    /// How much of the value is given.
+    public enum Precision: Int, Sendable, Comparable {
+        case year, month, day, second
+        public static func < (a: Precision, b: Precision) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    public let lexical: String
+    public let year: Int
+    public let month: Int?
+    public let day: Int?
+    public let hour: Int?
+    public let minute: Int?
+    /// Seconds with any fraction.
+    public let second: Double?
+    /// The offset from UTC in seconds, when a time is given.
+    public let utcOffset: Int?
+
+    public var precision: Precision {
+        hour != nil ? .second : day != nil ? .day : month != nil ? .month : .year
+    }
+
+    /// Parses a date, dateTime or instant in FHIR's lexical form; nil when invalid.
+    public init?(_ lexical: String) {
+        guard PrimitiveKind.dateTime.isValid(lexical) else { return nil }
+        self.lexical = lexical
+        let u = Array(lexical.utf8)
+        func number(_ range: Range<Int>) -> Int { u[range].reduce(0) { $0 * 10 + Int($1 - 48) } }
+        year = number(0..<4)
+        month = u.count >= 7 ? number(5..<7) : nil
+        day = u.count >= 10 ? number(8..<10) : nil
+        if u.count > 10 {
+            hour = number(11..<13)
+            minute = number(14..<16)
+            var end = 19
+            while end < u.count, u[end] == 0x2E || (u[end] >= 0x30 && u[end] <= 0x39) { end += 1 }
+            second = Double(String(decoding: u[17..<end], as: UTF8.self))
+            if u[end] == 0x5A {
+                utcOffset = 0
+            } else {
+                let sign = u[end] == 0x2D ? -1 : 1
+                utcOffset = sign * (number((end + 1)..<(end + 3)) * 3600 + number((end + 4)..<(end + 6)) * 60)
+            }
+        } else {
+            hour = nil; minute = nil; second = nil; utcOffset = nil
+        }
+    }
+
+    /// The instant this value starts at; values without a time start at midnight in `timeZone`
+    /// (the patient's zone, for dates).
+    public func start(in timeZone: TimeZone) -> Date {
+        var components = DateComponents()
+        components.year = year
+        components.month = month ?? 1
+        components.day = day ?? 1
+        components.hour = hour ?? 0
+        components.minute = minute ?? 0
+        let whole = second.map { Int($0) } ?? 0
+        components.second = whole
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = utcOffset.flatMap { TimeZone(secondsFromGMT: $0) } ?? timeZone
+        let date = calendar.date(from: components) ?? Date(timeIntervalSince1970: 0)
+        return date.addingTimeInterval((second ?? 0) - Double(whole))
+    }
+
+    public var description: String { lexical }
+
+    /// Orders by start instant (in UTC for values without a zone), then by precision.
+    public static func < (a: FHIRDateTime, b: FHIRDateTime) -> Bool {
+        let utc = TimeZone(identifier: "UTC")!
+        let (x, y) = (a.start(in: utc), b.start(in: utc))
+        return x != y ? x < y : a.precision < b.precision
+    }
+}
+
+/// A FHIR time of day (`08:00:00`, `17:30:00.5`), which has no zone.
+public struct FHIRTime: Sendable, Hashable, CustomStringConvertible {
+    public let lexical: String
+    public let hour: Int
+    public let minute: Int
+    public let second: Double
+
+    public init?(_ lexical: String) {
+        guard PrimitiveKind.time.isValid(lexical) else { return nil }
+        self.lexical = lexical
+        let parts = lexical.split(separator: ":")
+        hour = Int(parts[0])!
+        minute = Int(parts[1])!
+        second = Double(parts[2])!
+    }
+
+    /// Seconds since midnight.
+    public var secondsSinceMidnight: Double { Double(hour * 3600 + minute * 60) + second }
+    public var description: String { lexical }
+}
