@@ -1,10 +1,18 @@
 #ifndef CAREGATE_CLIBXML2_SHIM_H
 #define CAREGATE_CLIBXML2_SHIM_H
+#include <libxml/xmlversion.h>
+/* Debian's libxml2 is built with ICU, so its encoding.h includes the system's <unicode/ucnv.h>,
+   which clashes with the ICU that Foundation bundles (_FoundationICU) in any module that sees
+   both. CareGate never touches the ICU converter fields (trailing pointers in
+   xmlCharEncodingHandler), so the ICU headers are left out. */
+#undef LIBXML_ICU_ENABLED
 #include <libxml/xmlreader.h>
 #include <libxml/xmlerror.h>
 #include <libxml/parser.h>
+
 /* xmlFree is a global function pointer; Swift 6 cannot touch it safely, so call it here. */
 static inline void caregate_xml_free(void *pointer) { xmlFree(pointer); }
+
 /* The line of the reader's current node (its element, for an attribute); libxml2's parser
    position runs ahead of the node the reader is on. */
 static inline long caregate_reader_line(xmlTextReaderPtr reader) {
