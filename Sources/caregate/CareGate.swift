@@ -72,6 +72,12 @@ struct Convert: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Do not print warnings.")
     var quiet = false
 
+    @Option(name: .customLong("max-depth"), help: "Refuse documents nested deeper than this (objects, arrays, elements).")
+    var maximumDepth = ParseOptions().maximumDepth
+
+    @Option(name: .customLong("max-size"), help: "Refuse documents (or NDJSON lines, Bundle entries) larger than this many bytes.")
+    var maximumSize = ParseOptions().maximumDocumentSize
+
     func run() throws {
         let sink: FHIROutput
         do {
@@ -80,7 +86,8 @@ struct Convert: ParsableCommand {
             throw CommandFailure(error)
         }
         do {
-            let conversion = FHIRConversion(options: ParseOptions(lenient: lenient), pretty: !compact)
+            let options = ParseOptions(maximumDocumentSize: maximumSize, maximumDepth: maximumDepth, lenient: lenient)
+            let conversion = FHIRConversion(options: options, pretty: !compact)
             let summary = try conversion.convert(inputPath: input, from: from, to: to, output: sink)
             try sink.close()
             if !quiet { Diagnostics.printWarnings(summary.warnings) }

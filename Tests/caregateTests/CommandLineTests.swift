@@ -115,6 +115,18 @@ struct CommandLineTests {
         #expect(badFormat.stderr.contains("yaml"))
     }
 
+    @Test("document limits can be set from the command line and are reported when hit")
+    func limits() throws {
+        let source = "FHIRSamples/json/CarePlan-maria-lopez-home-care.json"
+        let deep = try caregate(["convert", source, "--to", "xml", "--max-depth", "4"])
+        #expect(deep.status == 1)
+        #expect(deep.stderr.contains("CarePlan-maria-lopez-home-care.json:13:19: error: CarePlan.category[0].coding[0]: nesting deeper than the limit of 4"))
+        let big = try caregate(["convert", source, "--to", "xml", "--max-size", "1000"])
+        #expect(big.status == 1)
+        #expect(big.stderr.contains("larger than the limit of 1000"))
+        #expect(try caregate(["convert", source, "--to", "xml", "--max-depth", "20"]).status == 0)
+    }
+
     @Test("a missing input file is reported by path")
     func missingFile() throws {
         let run = try caregate(["convert", "/nonexistent/in.json", "--to", "xml"])
