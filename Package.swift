@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "FHIR", targets: ["FHIR"]),
+        .library(name: "CareStore", targets: ["CareStore"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -27,6 +28,10 @@ let package = Package(
             name: "FHIR",
             dependencies: ["CLibXML2"]
         ),
+        // 3. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
+        .target(
+            name: "CareStore"
+        ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
             name: "fhir-tablegen"
@@ -43,6 +48,10 @@ let package = Package(
             name: "FHIRTests",
             dependencies: ["FHIR"],
             resources: []
+        ),
+        .testTarget(
+            name: "CareStoreTests",
+            dependencies: ["CareStore"]
         ),
         .testTarget(
             name: "caregateTests",

@@ -1,0 +1,421 @@
+import Foundation
+
+/// One repeating rule of a schedule (CareKit's `OCKScheduleElement`): occurrences start at `start`
+/// and every `interval` after it, in the element's own calendar and time zone, before `end`.
+public struct ScheduleElement: Sendable, Hashable {
+    /// How long each occurrence lasts.
+    public enum Duration: Sendable, Hashable {
+        /// The whole local day of the occurrence.
+        case allDay
+        /// A fixed number of seconds from the occurrence's start.
+        case seconds(Double)
+
+        /// CareKit's default: one hour.
+        public static let hour = Duration.seconds(3600)
+    }
+
+    /// The first occurrence.
+    public var start: Date
+    /// Occurrences start before this date (exclusive); nil for an open-ended element.
+    public var end: Date?
+    /// The time between occurrences; only year, month, weekOfYear, day, hour, minute and second count.
+    public var interval: DateComponents
+    /// Shown instead of the clock time ("Before bed").
+    public var text: String?
+    public var duration: Duration
+    /// Values an outcome should reach (a dose, a step count).
+    public var targetValues: [OutcomeValue]
+    /// The calendar (and time zone) in which intervals accumulate and days begin.
+    public var calendar: Calendar
+
+    public init(start: Date, end: Date? = nil, interval: DateComponents, text: String? = nil,
+                duration: Duration = .hour, targetValues: [OutcomeValue] = [], calendar: Calendar) {
+        self.start = start
+        self.end = end
+        self.interval = ScheduleElement.normalized(interval)
+        self.text = text
+        self.duration = duration
+        self.targetValues = targetValues
+        self.calendar = calendar
+    }
+
+    /// The components CareKit persists; zero means unset.
+    static let intervalComponents: [Calendar.Component] = [.year, .month, .weekOfYear, .day, .hour, .minute, .second]
+
+    static func normalized(_ interval: DateComponents) -> DateComponents {
+        var result = DateComponents()
+        for component in intervalComponents {
+            if let value = interval.value(for: component), value != 0 { result.setValue(value, for: component) }
+        }
+        return result
+    }
+
+    /// The interval scaled by `k` (for jumping k occurrences at once).
+    func interval(times k: Int) -> DateComponents {
+        var result = DateComponents()
+        for component in ScheduleElement.intervalComponents {
+            if let value = interval.value(for: component) { result.setValue(value * k, for: component) }
+        }
+        return result
+    }
+}
+
+/// Why a schedule cannot be stored.
+public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
+    case noElements
+    case zeroInterval(element: Int)
+    case backwardsInterval(element: Int)
+    case endBeforeStart(element: Int)
+    case negativeDuration(element: Int)
+    case sameStart(element: Int, otherElement: Int)
+
+    public var description: String {
+        switch self {
+        case .noElements: "a schedule needs at least one element"
+        case .zeroInterval(let e): "schedule element \(e): the interval has no non-zero component (events would never advance)"
+        case .backwardsInterval(let e): "schedule element \(e): the interval goes backwards in time"
+        case .endBeforeStart(let e): "schedule element \(e): end is not after start"
+        case .negativeDuration(let e): "schedule element \(e): negative duration"
+        case .sameStart(let e, let other): "schedule elements \(other) and \(e) start at the same time, so their events have no defined order"
+        }
+    }
+}
+
+/// A task's schedule: the union of its elements' occurrences, numbered from 0 in time order
+/// (CareKit's `OCKSchedule`).
+public struct Schedule: Sendable, Hashable {
+    public private(set) var elements: [ScheduleElement]
+
+    /// A schedule of valid elements; see `ScheduleError` for what is refused.
+    public init(elements: [ScheduleElement]) throws(ScheduleError) {
+        try Schedule.validate(elements)
+        self.elements = elements
+    }
+
+    /// The earliest element start.
+    public var startDate: Date? { elements.map(\.start).min() }
+
+    /// The latest element end, or nil when any element is open-ended.
+    public var endDate: Date? {
+        let ends = elements.map(\.end)
+        if ends.contains(where: { $0 == nil }) { return nil }
+        return ends.compactMap { $0 }.max()
+    }
+
+    static func validate(_ elements: [ScheduleElement]) throws(ScheduleError) {
+        guard !elements.isEmpty else { throw .noElements }
+        for (i, element) in elements.enumerated() {
+            let values = ScheduleElement.intervalComponents.compactMap { element.interval.value(for: $0) }
+            if values.allSatisfy({ $0 == 0 }) { throw .zeroInterval(element: i) }
+            if values.contains(where: { $0 < 0 }) {
+                // Mixed signs could still move forward; CareKit schedules never use them.
+                throw .backwardsInterval(element: i)
+            }
+            if let end = element.end, end <= element.start { throw .endBeforeStart(element: i) }
+            if case .seconds(let s) = element.duration, s < 0 { throw .negativeDuration(element: i) }
+            for j in 0..<i where elements[j].start == element.start {
+                throw .sameStart(element: i, otherElement: j)
+            }
+        }
+    }
+
+    // MARK: Convenience constructors
+
+    /// A calendar in a time zone, as CareKit builds them (gregorian, Sunday first).
+    public static func calendar(_ timeZone: TimeZone) -> Calendar {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        calendar.firstWeekday = 1
+        calendar.minimumDaysInFirstWeek = 1
+        return calendar
+    }
+
+    /// Every day at a clock time, from the day of `start` (CareKit's `dailyAtTime`).
+    public static func dailyAtTime(hour: Int, minutes: Int, start: Date, end: Date? = nil, text: String? = nil,
+                                   duration: ScheduleElement.Duration = .hour, targetValues: [OutcomeValue] = [],
+                                   timeZone: TimeZone) -> Schedule {
+        let calendar = calendar(timeZone)
+        let first = calendar.date(bySettingHour: hour, minute: minutes, second: 0, of: calendar.startOfDay(for: start)) ?? start
+        let element = ScheduleElement(start: first, end: end, interval: DateComponents(day: 1), text: text,
+                                      duration: duration, targetValues: targetValues, calendar: calendar)
+        return try! Schedule(elements: [element])
+    }
+
+    /// Every week on a weekday (1 = Sunday ... 7 = Saturday) at a clock time, from the first such
+    /// day on or after `start` (CareKit's `weeklyAtTime`).
+    public static func weeklyAtTime(weekday: Int, hours: Int, minutes: Int, start: Date, end: Date? = nil,
+                                    text: String? = nil, duration: ScheduleElement.Duration = .hour,
+                                    targetValues: [OutcomeValue] = [], timeZone: TimeZone) -> Schedule {
+        let calendar = calendar(timeZone)
+        var day = calendar.startOfDay(for: start)
+        while calendar.component(.weekday, from: day) != weekday {
+            day = calendar.date(byAdding: .day, value: 1, to: day)!
+        }
+        let first = calendar.date(bySettingHour: hours, minute: minutes, second: 0, of: day) ?? day
+        let element = ScheduleElement(start: first, end: end, interval: DateComponents(weekOfYear: 1), text: text,
+                                      duration: duration, targetValues: targetValues, calendar: calendar)
+        return try! Schedule(elements: [element])
+    }
+
+    /// Every day, all day, from the day of `start`.
+    public static func allDay(start: Date, end: Date? = nil, text: String? = nil, targetValues: [OutcomeValue] = [],
+                              timeZone: TimeZone) -> Schedule {
+        let calendar = calendar(timeZone)
+        let element = ScheduleElement(start: calendar.startOfDay(for: start), end: end, interval: DateComponents(day: 1),
+                                      text: text, duration: .allDay, targetValues: targetValues, calendar: calendar)
+        return try! Schedule(elements: [element])
+    }
+
+    /// "As needed": an all-day element every day. Give the task `impactsAdherence: false`.
+    public static func asNeeded(start: Date, end: Date? = nil, text: String? = "As needed", timeZone: TimeZone) -> Schedule {
+        allDay(start: start, end: end, text: text, timeZone: timeZone)
+    }
+}
+
+/// One occurrence of a task: its window and its number in the schedule (CareKit's `OCKScheduleEvent`).
+public struct ScheduleEvent: Sendable, Hashable {
+    /// The window's start: the occurrence time, or the start of the local day for all-day elements.
+    public var start: Date
+    /// The window's end.
+    public var end: Date
+    /// The occurrence number in the whole schedule (all elements merged, in time order, from 0).
+    public var occurrence: Int
+    /// Which element the event comes from.
+    public var elementIndex: Int
+    public var element: ScheduleElement
+}
+
+// MARK: Occurrence arithmetic
+
+/// Exact occurrence times of one element. CareKit accumulates: each start is the previous one plus
+/// the interval, so a clamp (a wall time in a daylight-saving gap, the 31st in a short month)
+/// shifts every later occurrence for good. Between clamps, adding k intervals at once gives the
+/// same dates as adding one k times, so the series is kept as segments that each start at a
+/// clamp and are computed by jumping. Clamps can only happen at daylight-saving transitions and
+/// at month ends, so finding them is cheap.
+final class OccurrenceSeries {
+    let element: ScheduleElement
+    let calendar: Calendar
+    /// For intervals of hours, minutes and seconds only: Foundation adds those as elapsed time.
+    let absoluteStep: TimeInterval?
+    /// Intervals mixing calendar units and clock units are accumulated step by step.
+    let isMixed: Bool
+    /// An estimate of one interval in seconds, to guess where to jump.
+    let nominalStep: TimeInterval
+    /// Whether a clamp can change the day of month (month or year intervals).
+    let keepsDay: Bool
+
+    struct Segment {
+        let index: Int
+        let start: Date
+        let wallTime: Int
+        let day: Int
+    }
+    /// Segments found so far, and the date up to which no further clamp exists.
+    private var segments: [Segment]
+    private var explored: Date
+
+    init(_ element: ScheduleElement) {
+        self.element = element
+        self.calendar = element.calendar
+        let i = element.interval
+        let calendarUnits = (i.year ?? 0) != 0 || (i.month ?? 0) != 0 || (i.weekOfYear ?? 0) != 0 || (i.day ?? 0) != 0
+        let clockSeconds = Double((i.hour ?? 0) * 3600 + (i.minute ?? 0) * 60 + (i.second ?? 0))
+        absoluteStep = calendarUnits ? nil : clockSeconds
+        isMixed = calendarUnits && clockSeconds != 0
+        nominalStep = Double(i.year ?? 0) * 365.2425 * 86400 + Double(i.month ?? 0) * 30.436875 * 86400
+            + Double(i.weekOfYear ?? 0) * 7 * 86400 + Double(i.day ?? 0) * 86400 + clockSeconds
+        keepsDay = (i.year ?? 0) != 0 || (i.month ?? 0) != 0
+        segments = [Segment(index: 0, start: element.start, wallTime: OccurrenceSeries.wallTime(element.start, element.calendar),
+                            day: element.calendar.component(.day, from: element.start))]
+        explored = element.start
+    }
+
+    static func wallTime(_ date: Date, _ calendar: Calendar) -> Int {
+        let offset = calendar.timeZone.secondsFromGMT(for: date)
+        let local = Int((date.timeIntervalSince1970 + Double(offset)).rounded(.down))
+        return ((local % 86400) + 86400) % 86400
+    }
+
+    private func jump(_ segment: Segment, _ steps: Int) -> Date {
+        steps == 0 ? segment.start : calendar.date(byAdding: element.interval(times: steps), to: segment.start)!
+    }
+
+    /// Finds clamps up to `horizon`, appending segments.
+    private func explore(through horizon: Date) {
+        while explored < horizon {
+            let segment = segments[segments.count - 1]
+            let limit = max(horizon, explored.addingTimeInterval(nominalStep * 2))
+            if let clamp = firstClamp(after: segment, from: explored, through: limit) {
+                let date = jump(segment, clamp - segment.index)
+                segments.append(Segment(index: clamp, start: date, wallTime: OccurrenceSeries.wallTime(date, calendar),
+                                        day: calendar.component(.day, from: date)))
+                explored = date
+            } else {
+                explored = limit
+            }
+        }
+    }
+
+    /// The first occurrence index after `segment` (at a date in (from, through]) where a jump lands
+    /// on a clamped time or day, or nil.
+    private func firstClamp(after segment: Segment, from: Date, through: Date) -> Int? {
+        var found: Int?
+        // Wall times in a daylight-saving gap.
+        var transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: from.addingTimeInterval(-nominalStep))
+        while let t = transition, t <= through.addingTimeInterval(nominalStep) {
+            let estimate = segment.index + Int(t.timeIntervalSince(segment.start) / nominalStep)
+            for k in max(segment.index + 1, estimate - 1)...max(segment.index + 1, estimate + 1) {
+                let date = jump(segment, k - segment.index)
+                if OccurrenceSeries.wallTime(date, calendar) != segment.wallTime { found = k; break }
+            }
+            if found != nil { break }
+            transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: t)
+        }
+        // The day of month in a shorter month.
+        if keepsDay && segment.day > 28 {
+            var k = segment.index + 1
+            while k <= segment.index + 13 {
+                let date = jump(segment, k - segment.index)
+                if date > through.addingTimeInterval(nominalStep) { break }
+                if calendar.component(.day, from: date) != segment.day { found = min(found ?? k, k); break }
+                k += 1
+            }
+        }
+        return found
+    }
+
+    /// The start of occurrence `k`, exactly as CareKit accumulates it.
+    func start(_ k: Int) -> Date {
+        if let step = absoluteStep { return element.start.addingTimeInterval(step * Double(k)) }
+        if isMixed {
+            var date = element.start
+            for _ in 0..<k { date = calendar.date(byAdding: element.interval, to: date)! }
+            return date
+        }
+        explore(through: element.start.addingTimeInterval(nominalStep * Double(k + 2) * 1.1))
+        var segment = segments[0]
+        for s in segments where s.index <= k { segment = s }
+        return jump(segment, k - segment.index)
+    }
+
+    /// How many occurrences start before `t` (not limited by `end`).
+    func countStarts(before t: Date) -> Int {
+        guard t > element.start else { return 0 }
+        if let step = absoluteStep {
+            var n = Int((t.timeIntervalSince(element.start) / step).rounded(.up))
+            while n > 0 && element.start.addingTimeInterval(step * Double(n - 1)) >= t { n -= 1 }
+            while element.start.addingTimeInterval(step * Double(n)) < t { n += 1 }
+            return n
+        }
+        if isMixed {
+            var count = 0
+            var date = element.start
+            while date < t { count += 1; date = calendar.date(byAdding: element.interval, to: date)! }
+            return count
+        }
+        explore(through: t)
+        var position = 0
+        for (i, s) in segments.enumerated() where s.start < t { position = i }
+        let segment = segments[position]
+        let nextIndex = position + 1 < segments.count ? segments[position + 1].index : Int.max
+        // Within the segment, find the last occurrence before t by estimate and correction.
+        var n = segment.index + max(0, Int((t.timeIntervalSince(segment.start) / nominalStep).rounded(.down)))
+        n = min(n, nextIndex - 1)
+        while n > segment.index && jump(segment, n - segment.index) >= t { n -= 1 }
+        while n + 1 < nextIndex && jump(segment, n + 1 - segment.index) < t { n += 1 }
+        return n + 1
+    }
+
+    /// How many occurrences exist at all (limited by `end`), or nil when open-ended.
+    lazy var totalCount: Int? = element.end.map { countStarts(before: $0) }
+
+    /// The window of an occurrence starting at `start`.
+    func window(_ start: Date) -> (start: Date, end: Date) {
+        switch element.duration {
+        case .seconds(let s):
+            return (start, start.addingTimeInterval(s))
+        case .allDay:
+            let day = calendar.startOfDay(for: start)
+            let next = calendar.date(byAdding: .day, value: 1, to: day)!
+            return (day, next.addingTimeInterval(-1))
+        }
+    }
+
+    /// How many events of this element have a window starting before `t`.
+    func countWindows(before t: Date) -> Int {
+        var bound = t
+        if case .allDay = element.duration {
+            // The day's window starts before t exactly when the occurrence is before the next midnight.
+            let day = calendar.startOfDay(for: t)
+            bound = day == t ? t : calendar.date(byAdding: .day, value: 1, to: day)!
+        }
+        let count = countStarts(before: bound)
+        if let total = totalCount { return min(count, total) }
+        return count
+    }
+
+    /// The longest a window can reach back before its occurrence starts or extend after it.
+    var reach: TimeInterval {
+        switch element.duration {
+        case .seconds(let s): max(s, 0)
+        case .allDay: 26 * 3600
+        }
+    }
+}
+
+extension Schedule {
+    /// The events whose window ends at or after `start` and starts before `end`, in occurrence order.
+    public func events(from start: Date, to end: Date) -> [ScheduleEvent] {
+        guard start < end else { return [] }
+        let series = elements.map(OccurrenceSeries.init)
+        var found: [(start: Date, end: Date, element: Int, k: Int)] = []
+        for (index, s) in series.enumerated() {
+            var k = s.countStarts(before: start.addingTimeInterval(-s.reach))
+            let total = s.totalCount
+            while total == nil || k < total! {
+                let occurrenceStart = s.start(k)
+                let window = s.window(occurrenceStart)
+                if window.start >= end { break }
+                if window.end >= start { found.append((window.start, window.end, index, k)) }
+                k += 1
+            }
+        }
+        found.sort { $0.start != $1.start ? $0.start < $1.start : $0.element < $1.element }
+        return found.map { e in
+            // The merged number: this element's own index, plus every other element's events that
+            // start earlier (or at the same time, for elements listed before this one).
+            var occurrence = e.k
+            for (index, other) in series.enumerated() where index != e.element {
+                occurrence += other.countWindows(before: e.start)
+                if index < e.element && other.countWindows(before: e.start.addingTimeInterval(0.001)) > other.countWindows(before: e.start) {
+                    occurrence += 1
+                }
+            }
+            return ScheduleEvent(start: e.start, end: e.end, occurrence: occurrence, elementIndex: e.element, element: elements[e.element])
+        }
+    }
+
+    /// The event with this occurrence number, or nil when the schedule has no such occurrence.
+    public func event(occurrence: Int) -> ScheduleEvent? {
+        guard occurrence >= 0, let startDate else { return nil }
+        let series = elements.map(OccurrenceSeries.init)
+        func countBefore(_ t: Date) -> Int { series.reduce(0) { $0 + $1.countWindows(before: t) } }
+        if let total = series.reduce(Optional(0), { sum, s in sum.flatMap { a in s.totalCount.map { a + $0 } } }), occurrence >= total {
+            return nil
+        }
+        // Find a time by which more than `occurrence` events have started, then bisect.
+        let earliest = startDate.addingTimeInterval(-26 * 3600)
+        var span: TimeInterval = 86400
+        while countBefore(earliest.addingTimeInterval(span)) <= occurrence {
+            span *= 2
+            if span > 200 * 365.25 * 86400 { return nil }
+        }
+        var low = earliest, high = earliest.addingTimeInterval(span)
+        while high.timeIntervalSince(low) > 0.5 {
+            let middle = low.addingTimeInterval(high.timeIntervalSince(low) / 2)
+            if countBefore(middle) > occurrence { high = middle } else { low = middle }
+        }
+        return events(from: low.addingTimeInterval(-26 * 3600), to: high.addingTimeInterval(1)).first { $0.occurrence == occurrence }
+    }
+}
