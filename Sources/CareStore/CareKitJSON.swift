@@ -1,0 +1,511 @@
+import Foundation
+
+/// Which CareKit release's JSON to write. 4.0 added a required `calendar` to schedule elements,
+/// which 3.x apps cannot decode, so a writer must know its reader.
+public enum CareKitVersion: Int, Sendable, CaseIterable {
+    case v3 = 3
+    case v4 = 4
+}
+
+/// A CareKit JSON document that does not decode: which field, and why.
+public struct CareKitJSONError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Where: `task "metformin": schedule.elements[1].interval`.
+    public var path: String
+    public var message: String
+    public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+}
+
+/// Any stored entity, for code that handles them together (revision records, the store).
+public enum CareEntity: Sendable, Hashable {
+    case patient(Patient)
+    case carePlan(CarePlan)
+    case contact(Contact)
+    case task(CareTask)
+    case outcome(Outcome)
+
+    public var version: VersionInfo {
+        switch self {
+        case .patient(let e): e.version
+        case .carePlan(let e): e.version
+        case .contact(let e): e.version
+        case .task(let e): e.version
+        case .outcome(let e): e.version
+        }
+    }
+
+    /// The record type name (`task` or `healthKitTask` for tasks).
+    public var entityType: EntityType {
+        switch self {
+        case .patient: .patient
+        case .carePlan: .carePlan
+        case .contact: .contact
+        case .task(let t): t.recordType
+        case .outcome: .outcome
+        }
+    }
+}
+
+/// CareKit's JSON: Swift's synthesized `Codable` shapes of CareKitStore's structs, exactly.
+public enum CareKitJSON {
+    // MARK: Encoding
+
+    /// A date as Foundation's JSONEncoder writes it by default: seconds since 2001-01-01.
+    static func date(_ d: Date) -> JSONValue { .number(d.timeIntervalSinceReferenceDate) }
+    static func uuid(_ u: UUID) -> JSONValue { .string(u.uuidString) }
+    static func timeZone(_ tz: TimeZone) -> JSONValue { .object([("identifier", .string(tz.identifier))]) }
+
+    static func calendar(_ calendar: Calendar) -> JSONValue {
+        .object([
+            ("identifier", .string("gregorian")),
+            ("timeZone", timeZone(calendar.timeZone)),
+            ("firstWeekday", .number(Double(calendar.firstWeekday))),
+            ("minimumDaysInFirstWeek", .number(Double(calendar.minimumDaysInFirstWeek))),
+            ("locale", .object([("identifier", .string(calendar.locale?.identifier ?? "")), ("current", .number(0))])),
+            ("current", .number(0)),
+        ])
+    }
+
+    static let componentKeys: [(String, Calendar.Component)] = [
+        ("year", .year), ("month", .month), ("weekOfYear", .weekOfYear), ("day", .day),
+        ("hour", .hour), ("minute", .minute), ("second", .second),
+    ]
+
+    static func components(_ c: DateComponents) -> JSONValue {
+        .object(componentKeys.compactMap { key, component in
+            c.value(for: component).flatMap { $0 == 0 ? nil : (key, .number(Double($0))) }
+        })
+    }
+
+    static func outcomeValue(_ v: OutcomeValue) -> JSONValue {
+        var members: [(String, JSONValue)] = [("type", .string(v.value.typeName))]
+        switch v.value {
+        case .integer(let i): members.append(("value", .number(Double(i))))
+        case .double(let d): members.append(("value", .number(d)))
+        case .boolean(let b): members.append(("value", .bool(b)))
+        case .text(let t): members.append(("value", .string(t)))
+        case .binary(let data): members.append(("value", .string(data.base64EncodedString())))
+        case .date(let d): members.append(("value", date(d)))
+        }
+        if let kind = v.kind { members.append(("kind", .string(kind))) }
+        if let units = v.units { members.append(("units", .string(units))) }
+        members.append(("createdDate", date(v.createdDate)))
+        return .object(members)
+    }
+
+    static func element(_ e: ScheduleElement, version: CareKitVersion) -> JSONValue {
+        var members: [(String, JSONValue)] = [("start", date(e.start))]
+        if let end = e.end { members.append(("end", date(end))) }
+        members.append(("interval", components(e.interval)))
+        if let text = e.text { members.append(("text", .string(text))) }
+        switch e.duration {
+        case .allDay: members.append(("duration", .object([("isAllDay", .bool(true))])))
+        case .seconds(let s): members.append(("duration", .object([("isAllDay", .bool(false)), ("seconds", .number(s))])))
+        }
+        members.append(("targetValues", .array(e.targetValues.map(outcomeValue))))
+        if version == .v4 { members.append(("calendar", calendar(e.calendar))) }
+        return .object(members)
+    }
+
+    static func name(_ n: PersonName) -> JSONValue {
+        .object([("namePrefix", n.namePrefix), ("givenName", n.givenName), ("middleName", n.middleName),
+                 ("familyName", n.familyName), ("nameSuffix", n.nameSuffix), ("nickname", n.nickname)]
+            .compactMap { k, v in v.map { (k, .string($0)) } })
+    }
+
+    static func labeled(_ values: [LabeledValue]) -> JSONValue {
+        .array(values.map { .object([("label", .string($0.label)), ("value", .string($0.value))]) })
+    }
+
+    /// The version fields every entity has, in CareKit's key names.
+    static func versionMembers(_ v: VersionInfo) -> [(String, JSONValue)] {
+        var m: [(String, JSONValue)] = [("id", .string(v.id)), ("uuid", uuid(v.uuid)), ("effectiveDate", date(v.effectiveDate))]
+        if let d = v.deletedDate { m.append(("deletedDate", date(d))) }
+        m.append(("previousVersionUUIDs", .array(v.previousVersionUUIDs.map(uuid))))
+        m.append(("nextVersionUUIDs", .array(v.nextVersionUUIDs.map(uuid))))
+        if let d = v.createdDate { m.append(("createdDate", date(d))) }
+        if let d = v.updatedDate { m.append(("updatedDate", date(d))) }
+        if let s = v.schemaVersion {
+            m.append(("schemaVersion", .object([("majorVersion", .number(Double(s.majorVersion))),
+                                                ("minorVersion", .number(Double(s.minorVersion))),
+                                                ("patchNumber", .number(Double(s.patchNumber)))])))
+        }
+        if let r = v.remoteID { m.append(("remoteID", .string(r))) }
+        if let s = v.source { m.append(("source", .string(s))) }
+        if let u = v.userInfo { m.append(("userInfo", .object(u.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))) }
+        if let a = v.asset { m.append(("asset", .string(a))) }
+        if let notes = v.notes {
+            m.append(("notes", .array(notes.map { n in
+                .object([("author", n.author), ("title", n.title), ("content", n.content)].compactMap { k, v in v.map { (k, .string($0)) } })
+            })))
+        }
+        if let g = v.groupIdentifier { m.append(("groupIdentifier", .string(g))) }
+        if let t = v.tags { m.append(("tags", .array(t.map { .string($0) }))) }
+        m.append(("timezone", timeZone(v.timezone)))
+        return m
+    }
+
+    /// An entity as CareKit JSON.
+    public static func encode(_ entity: CareEntity, version: CareKitVersion = .v4) -> JSONValue {
+        var m = versionMembers(entity.version)
+        switch entity {
+        case .patient(let p):
+            m.append(("name", name(p.name)))
+            if let sex = p.sex { m.append(("sex", .string(sex))) }
+            if let b = p.birthday { m.append(("birthday", date(b))) }
+            if let a = p.allergies { m.append(("allergies", .array(a.map { .string($0) }))) }
+        case .carePlan(let c):
+            m.append(("title", .string(c.title)))
+            if let p = c.patientUUID { m.append(("patientUUID", uuid(p))) }
+        case .contact(let c):
+            m.append(("name", name(c.name)))
+            if let p = c.carePlanUUID { m.append(("carePlanUUID", uuid(p))) }
+            if let a = c.address {
+                m.append(("address", .object([("street", a.street), ("city", a.city), ("state", a.state), ("postalCode", a.postalCode),
+                                              ("country", a.country), ("isoCountryCode", a.isoCountryCode),
+                                              ("subAdministrativeArea", a.subAdministrativeArea), ("subLocality", a.subLocality)]
+                    .map { ($0.0, .string($0.1)) })))
+            }
+            if let v = c.emailAddresses { m.append(("emailAddresses", labeled(v))) }
+            if let v = c.messagingNumbers { m.append(("messagingNumbers", labeled(v))) }
+            if let v = c.phoneNumbers { m.append(("phoneNumbers", labeled(v))) }
+            if let v = c.otherContactInfo { m.append(("otherContactInfo", labeled(v))) }
+            if let o = c.organization { m.append(("organization", .string(o))) }
+            if let t = c.title { m.append(("title", .string(t))) }
+            if let r = c.role { m.append(("role", .string(r))) }
+            if let k = c.category { m.append(("category", .string(k.rawValue))) }
+        case .task(let t):
+            if let title = t.title { m.append(("title", .string(title))) }
+            if let i = t.instructions { m.append(("instructions", .string(i))) }
+            m.append(("impactsAdherence", .bool(t.impactsAdherence)))
+            m.append(("schedule", .object([("elements", .array(t.schedule.elements.map { element($0, version: version) }))])))
+            if let p = t.carePlanUUID { m.append(("carePlanUUID", uuid(p))) }
+            if let l = t.healthKitLinkage {
+                m.append(("healthKitLinkage", .object([("quantityIdentifier", .string(l.quantityIdentifier)),
+                                                       ("quantityType", .string(l.quantityType.rawValue)),
+                                                       ("unitString", .string(l.unitString))])))
+            }
+        case .outcome(let o):
+            m.append(("taskUUID", uuid(o.taskUUID)))
+            m.append(("taskOccurrenceIndex", .number(Double(o.taskOccurrenceIndex))))
+            m.append(("values", .array(o.values.map(outcomeValue))))
+        }
+        return .object(m)
+    }
+
+    // MARK: Decoding
+
+    /// Decodes an entity of a record type (`task`, `healthKitTask`, `outcome`...). JSON without
+    /// schedule calendars (CareKit 3.x) is read with a gregorian calendar in the task's time zone;
+    /// dates may be reference-date numbers or ISO 8601 strings; UUIDs may be lowercase.
+    public static func decode(_ type: EntityType, from json: JSONValue, path: String = "") throws(CareKitJSONError) -> CareEntity {
+        let id = json["id"]?.stringValue.map { " \"\($0)\"" } ?? ""
+        let f = try Fields(json, path: path.isEmpty ? "\(type.rawValue)\(id)" : path)
+        let v = try f.versionInfo()
+        switch type {
+        case .patient:
+            var p = Patient(id: v.id, name: try f.name("name"))
+            p.version = v
+            p.sex = try f.optionalString("sex")
+            p.birthday = try f.optionalDate("birthday")
+            p.allergies = try f.optionalStrings("allergies")
+            return .patient(p)
+        case .carePlan:
+            var c = CarePlan(id: v.id, title: try f.string("title"), patientUUID: try f.optionalUUID("patientUUID"))
+            c.version = v
+            return .carePlan(c)
+        case .contact:
+            var c = Contact(id: v.id, name: try f.name("name"), carePlanUUID: try f.optionalUUID("carePlanUUID"))
+            c.version = v
+            if let a = try f.optionalObject("address") {
+                c.address = PostalAddress(street: try a.string("street"), city: try a.string("city"), state: try a.string("state"),
+                                          postalCode: try a.string("postalCode"), country: try a.string("country"),
+                                          isoCountryCode: try a.string("isoCountryCode"),
+                                          subAdministrativeArea: try a.string("subAdministrativeArea"), subLocality: try a.string("subLocality"))
+            }
+            c.emailAddresses = try f.optionalLabeled("emailAddresses")
+            c.messagingNumbers = try f.optionalLabeled("messagingNumbers")
+            c.phoneNumbers = try f.optionalLabeled("phoneNumbers")
+            c.otherContactInfo = try f.optionalLabeled("otherContactInfo")
+            c.organization = try f.optionalString("organization")
+            c.title = try f.optionalString("title")
+            c.role = try f.optionalString("role")
+            if let category = try f.optionalString("category") {
+                guard let k = Contact.Category(rawValue: category) else {
+                    throw f.error("category", "expected careProvider or friendsAndFamily, found \"\(category)\"")
+                }
+                c.category = k
+            }
+            return .contact(c)
+        case .task, .healthKitTask:
+            let scheduleFields = try f.object("schedule")
+            var elements: [ScheduleElement] = []
+            for (i, e) in try scheduleFields.objects("elements").enumerated() {
+                elements.append(try e.scheduleElement(defaultTimeZone: v.timezone, index: i))
+            }
+            let schedule: Schedule
+            do { schedule = try Schedule(elements: elements) } catch { throw f.error("schedule", error.description) }
+            var t = CareTask(id: v.id, title: try f.optionalString("title"), carePlanUUID: try f.optionalUUID("carePlanUUID"),
+                             schedule: schedule, impactsAdherence: try f.optionalBool("impactsAdherence") ?? true)
+            t.version = v
+            t.instructions = try f.optionalString("instructions")
+            if let l = try f.optionalObject("healthKitLinkage") {
+                let kind = try l.string("quantityType")
+                guard let quantityType = HealthKitLinkage.QuantityType(rawValue: kind) else {
+                    throw l.error("quantityType", "expected cumulative or discrete, found \"\(kind)\"")
+                }
+                t.healthKitLinkage = HealthKitLinkage(quantityIdentifier: try l.string("quantityIdentifier"), quantityType: quantityType,
+                                                      unitString: try l.string("unitString"))
+            } else if type == .healthKitTask {
+                throw f.error("healthKitLinkage", "a healthKitTask needs a healthKitLinkage")
+            }
+            return .task(t)
+        case .outcome:
+            var values: [OutcomeValue] = []
+            for (i, value) in try f.objects("values").enumerated() { values.append(try value.outcomeValue(index: i)) }
+            var o = Outcome(taskUUID: try f.uuid("taskUUID"), taskOccurrenceIndex: try f.int("taskOccurrenceIndex"), values: values)
+            o.version = v
+            return .outcome(o)
+        }
+    }
+
+    /// Reads a date written as reference-date seconds or as an ISO 8601 string.
+    static func parseDate(_ value: JSONValue) -> Date? {
+        if let n = value.numberValue { return Date(timeIntervalSinceReferenceDate: n) }
+        guard let s = value.stringValue else { return nil }
+        return ISO8601.parse(s)
+    }
+}
+
+/// ISO 8601 dates as CareKit readers accept them (with or without fractional seconds).
+enum ISO8601 {
+    static func parse(_ s: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        if let d = plain.date(from: s) { return d }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: s)
+    }
+}
+
+/// Field access with paths for errors.
+struct Fields {
+    let members: [String: JSONValue]
+    let path: String
+
+    init(_ json: JSONValue, path: String) throws(CareKitJSONError) {
+        guard case .object(let list) = json else { throw CareKitJSONError(path: path, message: "expected an object") }
+        members = Dictionary(list, uniquingKeysWith: { a, _ in a })
+        self.path = path
+    }
+
+    func error(_ key: String, _ message: String) -> CareKitJSONError {
+        CareKitJSONError(path: path.isEmpty ? key : "\(path).\(key)", message: message)
+    }
+
+    func present(_ key: String) -> JSONValue? {
+        guard let v = members[key], !v.isNull else { return nil }
+        return v
+    }
+
+    func required(_ key: String) throws(CareKitJSONError) -> JSONValue {
+        guard let v = present(key) else { throw error(key, "missing (required)") }
+        return v
+    }
+
+    func string(_ key: String) throws(CareKitJSONError) -> String {
+        let v = try required(key)
+        guard let s = v.stringValue else { throw error(key, "expected a string") }
+        return s
+    }
+
+    func optionalString(_ key: String) throws(CareKitJSONError) -> String? {
+        guard let v = present(key) else { return nil }
+        guard let s = v.stringValue else { throw error(key, "expected a string") }
+        return s
+    }
+
+    func optionalStrings(_ key: String) throws(CareKitJSONError) -> [String]? {
+        guard let v = present(key) else { return nil }
+        guard let a = v.arrayValue else { throw error(key, "expected an array of strings") }
+        var out: [String] = []
+        for item in a {
+            guard let s = item.stringValue else { throw error(key, "expected an array of strings") }
+            out.append(s)
+        }
+        return out
+    }
+
+    func optionalBool(_ key: String) throws(CareKitJSONError) -> Bool? {
+        guard let v = present(key) else { return nil }
+        guard let b = v.boolValue else { throw error(key, "expected true or false") }
+        return b
+    }
+
+    func int(_ key: String) throws(CareKitJSONError) -> Int {
+        let v = try required(key)
+        guard let n = v.numberValue, n == n.rounded(), abs(n) < 9e15 else { throw error(key, "expected an integer") }
+        return Int(n)
+    }
+
+    func optionalInt(_ key: String) throws(CareKitJSONError) -> Int? {
+        present(key) == nil ? nil : try int(key)
+    }
+
+    func number(_ key: String) throws(CareKitJSONError) -> Double {
+        guard let n = try required(key).numberValue else { throw error(key, "expected a number") }
+        return n
+    }
+
+    func date(_ key: String) throws(CareKitJSONError) -> Date {
+        guard let d = CareKitJSON.parseDate(try required(key)) else {
+            throw error(key, "expected a date (seconds since 2001-01-01, or an ISO 8601 string)")
+        }
+        return d
+    }
+
+    func optionalDate(_ key: String) throws(CareKitJSONError) -> Date? {
+        present(key) == nil ? nil : try date(key)
+    }
+
+    func uuid(_ key: String) throws(CareKitJSONError) -> UUID {
+        let s = try string(key)
+        guard let u = UUID(uuidString: s.uppercased()) else { throw error(key, "expected a UUID, found \"\(s)\"") }
+        return u
+    }
+
+    func optionalUUID(_ key: String) throws(CareKitJSONError) -> UUID? {
+        present(key) == nil ? nil : try uuid(key)
+    }
+
+    func uuids(_ key: String) throws(CareKitJSONError) -> [UUID] {
+        guard let v = present(key) else { return [] }
+        guard let a = v.arrayValue else { throw error(key, "expected an array of UUIDs") }
+        var out: [UUID] = []
+        for (i, item) in a.enumerated() {
+            guard let s = item.stringValue, let u = UUID(uuidString: s.uppercased()) else { throw error("\(key)[\(i)]", "expected a UUID") }
+            out.append(u)
+        }
+        return out
+    }
+
+    func object(_ key: String) throws(CareKitJSONError) -> Fields {
+        try Fields(try required(key), path: path.isEmpty ? key : "\(path).\(key)")
+    }
+
+    func optionalObject(_ key: String) throws(CareKitJSONError) -> Fields? {
+        present(key) == nil ? nil : try object(key)
+    }
+
+    func objects(_ key: String) throws(CareKitJSONError) -> [Fields] {
+        guard let a = try required(key).arrayValue else { throw error(key, "expected an array") }
+        var out: [Fields] = []
+        for (i, item) in a.enumerated() { out.append(try Fields(item, path: "\(path.isEmpty ? "" : path + ".")\(key)[\(i)]")) }
+        return out
+    }
+
+    func timeZone(_ key: String) throws(CareKitJSONError) -> TimeZone? {
+        guard let o = try optionalObject(key) else { return nil }
+        let identifier = try o.string("identifier")
+        guard let tz = TimeZone(identifier: identifier) else { throw o.error("identifier", "unknown time zone \"\(identifier)\"") }
+        return tz
+    }
+
+    func name(_ key: String) throws(CareKitJSONError) -> PersonName {
+        let o = try object(key)
+        return PersonName(namePrefix: try o.optionalString("namePrefix"), givenName: try o.optionalString("givenName"),
+                          middleName: try o.optionalString("middleName"), familyName: try o.optionalString("familyName"),
+                          nameSuffix: try o.optionalString("nameSuffix"), nickname: try o.optionalString("nickname"))
+    }
+
+    func optionalLabeled(_ key: String) throws(CareKitJSONError) -> [LabeledValue]? {
+        guard present(key) != nil else { return nil }
+        var out: [LabeledValue] = []
+        for item in try objects(key) { out.append(LabeledValue(label: try item.string("label"), value: try item.string("value"))) }
+        return out
+    }
+
+    func versionInfo() throws(CareKitJSONError) -> VersionInfo {
+        var v = VersionInfo(id: try string("id"), uuid: try uuid("uuid"), effectiveDate: try date("effectiveDate"),
+                            timezone: try timeZone("timezone") ?? TimeZone(identifier: "UTC")!)
+        if present("timezone") == nil { throw error("timezone", "missing (required)") }
+        v.deletedDate = try optionalDate("deletedDate")
+        v.previousVersionUUIDs = try uuids("previousVersionUUIDs")
+        v.nextVersionUUIDs = try uuids("nextVersionUUIDs")
+        v.createdDate = try optionalDate("createdDate")
+        v.updatedDate = try optionalDate("updatedDate")
+        if let s = try optionalObject("schemaVersion") {
+            v.schemaVersion = SchemaVersion(majorVersion: try s.int("majorVersion"), minorVersion: try s.int("minorVersion"),
+                                            patchNumber: try s.int("patchNumber"))
+        }
+        v.remoteID = try optionalString("remoteID")
+        v.source = try optionalString("source")
+        if let info = present("userInfo") {
+            guard case .object(let list) = info else { throw error("userInfo", "expected an object of strings") }
+            var dict: [String: String] = [:]
+            for (k, value) in list {
+                guard let s = value.stringValue else { throw error("userInfo.\(k)", "expected a string") }
+                dict[k] = s
+            }
+            v.userInfo = dict
+        }
+        v.asset = try optionalString("asset")
+        if present("notes") != nil {
+            var notes: [Note] = []
+            for n in try objects("notes") {
+                notes.append(Note(author: try n.optionalString("author"), title: try n.optionalString("title"), content: try n.optionalString("content")))
+            }
+            v.notes = notes
+        }
+        v.groupIdentifier = try optionalString("groupIdentifier")
+        v.tags = try optionalStrings("tags")
+        return v
+    }
+
+    func scheduleElement(defaultTimeZone: TimeZone, index: Int) throws(CareKitJSONError) -> ScheduleElement {
+        var calendar = Schedule.calendar(defaultTimeZone)
+        if let c = try optionalObject("calendar") {
+            let identifier = try c.optionalString("identifier") ?? "gregorian"
+            guard identifier == "gregorian" else { throw c.error("identifier", "only the gregorian calendar is supported, found \"\(identifier)\"") }
+            if let tz = try c.timeZone("timeZone") { calendar.timeZone = tz }
+            if let first = try c.optionalInt("firstWeekday") { calendar.firstWeekday = first }
+            if let minimum = try c.optionalInt("minimumDaysInFirstWeek") { calendar.minimumDaysInFirstWeek = minimum }
+        }
+        let intervalFields = try object("interval")
+        var interval = DateComponents()
+        for (key, component) in CareKitJSON.componentKeys {
+            if let value = try intervalFields.optionalInt(key), value != 0 { interval.setValue(value, for: component) }
+        }
+        let durationFields = try object("duration")
+        let duration: ScheduleElement.Duration
+        if try durationFields.optionalBool("isAllDay") == true {
+            duration = .allDay
+        } else {
+            duration = .seconds(try durationFields.present("seconds") == nil ? 3600 : durationFields.number("seconds"))
+        }
+        var targets: [OutcomeValue] = []
+        if present("targetValues") != nil {
+            for (i, t) in try objects("targetValues").enumerated() { targets.append(try t.outcomeValue(index: i)) }
+        }
+        return ScheduleElement(start: try date("start"), end: try optionalDate("end"), interval: interval,
+                               text: try optionalString("text"), duration: duration, targetValues: targets, calendar: calendar)
+    }
+
+    func outcomeValue(index: Int) throws(CareKitJSONError) -> OutcomeValue {
+        let type = try string("type")
+        let value: OutcomeValue.Value
+        switch type {
+        case "integer": value = .integer(try int("value"))
+        case "double": value = .double(try number("value"))
+        case "boolean":
+            guard let b = try required("value").boolValue else { throw error("value", "expected true or false") }
+            value = .boolean(b)
+        case "text": value = .text(try string("value"))
+        case "binary":
+            guard let data = Data(base64Encoded: try string("value")) else { throw error("value", "expected base64 data") }
+            value = .binary(data)
+        case "date": value = .date(try date("value"))
+        default: throw error("type", "expected integer, double, boolean, text, binary or date, found \"\(type)\"")
+        }
+        return OutcomeValue(value, kind: try optionalString("kind"), units: try optionalString("units"), createdDate: try date("createdDate"))
+    }
+}

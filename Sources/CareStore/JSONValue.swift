@@ -1,0 +1,258 @@
+import Foundation
+
+/// A JSON value, for CareKit's JSON shapes (which CareGate writes and reads exactly, field by field).
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    /// Members in order (CareKit JSON is compared as values, but stable output is kinder to diffs).
+    case object([(String, JSONValue)])
+
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): true
+        case (.bool(let x), .bool(let y)): x == y
+        case (.number(let x), .number(let y)): x == y
+        case (.string(let x), .string(let y)): x == y
+        case (.array(let x), .array(let y)): x == y
+        case (.object(let x), .object(let y)):
+            x.count == y.count && Dictionary(x, uniquingKeysWith: { a, _ in a }) == Dictionary(y, uniquingKeysWith: { a, _ in a })
+        default: false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .bool(let b): hasher.combine(b)
+        case .number(let n): hasher.combine(n)
+        case .string(let s): hasher.combine(s)
+        case .array(let a): hasher.combine(a)
+        case .object(let o): hasher.combine(o.count); for (k, _) in o { hasher.combine(k) }
+        }
+    }
+
+    /// The member with this key, for objects.
+    public subscript(key: String) -> JSONValue? {
+        guard case .object(let members) = self else { return nil }
+        return members.first { $0.0 == key }?.1
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var numberValue: Double? { if case .number(let n) = self { n } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    public var isNull: Bool { if case .null = self { true } else { false } }
+
+    /// Compact JSON text.
+    public func serialized(pretty: Bool = false) -> String {
+        var out = ""
+        write(into: &out, pretty: pretty, indent: 0)
+        return out
+    }
+
+    private func write(into out: inout String, pretty: Bool, indent: Int) {
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(let n): out += JSONValue.format(n)
+        case .string(let s): JSONValue.writeString(s, into: &out)
+        case .array(let items):
+            if items.isEmpty { out += "[]"; return }
+            out += "["
+            for (i, item) in items.enumerated() {
+                if i > 0 { out += "," }
+                if pretty { out += "\n" + String(repeating: "  ", count: indent + 1) }
+                item.write(into: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty { out += "\n" + String(repeating: "  ", count: indent) }
+            out += "]"
+        case .object(let members):
+            if members.isEmpty { out += "{}"; return }
+            out += "{"
+            for (i, (key, value)) in members.enumerated() {
+                if i > 0 { out += "," }
+                if pretty { out += "\n" + String(repeating: "  ", count: indent + 1) }
+                JSONValue.writeString(key, into: &out)
+                out += pretty ? ": " : ":"
+                value.write(into: &out, pretty: pretty, indent: indent + 1)
+            }
+            if pretty { out += "\n" + String(repeating: "  ", count: indent) }
+            out += "}"
+        }
+    }
+
+    /// Numbers as Foundation's JSONEncoder writes them: integral values without a fraction.
+    static func format(_ n: Double) -> String {
+        if n.isFinite && n == n.rounded() && abs(n) < 1e15 { return String(Int64(n)) }
+        return "\(n)"
+    }
+
+    static func writeString(_ s: String, into out: inout String) {
+        out += "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
+    }
+
+    /// Parses JSON text; errors name the byte offset and line.
+    public static func parse(_ text: String) throws(JSONSyntaxError) -> JSONValue {
+        try parse(Array(text.utf8))
+    }
+
+    /// Parses JSON bytes.
+    public static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+        var parser = JSONBytesParser(bytes: bytes)
+        let value = try parser.value(depth: 0)
+        parser.skipSpace()
+        guard parser.position == bytes.count else { throw parser.error("unexpected content after the JSON value") }
+        return value
+    }
+}
+
+/// Malformed JSON: what was wrong and where.
+public struct JSONSyntaxError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var line: Int
+    public var column: Int
+    public var description: String { "\(line):\(column): \(message)" }
+}
+
+struct JSONBytesParser {
+    let bytes: [UInt8]
+    var position = 0
+
+    func error(_ message: String) -> JSONSyntaxError {
+        var line = 1, column = 1
+        for b in bytes[0..<min(position, bytes.count)] {
+            if b == 0x0A { line += 1; column = 1 } else if b & 0xC0 != 0x80 { column += 1 }
+        }
+        return JSONSyntaxError(message: message, line: line, column: column)
+    }
+
+    mutating func skipSpace() {
+        while position < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[position]) { position += 1 }
+    }
+
+    mutating func value(depth: Int) throws(JSONSyntaxError) -> JSONValue {
+        guard depth < 256 else { throw error("nesting too deep") }
+        skipSpace()
+        guard position < bytes.count else { throw error("expected a value, found the end") }
+        switch bytes[position] {
+        case 0x7B:
+            position += 1
+            var members: [(String, JSONValue)] = []
+            skipSpace()
+            if position < bytes.count, bytes[position] == 0x7D { position += 1; return .object(members) }
+            while true {
+                skipSpace()
+                guard position < bytes.count, bytes[position] == 0x22 else { throw error("expected a member name") }
+                let key = try string()
+                skipSpace()
+                guard position < bytes.count, bytes[position] == 0x3A else { throw error("expected ':'") }
+                position += 1
+                members.append((key, try value(depth: depth + 1)))
+                skipSpace()
+                guard position < bytes.count else { throw error("unterminated object") }
+                let c = bytes[position]
+                position += 1
+                if c == 0x7D { return .object(members) }
+                guard c == 0x2C else { position -= 1; throw error("expected ',' or '}'") }
+            }
+        case 0x5B:
+            position += 1
+            var items: [JSONValue] = []
+            skipSpace()
+            if position < bytes.count, bytes[position] == 0x5D { position += 1; return .array(items) }
+            while true {
+                items.append(try value(depth: depth + 1))
+                skipSpace()
+                guard position < bytes.count else { throw error("unterminated array") }
+                let c = bytes[position]
+                position += 1
+                if c == 0x5D { return .array(items) }
+                guard c == 0x2C else { position -= 1; throw error("expected ',' or ']'") }
+            }
+        case 0x22:
+            return .string(try string())
+        case 0x74:
+            try literal("true"); return .bool(true)
+        case 0x66:
+            try literal("false"); return .bool(false)
+        case 0x6E:
+            try literal("null"); return .null
+        default:
+            let start = position
+            while position < bytes.count, "+-.eE0123456789".utf8.contains(bytes[position]) { position += 1 }
+            guard position > start, let n = Double(String(decoding: bytes[start..<position], as: UTF8.self)) else {
+                position = start
+                throw error("expected a value")
+            }
+            return .number(n)
+        }
+    }
+
+    mutating func literal(_ word: String) throws(JSONSyntaxError) {
+        let w = Array(word.utf8)
+        guard position + w.count <= bytes.count, Array(bytes[position..<(position + w.count)]) == w else { throw error("expected a value") }
+        position += w.count
+    }
+
+    mutating func string() throws(JSONSyntaxError) -> String {
+        position += 1
+        let start = position
+        var plain = true
+        while position < bytes.count, bytes[position] != 0x22 {
+            if bytes[position] == 0x5C { plain = false; position += 1 }
+            else if bytes[position] < 0x20 { throw error("control character in a string") }
+            position += 1
+        }
+        guard position < bytes.count else { throw error("unterminated string") }
+        let raw = bytes[start..<position]
+        position += 1
+        if plain { return String(decoding: raw, as: UTF8.self) }
+        var out = [UInt8]()
+        var i = raw.startIndex
+        while i < raw.endIndex {
+            let b = raw[i]
+            guard b == 0x5C else { out.append(b); i += 1; continue }
+            let e = raw[i + 1]
+            i += 2
+            switch e {
+            case 0x6E: out.append(0x0A)
+            case 0x72: out.append(0x0D)
+            case 0x74: out.append(0x09)
+            case 0x62: out.append(0x08)
+            case 0x66: out.append(0x0C)
+            case 0x75:
+                guard i + 4 <= raw.endIndex, var code = UInt32(String(decoding: raw[i..<(i + 4)], as: UTF8.self), radix: 16) else {
+                    throw error("bad \\u escape")
+                }
+                i += 4
+                if code >= 0xD800 && code < 0xDC00, i + 6 <= raw.endIndex, raw[i] == 0x5C, raw[i + 1] == 0x75,
+                   let low = UInt32(String(decoding: raw[(i + 2)..<(i + 6)], as: UTF8.self), radix: 16) {
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+                }
+                out.append(contentsOf: Array(String(Unicode.Scalar(code).map(Character.init) ?? "\u{FFFD}").utf8))
+            default: out.append(e)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// CareKit's sync unit: entities plus a knowledge vector (CareKit's `OCKRevisionRecord`).
+/// Entities are kept in the order a device can apply them: parents before children
+/// (patients, care plans, contacts and tasks, outcomes), oldest first.
+public struct RevisionRecord: Sendable, Hashable {
+    /// One process's logical clock.
+    public struct Process: Sendable, Hashable {
+        public var id: UUID
+        public var clock: Int
+        public init(id: UUID, clock: Int) {
+            self.id = id
+            self.clock = clock
+        }
+    }
+
+    public private(set) var entities: [CareEntity]
+    public var knowledgeVector: [Process]
+
+    /// A record of these entities, sorted into apply order.
+    public init(entities: [CareEntity], knowledgeVector: [Process]) {
+        self.entities = RevisionRecord.applyOrder(entities)
+        self.knowledgeVector = knowledgeVector
+    }
+
+    /// Parents before children, then oldest first, then by uuid for a stable order.
+    public static func applyOrder(_ entities: [CareEntity]) -> [CareEntity] {
+        entities.sorted { a, b in
+            if a.entityType.applyOrder != b.entityType.applyOrder { return a.entityType.applyOrder < b.entityType.applyOrder }
+            if a.version.effectiveDate != b.version.effectiveDate { return a.version.effectiveDate < b.version.effectiveDate }
+            return a.version.uuid.uuidString < b.version.uuid.uuidString
+        }
+    }
+
+    /// `{"entities": [{"type", "object"}], "knowledgeVector": {"processes": [{"id", "clock"}]}}`.
+    public func json(version: CareKitVersion = .v4) -> JSONValue {
+        .object([
+            ("entities", .array(entities.map { .object([("type", .string($0.entityType.rawValue)), ("object", CareKitJSON.encode($0, version: version))]) })),
+            ("knowledgeVector", .object([("processes", .array(knowledgeVector.map {
+                .object([("id", .string($0.id.uuidString)), ("clock", .number(Double($0.clock)))])
+            }))])),
+        ])
+    }
+
+    /// Reads a revision record, or a bare array of `{type, object}` entities as a CareKit app sends them.
+    public init(json: JSONValue) throws(CareKitJSONError) {
+        let list: [JSONValue]
+        var vector: [Process] = []
+        if let array = json.arrayValue {
+            list = array
+        } else {
+            guard let entities = json["entities"]?.arrayValue else {
+                throw CareKitJSONError(path: "", message: "expected a revision record ({\"entities\": [...], \"knowledgeVector\": ...}) or an array of {type, object} entities")
+            }
+            list = entities
+            for (i, process) in (json["knowledgeVector"]?["processes"]?.arrayValue ?? []).enumerated() {
+                guard let id = process["id"]?.stringValue.flatMap({ UUID(uuidString: $0.uppercased()) }),
+                      let clock = process["clock"]?.numberValue else {
+                    throw CareKitJSONError(path: "knowledgeVector.processes[\(i)]", message: "expected {id: UUID, clock: Int}")
+                }
+                vector.append(Process(id: id, clock: Int(clock)))
+            }
+        }
+        var decoded: [CareEntity] = []
+        for (i, item) in list.enumerated() {
+            guard let typeName = item["type"]?.stringValue else {
+                throw CareKitJSONError(path: "entities[\(i)].type", message: "missing (required)")
+            }
+            guard let type = EntityType(rawValue: typeName) else {
+                throw CareKitJSONError(path: "entities[\(i)].type", message: "expected patient, carePlan, contact, task, healthKitTask or outcome, found \"\(typeName)\"")
+            }
+            guard let object = item["object"] else { throw CareKitJSONError(path: "entities[\(i)].object", message: "missing (required)") }
+            let id = object["id"]?.stringValue.map { " \"\($0)\"" } ?? ""
+            decoded.append(try CareKitJSON.decode(type, from: object, path: "entities[\(i)] (\(typeName)\(id))"))
+        }
+        self.init(entities: decoded, knowledgeVector: vector)
+    }
+}
