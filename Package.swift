@@ -15,6 +15,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
@@ -30,7 +31,8 @@ let package = Package(
         ),
         // 3. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
-            name: "CareStore"
+            name: "CareStore",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
@@ -51,7 +53,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CareStoreTests",
-            dependencies: ["CareStore"]
+            dependencies: ["CareStore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "caregateTests",

@@ -1,0 +1,119 @@
+import Foundation
+
+/// Which versions a query returns.
+public enum VersionFilter: Sendable, Hashable {
+    /// The current version of each entity (its tip), leaving out deleted ones.
+    case latest
+    /// Per entity, the versions in effect at some time in the interval (for outcomes: those
+    /// whose event starts in it), leaving out deleted ones.
+    case inEffect(DateInterval)
+    /// Every version ever written, tombstones included.
+    case history
+}
+
+/// What to fetch: every condition given must hold (CareKit's entity queries).
+public struct EntityQuery: Sendable, Hashable {
+    public var versions: VersionFilter
+    public var ids: [String]?
+    public var uuids: [UUID]?
+    public var remoteIDs: [String]?
+    /// Entities carrying any of these tags.
+    public var tags: [String]?
+    public var groupIdentifiers: [String]?
+    /// For care plans: those of these patients (by patient id).
+    public var patientIDs: [String]?
+    /// For tasks and contacts: those of these care plans (by care plan id).
+    public var carePlanIDs: [String]?
+    /// For outcomes: those of these tasks (by task id).
+    public var taskIDs: [String]?
+    public var limit: Int?
+
+    public init(versions: VersionFilter = .latest, ids: [String]? = nil, uuids: [UUID]? = nil, remoteIDs: [String]? = nil,
+                tags: [String]? = nil, groupIdentifiers: [String]? = nil, patientIDs: [String]? = nil,
+                carePlanIDs: [String]? = nil, taskIDs: [String]? = nil, limit: Int? = nil) {
+        self.versions = versions
+        self.ids = ids
+        self.uuids = uuids
+        self.remoteIDs = remoteIDs
+        self.tags = tags
+        self.groupIdentifiers = groupIdentifiers
+        self.patientIDs = patientIDs
+        self.carePlanIDs = carePlanIDs
+        self.taskIDs = taskIDs
+        self.limit = limit
+    }
+}
+
+/// What changed in a store after a revision (the change feed that pushes to the EHR read).
+public struct StoreChanges: Sendable {
+    /// The versions written after the requested revision, in the order they were written.
+    public var entities: [CareEntity]
+    /// The revision to ask from next time.
+    public var revision: Int
+}
+
+/// Why a store operation failed. Nothing of a failed operation is written.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// SQLite failed (or the file cannot be opened).
+    case database(path: String, message: String)
+    /// `add` of an id that already has a current version.
+    case alreadyExists(EntityType, id: String)
+    /// `update` or `delete` of an id with no current version.
+    case notFound(EntityType, id: String)
+    /// A link names a version that is not in the store.
+    case missingParent(EntityType, id: String, field: String, uuid: UUID)
+    /// The entity breaks a rule (a bad effective date, an invalid schedule...).
+    case invalid(EntityType, id: String, reason: String)
+    /// The task version has no such occurrence, or another version covers it.
+    case noSuchOccurrence(taskID: String, occurrence: Int, reason: String)
+    /// Another outcome already exists for this task version and occurrence.
+    case duplicateOutcome(taskID: String, occurrence: Int)
+    /// Updating or deleting the task would orphan outcomes recorded at or after the version's effective date.
+    case wouldOrphanOutcomes(taskID: String, count: Int, latestEvent: Date, effectiveDate: Date)
+
+    public var description: String {
+        switch self {
+        case .database(let path, let message): "\(path): \(message)"
+        case .alreadyExists(let type, let id): "\(type.rawValue) \"\(id)\" already exists; update it instead"
+        case .notFound(let type, let id): "no current \(type.rawValue) \"\(id)\""
+        case .missingParent(let type, let id, let field, let uuid): "\(type.rawValue) \"\(id)\": \(field) \(uuid.uuidString) is not in the store"
+        case .invalid(let type, let id, let reason): "\(type.rawValue) \"\(id)\": \(reason)"
+        case .noSuchOccurrence(let taskID, let occurrence, let reason): "task \"\(taskID)\" occurrence \(occurrence): \(reason)"
+        case .duplicateOutcome(let taskID, let occurrence): "task \"\(taskID)\" occurrence \(occurrence) already has an outcome"
+        case .wouldOrphanOutcomes(let taskID, let count, let latest, let effective):
+            "task \"\(taskID)\": \(count) outcome\(count == 1 ? "" : "s") recorded for events at or after \(ISO8601DateFormatter().string(from: effective)) (the latest at \(ISO8601DateFormatter().string(from: latest))); a new version must take effect after them"
+        }
+    }
+}
+
+/// A versioned care-plan store with CareKit's rules (CareKit's `OCKStoreProtocol`): updates
+/// append versions, deletes append tombstones, nothing is overwritten.
+public protocol CarePlanStore: Sendable {
+    /// Adds first versions of new entities, all or none.
+    @discardableResult
+    func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]
+    /// Appends new versions of existing entities (linked after their current versions), all or none.
+    @discardableResult
+    func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]
+    /// Appends tombstones for the current versions of these ids, effective at `date`.
+    @discardableResult
+    func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity]
+    /// Stores versions made elsewhere (a CareKit device's revision record) as they are: new
+    /// uuids are added and linked, known ones skipped; several tips for one id is a conflict.
+    @discardableResult
+    func merge(_ record: RevisionRecord) throws(StoreError) -> Int
+
+    func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
+    func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan]
+    func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact]
+    func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask]
+    func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome]
+
+    /// The events of the tasks matching `tasks` (their version filter is ignored) from `start`
+    /// to `end`, with their outcomes, in time order.
+    func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent]
+    /// Versions written after `revision` (0 for everything).
+    func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
+    /// Ids that have more than one current version (conflicts from merged devices).
+    func conflicts() throws(StoreError) -> [(EntityType, String)]
+}

@@ -1,0 +1,521 @@
+import Foundation
+import GRDB
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The care-plan store on SQLite (through GRDB): one row per immutable version with the
+/// version's CareKit JSON and indexed query columns, in WAL mode with full synchronous commits,
+/// every multi-entity write in one transaction. The file is created readable by its owner only.
+///
+/// ```swift
+/// let store = try SQLiteCarePlanStore(path: "caregate.sqlite")
+/// try store.add([.patient(patient), .carePlan(plan), .task(task)])
+/// let today = try store.events(from: startOfDay, to: endOfDay, tasks: EntityQuery())
+/// ```
+public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
+    public let path: String
+    let pool: DatabasePool
+    /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
+    /// successor bookkeeping does, and that is read from the row each time).
+    private var cache: [UUID: CareEntity] = [:]
+    private let cacheLock = NSLock()
+    private static let cacheLimit = 200_000
+
+    /// Opens (creating if needed) the store at `path`.
+    public init(path: String) throws(StoreError) {
+        self.path = path
+        do {
+            if !FileManager.default.fileExists(atPath: path) {
+                // Create the file with owner-only permissions; SQLite gives its -wal and -shm files the same.
+                let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+                guard fd >= 0 else { throw StoreError.database(path: path, message: "cannot create: " + String(cString: strerror(errno))) }
+                close(fd)
+            }
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                try db.execute(sql: "PRAGMA foreign_keys = ON")
+            }
+            configuration.busyMode = .timeout(10)
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try SQLiteCarePlanStore.migrator.migrate(pool)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError.database(path: path, message: "\(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE entity_version (
+                    uuid TEXT PRIMARY KEY NOT NULL,
+                    kind TEXT NOT NULL,
+                    id TEXT NOT NULL,
+                    effective_date REAL NOT NULL,
+                    deleted_date REAL,
+                    next_uuids TEXT,
+                    superseded_date REAL,
+                    revision INTEGER NOT NULL,
+                    remote_id TEXT,
+                    group_identifier TEXT,
+                    parent_uuid TEXT,
+                    occurrence INTEGER,
+                    event_start REAL,
+                    json TEXT NOT NULL
+                );
+                CREATE INDEX entity_version_kind_id ON entity_version(kind, id, effective_date);
+                CREATE UNIQUE INDEX entity_version_revision ON entity_version(revision);
+                CREATE INDEX entity_version_remote ON entity_version(kind, remote_id);
+                CREATE INDEX entity_version_parent ON entity_version(kind, parent_uuid, event_start);
+                CREATE INDEX entity_version_group ON entity_version(kind, group_identifier);
+                CREATE UNIQUE INDEX live_outcome_per_occurrence ON entity_version(parent_uuid, occurrence)
+                    WHERE kind = 'outcome' AND next_uuids IS NULL AND deleted_date IS NULL;
+                CREATE TABLE entity_tag (
+                    tag TEXT NOT NULL,
+                    uuid TEXT NOT NULL REFERENCES entity_version(uuid),
+                    PRIMARY KEY (tag, uuid)
+                ) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: Mapping
+
+    static func kind(_ type: EntityType) -> String { type == .healthKitTask ? "task" : type.rawValue }
+
+    static func parentUUID(_ entity: CareEntity) -> (field: String, uuid: UUID)? {
+        switch entity {
+        case .patient: nil
+        case .carePlan(let c): c.patientUUID.map { ("patientUUID", $0) }
+        case .contact(let c): c.carePlanUUID.map { ("carePlanUUID", $0) }
+        case .task(let t): t.carePlanUUID.map { ("carePlanUUID", $0) }
+        case .outcome(let o): ("taskUUID", o.taskUUID)
+        }
+    }
+
+    static func parentKind(_ entity: CareEntity) -> String? {
+        switch entity {
+        case .patient: nil
+        case .carePlan: "patient"
+        case .contact, .task: "carePlan"
+        case .outcome: "task"
+        }
+    }
+
+    func wrap(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        return .database(path: path, message: "\(error)")
+    }
+
+    // MARK: Writing
+
+    /// Inserts one version row (and its tags); links are made by the caller.
+    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
+        var stored = entity.version
+        stored.nextVersionUUIDs = []
+        let json = CareKitJSON.encode(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4).serialized()
+        let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
+                                        parent_uuid, occurrence, event_start, json)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        try statement.execute(arguments: [
+            stored.uuid.uuidString, SQLiteCarePlanStore.kind(entity.entityType), stored.id,
+            stored.effectiveDate.timeIntervalSinceReferenceDate, stored.deletedDate?.timeIntervalSinceReferenceDate,
+            revision, stored.remoteID, stored.groupIdentifier, SQLiteCarePlanStore.parentUUID(entity)?.uuid.uuidString,
+            occurrence, eventStart?.timeIntervalSinceReferenceDate, json,
+        ])
+        if let tags = stored.tags {
+            let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
+            for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid.uuidString]) }
+        }
+    }
+
+    /// Records `next` as a successor of `previous` (bookkeeping: the version data is untouched).
+    func link(previous: UUID, next: UUID, nextEffective: Date, db: Database) throws {
+        try db.execute(sql: """
+            UPDATE entity_version
+            SET next_uuids = CASE WHEN next_uuids IS NULL THEN ? ELSE next_uuids || ',' || ? END,
+                superseded_date = MIN(COALESCE(superseded_date, ?), ?)
+            WHERE uuid = ?
+            """, arguments: [next.uuidString, next.uuidString, nextEffective.timeIntervalSinceReferenceDate,
+                             nextEffective.timeIntervalSinceReferenceDate, previous.uuidString])
+    }
+
+    func nextRevision(_ db: Database) throws -> Int {
+        (try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0) + 1
+    }
+
+    /// The current versions (tips) of an id.
+    func tips(kind: String, id: String, db: Database) throws -> [(uuid: UUID, effective: Date, deleted: Bool)] {
+        try Row.fetchAll(db, sql: "SELECT uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND id = ? AND next_uuids IS NULL",
+                         arguments: [kind, id]).map { row in
+            (UUID(uuidString: row["uuid"])!, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil)
+        }
+    }
+
+    /// Checks links to parents and, for outcomes, computes the event the outcome is for.
+    func validate(_ entity: CareEntity, db: Database) throws -> Date? {
+        let type = entity.entityType
+        let id = entity.version.id
+        if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity) {
+            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?",
+                                           arguments: [parent.uuidString, parentKind]) ?? false
+            if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
+        }
+        guard case .outcome(let outcome) = entity else { return nil }
+        guard let row = try Row.fetchOne(db, sql: "SELECT id, json, superseded_date, deleted_date FROM entity_version WHERE uuid = ?",
+                                         arguments: [outcome.taskUUID.uuidString]),
+              case .task(let task) = try decodeRow(kind: "task", json: row["json"]) else {
+            throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
+        }
+        let taskID: String = row["id"]
+        if (row["deleted_date"] as Double?) != nil {
+            throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex, reason: "the task version is a deletion")
+        }
+        guard let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) else {
+            throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex, reason: "the schedule has no such occurrence")
+        }
+        if event.start < task.effectiveDate {
+            throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex,
+                                              reason: "the event is before the task version takes effect")
+        }
+        if let superseded = (row["superseded_date"] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)), event.start >= superseded {
+            throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex,
+                                              reason: "a newer task version covers the event")
+        }
+        return event.start
+    }
+
+    /// Refuses a new task version (or tombstone) that would orphan outcomes at or after its effective date.
+    func checkOrphans(taskID: String, effective: Date, db: Database) throws {
+        let row = try Row.fetchOne(db, sql: """
+            SELECT COUNT(*) AS n, MAX(o.event_start) AS latest FROM entity_version o
+            WHERE o.kind = 'outcome' AND o.next_uuids IS NULL AND o.deleted_date IS NULL AND o.event_start >= ?
+              AND o.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = 'task' AND id = ?)
+            """, arguments: [effective.timeIntervalSinceReferenceDate, taskID])
+        if let row, let count: Int = row["n"], count > 0, let latest: Double = row["latest"] {
+            throw StoreError.wouldOrphanOutcomes(taskID: taskID, count: count, latestEvent: Date(timeIntervalSinceReferenceDate: latest), effectiveDate: effective)
+        }
+    }
+
+    func insertChecked(_ entity: CareEntity, revision: Int, db: Database) throws {
+        let eventStart = try validate(entity, db: db)
+        do {
+            try insert(entity, revision: revision, eventStart: eventStart, db: db)
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            if case .outcome(let o) = entity {
+                let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID.uuidString]) ?? "?"
+                throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
+            }
+            throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+        }
+    }
+
+    @discardableResult
+    public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
+        do {
+            return try pool.write { db in
+                var revision = try nextRevision(db)
+                var added: [CareEntity] = []
+                for entity in entities {
+                    let kind = SQLiteCarePlanStore.kind(entity.entityType)
+                    let tips = try tips(kind: kind, id: entity.version.id, db: db)
+                    if tips.contains(where: { !$0.deleted }) { throw StoreError.alreadyExists(entity.entityType, id: entity.version.id) }
+                    var version = entity.version
+                    version.previousVersionUUIDs = tips.map(\.uuid)
+                    version.nextVersionUUIDs = []
+                    if version.createdDate == nil { version.createdDate = Date() }
+                    let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+                    try insertChecked(stored, revision: revision, db: db)
+                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                    revision += 1
+                    added.append(stored)
+                }
+                return added
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    @discardableResult
+    public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
+        do {
+            return try pool.write { db in
+                var revision = try nextRevision(db)
+                var updated: [CareEntity] = []
+                for entity in entities {
+                    let kind = SQLiteCarePlanStore.kind(entity.entityType)
+                    let id = entity.version.id
+                    let tips = try tips(kind: kind, id: id, db: db)
+                    guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
+                    var version = entity.version
+                    if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
+                        version.uuid = UUID()
+                    }
+                    if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
+                        throw StoreError.invalid(entity.entityType, id: id,
+                            reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
+                    }
+                    if kind == "task" { try checkOrphans(taskID: id, effective: version.effectiveDate, db: db) }
+                    version.previousVersionUUIDs = tips.map(\.uuid)
+                    version.nextVersionUUIDs = []
+                    version.updatedDate = Date()
+                    let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                    try insertChecked(stored, revision: revision, db: db)
+                    revision += 1
+                    updated.append(stored)
+                }
+                return updated
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    @discardableResult
+    public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
+        do {
+            return try pool.write { db in
+                var revision = try nextRevision(db)
+                var tombstones: [CareEntity] = []
+                let kind = SQLiteCarePlanStore.kind(type)
+                for id in ids {
+                    let tips = try tips(kind: kind, id: id, db: db)
+                    guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
+                          let entity = try fetchEntity(uuid: current.uuid, db: db) else {
+                        throw StoreError.notFound(type, id: id)
+                    }
+                    if kind == "task" { try checkOrphans(taskID: id, effective: date, db: db) }
+                    var version = entity.version
+                    version.uuid = UUID()
+                    version.previousVersionUUIDs = tips.map(\.uuid)
+                    version.nextVersionUUIDs = []
+                    version.effectiveDate = max(date, current.effective)
+                    version.deletedDate = date
+                    version.updatedDate = Date()
+                    let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
+                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                    try insert(tombstone, revision: revision, eventStart: nil, db: db)
+                    revision += 1
+                    tombstones.append(tombstone)
+                }
+                return tombstones
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    @discardableResult
+    public func merge(_ record: RevisionRecord) throws(StoreError) -> Int {
+        do {
+            return try pool.write { db in
+                var revision = try nextRevision(db)
+                var inserted = 0
+                for entity in record.entities {
+                    let version = entity.version
+                    let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid.uuidString]) ?? false
+                    if known { continue }
+                    try insertChecked(entity, revision: revision, db: db)
+                    for previous in version.previousVersionUUIDs {
+                        try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
+                    }
+                    // Successors that arrived earlier (out of order) link to this one now.
+                    for next in version.nextVersionUUIDs {
+                        if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next.uuidString]) {
+                            try link(previous: version.uuid, next: next, nextEffective: Date(timeIntervalSinceReferenceDate: nextEffective), db: db)
+                        }
+                    }
+                    revision += 1
+                    inserted += 1
+                }
+                return inserted
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
+        switch entity {
+        case .patient(var e): e.version = version; return .patient(e)
+        case .carePlan(var e): e.version = version; return .carePlan(e)
+        case .contact(var e): e.version = version; return .contact(e)
+        case .task(var e): e.version = version; return .task(e)
+        case .outcome(var e): e.version = version; return .outcome(e)
+        }
+    }
+
+    // MARK: Reading
+
+    func decodeRow(kind: String, json: String) throws -> CareEntity {
+        let type: EntityType = kind == "task" ? .task : EntityType(rawValue: kind)!
+        let value = try JSONValue.parse(json)
+        let resolved: EntityType = (type == .task && value["healthKitLinkage"] != nil) ? .healthKitTask : type
+        return try CareKitJSON.decode(resolved, from: value)
+    }
+
+    /// Decodes a row (through the cache) and fills in its successors.
+    func entity(_ row: Row) throws -> CareEntity {
+        let uuid = UUID(uuidString: row["uuid"])!
+        cacheLock.lock()
+        var entity = cache[uuid]
+        cacheLock.unlock()
+        if entity == nil {
+            let decoded = try decodeRow(kind: row["kind"], json: row["json"])
+            cacheLock.lock()
+            if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
+            cache[uuid] = decoded
+            cacheLock.unlock()
+            entity = decoded
+        }
+        guard var result = entity else { throw StoreError.database(path: path, message: "cannot decode version \(uuid)") }
+        if let next: String = row["next_uuids"] {
+            var version = result.version
+            version.nextVersionUUIDs = next.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
+            result = SQLiteCarePlanStore.replacing(result, version: version)
+        }
+        return result
+    }
+
+    func fetchEntity(uuid: UUID, db: Database) throws -> CareEntity? {
+        try Row.fetchOne(db, sql: "SELECT uuid, kind, json, next_uuids FROM entity_version WHERE uuid = ?", arguments: [uuid.uuidString]).map(entity)
+    }
+
+    /// Builds the SQL for a query on one kind of entity.
+    func select(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) -> (String, StatementArguments) {
+        var conditions = ["v.kind = ?"]
+        var arguments: StatementArguments = [kind]
+        func list(_ column: String, _ values: [String]) {
+            conditions.append("\(column) IN (\(Array(repeating: "?", count: values.count).joined(separator: ",")))")
+            arguments += StatementArguments(values)
+        }
+        switch query.versions {
+        case .latest:
+            conditions.append("v.next_uuids IS NULL AND v.deleted_date IS NULL")
+        case .inEffect(let interval):
+            if !includeTombstones { conditions.append("v.deleted_date IS NULL") }
+            if kind == "outcome" {
+                conditions.append("v.next_uuids IS NULL AND v.event_start >= ? AND v.event_start < ?")
+                arguments += [interval.start.timeIntervalSinceReferenceDate, interval.end.timeIntervalSinceReferenceDate]
+            } else {
+                conditions.append("v.effective_date < ? AND (v.superseded_date IS NULL OR v.superseded_date > ?)")
+                arguments += [interval.end.timeIntervalSinceReferenceDate, interval.start.timeIntervalSinceReferenceDate]
+            }
+        case .history:
+            break
+        }
+        if let ids = query.ids { list("v.id", ids) }
+        if let uuids = query.uuids { list("v.uuid", uuids.map(\.uuidString)) }
+        if let remoteIDs = query.remoteIDs { list("v.remote_id", remoteIDs) }
+        if let groups = query.groupIdentifiers { list("v.group_identifier", groups) }
+        if let tags = query.tags {
+            conditions.append("v.uuid IN (SELECT uuid FROM entity_tag WHERE tag IN (\(Array(repeating: "?", count: tags.count).joined(separator: ","))))")
+            arguments += StatementArguments(tags)
+        }
+        func parent(_ parentKind: String, _ ids: [String]) {
+            conditions.append("v.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = '\(parentKind)' AND id IN (\(Array(repeating: "?", count: ids.count).joined(separator: ","))))")
+            arguments += StatementArguments(ids)
+        }
+        if let ids = query.patientIDs, kind == "carePlan" { parent("patient", ids) }
+        if let ids = query.carePlanIDs, kind == "task" || kind == "contact" { parent("carePlan", ids) }
+        if let ids = query.taskIDs, kind == "outcome" { parent("task", ids) }
+        var sql = "SELECT v.uuid, v.kind, v.json, v.next_uuids FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
+        sql += kind == "outcome" ? " ORDER BY v.event_start, v.revision" : " ORDER BY v.id, v.effective_date, v.revision"
+        if let limit = query.limit { sql += " LIMIT \(limit)" }
+        return (sql, arguments)
+    }
+
+    func fetch(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) throws(StoreError) -> [CareEntity] {
+        let (sql, arguments) = select(kind: kind, query, includeTombstones: includeTombstones)
+        do {
+            return try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: arguments).map(entity) }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] {
+        try fetch(kind: "patient", query).compactMap { if case .patient(let e) = $0 { e } else { nil } }
+    }
+
+    public func fetchCarePlans(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CarePlan] {
+        try fetch(kind: "carePlan", query).compactMap { if case .carePlan(let e) = $0 { e } else { nil } }
+    }
+
+    public func fetchContacts(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Contact] {
+        try fetch(kind: "contact", query).compactMap { if case .contact(let e) = $0 { e } else { nil } }
+    }
+
+    public func fetchTasks(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CareTask] {
+        try fetch(kind: "task", query).compactMap { if case .task(let e) = $0 { e } else { nil } }
+    }
+
+    public func fetchOutcomes(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Outcome] {
+        try fetch(kind: "outcome", query).compactMap { if case .outcome(let e) = $0 { e } else { nil } }
+    }
+
+    public func events(from start: Date, to end: Date, tasks query: EntityQuery = EntityQuery()) throws(StoreError) -> [TaskEvent] {
+        var taskQuery = query
+        // Versions whose span touches the range, widened by a day for windows reaching back.
+        taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: max(end, start.addingTimeInterval(-26 * 3600))))
+        // Tombstones too: a deletion ends the versions before it.
+        let versions = try fetch(kind: "task", taskQuery, includeTombstones: true).compactMap { if case .task(let t) = $0 { t } else { nil } }
+        guard !versions.isEmpty else { return [] }
+        var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
+        outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
+        let outcomes = try fetchOutcomes(outcomeQuery)
+        var events: [TaskEvent] = []
+        for (_, taskVersions) in Dictionary(grouping: versions, by: \.id) {
+            events += CareTask.events(of: taskVersions, from: start, to: end, outcomes: outcomes)
+        }
+        return events.sorted {
+            $0.scheduleEvent.start != $1.scheduleEvent.start ? $0.scheduleEvent.start < $1.scheduleEvent.start
+                : ($0.task.id != $1.task.id ? $0.task.id < $1.task.id : $0.occurrence < $1.occurrence)
+        }
+    }
+
+    public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges {
+        do {
+            return try pool.read { db in
+                var sql = "SELECT uuid, kind, json, next_uuids, revision FROM entity_version WHERE revision > ? ORDER BY revision"
+                if let limit { sql += " LIMIT \(limit)" }
+                let rows = try Row.fetchAll(db, sql: sql, arguments: [revision])
+                let latest: Int = rows.last?["revision"] ?? revision
+                return StoreChanges(entities: try rows.map(entity), revision: latest)
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    public func conflicts() throws(StoreError) -> [(EntityType, String)] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
+                    .map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    /// Every current entity, for export: patients, care plans, contacts, tasks, outcomes.
+    public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] {
+        var result: [CareEntity] = []
+        for kind in ["patient", "carePlan", "contact", "task", "outcome"] {
+            result += try fetch(kind: kind, EntityQuery(versions: versions))
+        }
+        return result
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import GRDB
+import Testing
+@testable import CareStore
+
+/// A fresh store in a temporary folder, removed afterwards.
+final class TemporaryStore {
+    let directory: URL
+    let store: SQLiteCarePlanStore
+    var path: String { store.path }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-store-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+}
+
+@Suite("SQLite care-plan store")
+struct SQLiteStoreTests {
+    let zone = newYork
+    let start = local("2026-11-01", newYork)
+
+    /// A patient, a plan and two tasks (daily pill at 08:00, weekly weight on Mondays).
+    func seed(_ store: SQLiteCarePlanStore) throws -> (Patient, CarePlan, CareTask, CareTask) {
+        var patient = Patient(id: "maria", name: PersonName(givenName: "María", familyName: "López"), effectiveDate: start, timezone: zone)
+        patient.remoteID = "ehr/Patient/maria-lopez"
+        var plan = CarePlan(id: "home", title: "Home care", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+        plan.tags = ["heart-failure"]
+        plan.groupIdentifier = "clinic-a"
+        var pill = CareTask(id: "metformin", title: "Metformin", carePlanUUID: plan.uuid,
+                            schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+        pill.effectiveDate = start
+        pill.tags = ["medication"]
+        var weight = CareTask(id: "weight", title: "Weight", carePlanUUID: plan.uuid,
+                              schedule: Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: start, timeZone: zone), timezone: zone)
+        weight.effectiveDate = start
+        try store.add([.patient(patient), .carePlan(plan), .task(pill), .task(weight)])
+        return (patient, plan, pill, weight)
+    }
+
+    @Test("add and fetch by id, remoteID, tags, group, patient and care plan")
+    func addAndQuery() throws {
+        let t = try TemporaryStore()
+        let (patient, plan, pill, weight) = try seed(t.store)
+        #expect(try t.store.fetchPatients(EntityQuery(remoteIDs: ["ehr/Patient/maria-lopez"])).map(\.id) == ["maria"])
+        #expect(try t.store.fetchCarePlans(EntityQuery(patientIDs: ["maria"])).map(\.uuid) == [plan.uuid])
+        #expect(try t.store.fetchCarePlans(EntityQuery(tags: ["heart-failure"])).count == 1)
+        #expect(try t.store.fetchCarePlans(EntityQuery(groupIdentifiers: ["clinic-b"])).isEmpty)
+        #expect(try t.store.fetchTasks(EntityQuery(carePlanIDs: ["home"])).map(\.id) == ["metformin", "weight"])
+        #expect(try t.store.fetchTasks(EntityQuery(tags: ["medication"])).map(\.uuid) == [pill.uuid])
+        let fetched = try #require(try t.store.fetchTasks(EntityQuery(ids: ["weight"])).first)
+        #expect(fetched.schedule == weight.schedule && fetched.title == "Weight")
+        #expect(fetched.version.createdDate != nil)
+        #expect(try t.store.fetchPatients().first?.name == patient.name)
+        #expect(throws: StoreError.alreadyExists(.task, id: "weight")) { try t.store.add([.task(weight)]) }
+    }
+
+    @Test("updates append linked versions; an interval query returns the version in effect; history returns all")
+    func versions() throws {
+        let t = try TemporaryStore()
+        let (_, _, pill, _) = try seed(t.store)
+        var v2 = pill
+        v2.title = "Metformin 1000 mg"
+        v2.effectiveDate = local("2026-11-10", zone)
+        let updated = try t.store.update([.task(v2)])
+        guard case .task(let stored2) = updated[0] else { return }
+        #expect(stored2.uuid != pill.uuid)
+        #expect(stored2.version.previousVersionUUIDs == [pill.uuid])
+        let latest = try t.store.fetchTasks(EntityQuery(ids: ["metformin"]))
+        #expect(latest.map(\.title) == ["Metformin 1000 mg"])
+        let history = try t.store.fetchTasks(EntityQuery(versions: .history, ids: ["metformin"]))
+        #expect(history.map(\.title) == ["Metformin", "Metformin 1000 mg"])
+        #expect(history[0].version.nextVersionUUIDs == [stored2.uuid])
+        let early = try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-03", zone), duration: 86400)), ids: ["metformin"]))
+        #expect(early.map(\.title) == ["Metformin"])
+        let spanning = try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-09", zone), duration: 2 * 86400)), ids: ["metformin"]))
+        #expect(spanning.map(\.title) == ["Metformin", "Metformin 1000 mg"])
+        var stale = pill
+        stale.effectiveDate = local("2026-11-05", zone)
+        #expect(throws: StoreError.self) { try t.store.update([.task(stale)]) }
+        #expect(throws: StoreError.notFound(.task, id: "walk")) { try t.store.update([.task(CareTask(id: "walk", title: nil, carePlanUUID: nil, schedule: pill.schedule))]) }
+    }
+
+    @Test("deletes append tombstones: gone from the latest view and later intervals, kept in history")
+    func deletes() throws {
+        let t = try TemporaryStore()
+        _ = try seed(t.store)
+        try t.store.delete(.task, ids: ["weight"], at: local("2026-11-20", zone))
+        #expect(try t.store.fetchTasks().map(\.id) == ["metformin"])
+        #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-16", zone), duration: 86400)), ids: ["weight"])).count == 1)
+        #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-21", zone), duration: 86400)), ids: ["weight"])).isEmpty)
+        let history = try t.store.fetchTasks(EntityQuery(versions: .history, ids: ["weight"]))
+        #expect(history.count == 2 && history[1].isDeleted)
+        // Events stop at the deletion.
+        let events = try t.store.events(from: local("2026-11-01", zone), to: local("2026-12-01", zone), tasks: EntityQuery(ids: ["weight"]))
+        #expect(events.map { wall($0.scheduleEvent.start, zone) } == ["2026-11-02 07:30", "2026-11-09 07:30", "2026-11-16 07:30"])
+    }
+
+    @Test("outcome rules: one per occurrence, the occurrence must exist, and task updates may not orphan outcomes")
+    func outcomeRules() throws {
+        let t = try TemporaryStore()
+        let (_, _, pill, _) = try seed(t.store)
+        let taken = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.boolean(true))], timezone: zone)
+        try t.store.add([.outcome(taken)])
+        let again = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.boolean(true))], timezone: zone)
+        #expect(throws: StoreError.duplicateOutcome(taskID: "metformin", occurrence: 3)) { try t.store.add([.outcome(again)]) }
+        let weird = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: -1, values: [], timezone: zone)
+        #expect(throws: StoreError.self) { try t.store.add([.outcome(weird)]) }
+        let orphan = Outcome(taskUUID: UUID(), taskOccurrenceIndex: 0, values: [], timezone: zone)
+        #expect(throws: StoreError.missingParent(.outcome, id: orphan.id, field: "taskUUID", uuid: orphan.taskUUID)) { try t.store.add([.outcome(orphan)]) }
+        // Occurrence 3 is 2026-11-04 08:00: a new version taking effect on the 3rd would orphan it.
+        var v2 = pill
+        v2.effectiveDate = local("2026-11-03", zone)
+        do {
+            try t.store.update([.task(v2)])
+            Issue.record("the update was accepted")
+        } catch {
+            guard case .wouldOrphanOutcomes(let id, let count, let latest, _) = error else { Issue.record("\(error)"); return }
+            #expect(id == "metformin" && count == 1 && latest == local("2026-11-04 08:00", zone))
+            #expect(error.description.contains("a new version must take effect after them"))
+        }
+        // After the newest outcome it is fine, and outcomes in the new version's period are refused for the old version.
+        v2.effectiveDate = local("2026-11-05", zone)
+        try t.store.update([.task(v2)])
+        let late = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 6, values: [OutcomeValue(.boolean(true))], timezone: zone)
+        #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 6, reason: "a newer task version covers the event")) { try t.store.add([.outcome(late)]) }
+        // Deleting an outcome frees its occurrence.
+        try t.store.delete(.outcome, ids: [taken.id])
+        try t.store.add([.outcome(again)])
+        #expect(try t.store.fetchOutcomes(EntityQuery(taskIDs: ["metformin"])).map(\.id) == [again.id])
+    }
+
+    @Test("a multi-entity write is all or nothing")
+    func atomic() throws {
+        let t = try TemporaryStore()
+        let (_, plan, _, _) = try seed(t.store)
+        let before = try t.store.changes(since: 0).revision
+        let good = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: Schedule.allDay(start: start, timeZone: zone))
+        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone))
+        #expect(throws: StoreError.self) { try t.store.add([.task(good), .task(bad)]) }
+        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).isEmpty)
+        #expect(try t.store.changes(since: 0).revision == before)
+    }
+
+    @Test("the change feed returns what was written after a revision, in order")
+    func changeFeed() throws {
+        let t = try TemporaryStore()
+        let (_, _, pill, _) = try seed(t.store)
+        let all = try t.store.changes(since: 0)
+        #expect(all.entities.map(\.entityType) == [.patient, .carePlan, .task, .task])
+        #expect(try t.store.changes(since: all.revision).entities.isEmpty)
+        let outcome = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.boolean(true))], timezone: zone)
+        try t.store.add([.outcome(outcome)])
+        let next = try t.store.changes(since: all.revision)
+        #expect(next.entities.map(\.version.uuid) == [outcome.uuid])
+        #expect(next.revision == all.revision + 1)
+        #expect(try t.store.changes(since: 0, limit: 2).entities.count == 2)
+    }
+
+    @Test("merging two devices' edits of the same version leaves two tips: a visible conflict")
+    func conflicts() throws {
+        let t = try TemporaryStore()
+        let (_, _, pill, _) = try seed(t.store)
+        var deviceA = pill
+        deviceA.uuid = UUID()
+        deviceA.title = "Metformin (A)"
+        deviceA.effectiveDate = local("2026-11-02", zone)
+        deviceA.version.previousVersionUUIDs = [pill.uuid]
+        var deviceB = deviceA
+        deviceB.uuid = UUID()
+        deviceB.title = "Metformin (B)"
+        let record = RevisionRecord(entities: [.task(deviceA), .task(deviceB)], knowledgeVector: [])
+        #expect(try t.store.merge(record) == 2)
+        #expect(try t.store.merge(record) == 0)
+        #expect(try t.store.conflicts().map(\.1) == ["metformin"])
+        #expect(Set(try t.store.fetchTasks(EntityQuery(ids: ["metformin"])).map(\.title)) == ["Metformin (A)", "Metformin (B)"])
+    }
+
+    @Test("events through the store carry outcomes and respect versions")
+    func events() throws {
+        let t = try TemporaryStore()
+        let (_, _, pill, _) = try seed(t.store)
+        try t.store.add([.outcome(Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(500), kind: "dose")], timezone: zone))])
+        var v2 = pill
+        v2.effectiveDate = local("2026-11-03", zone)
+        v2.schedule = Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-11-03", zone), timeZone: zone)
+        try t.store.update([.task(v2)])
+        let events = try t.store.events(from: local("2026-11-01", zone), to: local("2026-11-05", zone), tasks: EntityQuery(ids: ["metformin"]))
+        #expect(events.map { wall($0.scheduleEvent.start, zone) } == ["2026-11-01 08:00", "2026-11-02 08:00", "2026-11-03 09:00", "2026-11-04 09:00"])
+        #expect(events.map(\.occurrence) == [0, 1, 0, 1])
+        #expect(events.map { $0.outcome != nil } == [false, true, false, false])
+        #expect(Adherence(events: events).value == 0.25)
+    }
+
+    @Test("the database file is owner-only and in WAL mode, and reopens with everything in it")
+    func fileAndReopen() throws {
+        let t = try TemporaryStore()
+        _ = try seed(t.store)
+        let attributes = try FileManager.default.attributesOfItem(atPath: t.path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let mode = try t.store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+        let reopened = try SQLiteCarePlanStore(path: t.path)
+        #expect(try reopened.fetchTasks().count == 2)
+        #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
+    }
+}
