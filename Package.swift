@@ -43,6 +43,7 @@ let package = Package(
             name: "caregate",
             dependencies: [
                 "FHIR",
+                "CareStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -57,7 +58,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["FHIR"]
+            dependencies: ["FHIR", "CareStore"]
         ),
     ]
 )

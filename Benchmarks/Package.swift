@@ -14,6 +14,12 @@ let package = Package(
     ],
     targets: [
         // Prints MB/s for reading and writing FHIR, for side-by-side runs with peers (compare-peers.sh).
+        // Prints the care store's bulk insert, day-view and history figures (release build).
+        .executableTarget(
+            name: "store-throughput",
+            dependencies: [.product(name: "CareStore", package: "CareGate")],
+            path: "Sources/store-throughput"
+        ),
         .executableTarget(
             name: "fhir-throughput",
             dependencies: [.product(name: "FHIR", package: "CareGate")],

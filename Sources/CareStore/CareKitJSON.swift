@@ -76,6 +76,9 @@ public enum CareKitJSON {
         })
     }
 
+    /// An outcome value in CareKit's JSON shape.
+    public static func outcomeValueJSON(_ v: OutcomeValue) -> JSONValue { outcomeValue(v) }
+
     static func outcomeValue(_ v: OutcomeValue) -> JSONValue {
         var members: [(String, JSONValue)] = [("type", .string(v.value.typeName))]
         switch v.value {

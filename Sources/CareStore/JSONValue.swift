@@ -46,41 +46,48 @@ public enum JSONValue: Sendable, Hashable {
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
     public var isNull: Bool { if case .null = self { true } else { false } }
 
-    /// Compact JSON text.
+    /// Compact (or indented) JSON text.
     public func serialized(pretty: Bool = false) -> String {
-        var out = ""
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
         write(into: &out, pretty: pretty, indent: 0)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    private func write(into out: inout String, pretty: Bool, indent: Int) {
+    private static func newline(_ out: inout [UInt8], _ indent: Int) {
+        out.append(0x0A)
+        for _ in 0..<indent { out.append(0x20); out.append(0x20) }
+    }
+
+    private func write(into out: inout [UInt8], pretty: Bool, indent: Int) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n): out += JSONValue.format(n)
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: JSONValue.format(n).utf8)
         case .string(let s): JSONValue.writeString(s, into: &out)
         case .array(let items):
-            if items.isEmpty { out += "[]"; return }
-            out += "["
+            if items.isEmpty { out.append(0x5B); out.append(0x5D); return }
+            out.append(0x5B)
             for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
-                if pretty { out += "\n" + String(repeating: "  ", count: indent + 1) }
+                if i > 0 { out.append(0x2C) }
+                if pretty { JSONValue.newline(&out, indent + 1) }
                 item.write(into: &out, pretty: pretty, indent: indent + 1)
             }
-            if pretty { out += "\n" + String(repeating: "  ", count: indent) }
-            out += "]"
+            if pretty { JSONValue.newline(&out, indent) }
+            out.append(0x5D)
         case .object(let members):
-            if members.isEmpty { out += "{}"; return }
-            out += "{"
+            if members.isEmpty { out.append(0x7B); out.append(0x7D); return }
+            out.append(0x7B)
             for (i, (key, value)) in members.enumerated() {
-                if i > 0 { out += "," }
-                if pretty { out += "\n" + String(repeating: "  ", count: indent + 1) }
+                if i > 0 { out.append(0x2C) }
+                if pretty { JSONValue.newline(&out, indent + 1) }
                 JSONValue.writeString(key, into: &out)
-                out += pretty ? ": " : ":"
+                out.append(0x3A)
+                if pretty { out.append(0x20) }
                 value.write(into: &out, pretty: pretty, indent: indent + 1)
             }
-            if pretty { out += "\n" + String(repeating: "  ", count: indent) }
-            out += "}"
+            if pretty { JSONValue.newline(&out, indent) }
+            out.append(0x7D)
         }
     }
 
@@ -90,24 +97,31 @@ public enum JSONValue: Sendable, Hashable {
         return "\(n)"
     }
 
-    static func writeString(_ s: String, into out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
+    static func writeString(_ s: String, into out: inout [UInt8]) {
+        out.append(0x22)
+        var s = s
+        s.withUTF8 { bytes in
+            var runStart = 0
+            for i in 0..<bytes.count {
+                let b = bytes[i]
+                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
+                runStart = i + 1
+                out.append(0x5C)
+                switch b {
+                case 0x22: out.append(0x22)
+                case 0x5C: out.append(0x5C)
+                case 0x0A: out.append(0x6E)
+                case 0x0D: out.append(0x72)
+                case 0x09: out.append(0x74)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
                 }
             }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
         }
-        out += "\""
+        out.append(0x22)
     }
 
     /// Parses JSON text; errors name the byte offset and line.

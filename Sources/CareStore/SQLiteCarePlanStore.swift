@@ -20,6 +20,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
+    /// Versions cached by the write under way; evicted if its transaction rolls back.
+    private var pendingCache: [UUID] = []
     private let cacheLock = NSLock()
     private static let cacheLimit = 200_000
 
@@ -75,6 +77,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 CREATE INDEX entity_version_group ON entity_version(kind, group_identifier);
                 CREATE UNIQUE INDEX live_outcome_per_occurrence ON entity_version(parent_uuid, occurrence)
                     WHERE kind = 'outcome' AND next_uuids IS NULL AND deleted_date IS NULL;
+                CREATE TABLE store_meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
                 CREATE TABLE entity_tag (
                     tag TEXT NOT NULL,
                     uuid TEXT NOT NULL REFERENCES entity_version(uuid),
@@ -132,6 +135,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             revision, stored.remoteID, stored.groupIdentifier, SQLiteCarePlanStore.parentUUID(entity)?.uuid.uuidString,
             occurrence, eventStart?.timeIntervalSinceReferenceDate, json,
         ])
+        remember(SQLiteCarePlanStore.replacing(entity, version: stored))
         if let tags = stored.tags {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
             for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid.uuidString]) }
@@ -140,12 +144,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     /// Records `next` as a successor of `previous` (bookkeeping: the version data is untouched).
     func link(previous: UUID, next: UUID, nextEffective: Date, db: Database) throws {
-        try db.execute(sql: """
+        let statement = try db.cachedStatement(sql: """
             UPDATE entity_version
             SET next_uuids = CASE WHEN next_uuids IS NULL THEN ? ELSE next_uuids || ',' || ? END,
                 superseded_date = MIN(COALESCE(superseded_date, ?), ?)
             WHERE uuid = ?
-            """, arguments: [next.uuidString, next.uuidString, nextEffective.timeIntervalSinceReferenceDate,
+            """)
+        try statement.execute(arguments: [next.uuidString, next.uuidString, nextEffective.timeIntervalSinceReferenceDate,
                              nextEffective.timeIntervalSinceReferenceDate, previous.uuidString])
     }
 
@@ -153,31 +158,61 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         (try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0) + 1
     }
 
+    /// The current versions (tips) of many ids of one kind, in a few queries.
+    func tips(kind: String, ids: [String], db: Database) throws -> [String: [(uuid: UUID, effective: Date, deleted: Bool)]] {
+        var result: [String: [(uuid: UUID, effective: Date, deleted: Bool)]] = [:]
+        let unique = Array(Set(ids))
+        var offset = 0
+        while offset < unique.count {
+            let chunk = Array(unique[offset..<min(offset + 500, unique.count)])
+            offset += chunk.count
+            let sql = "SELECT id, uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND next_uuids IS NULL AND id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments([kind] + chunk)) {
+                result[row["id"], default: []].append((UUID(uuidString: row["uuid"])!, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
+            }
+        }
+        return result
+    }
+
     /// The current versions (tips) of an id.
     func tips(kind: String, id: String, db: Database) throws -> [(uuid: UUID, effective: Date, deleted: Bool)] {
-        try Row.fetchAll(db, sql: "SELECT uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND id = ? AND next_uuids IS NULL",
-                         arguments: [kind, id]).map { row in
+        let statement = try db.cachedStatement(sql: "SELECT uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND id = ? AND next_uuids IS NULL")
+        return try Row.fetchAll(statement, arguments: [kind, id]).map { row in
             (UUID(uuidString: row["uuid"])!, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil)
         }
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
-    func validate(_ entity: CareEntity, db: Database) throws -> Date? {
+    func validate(_ entity: CareEntity, db: Database, batch: [UUID: CareEntity] = [:]) throws -> Date? {
         let type = entity.entityType
         let id = entity.version.id
+        if case .outcome(let outcome) = entity, case .task(let task)? = batch[outcome.taskUUID] {
+            // The task was added in this same call: no successor yet.
+            return try occurrenceStart(outcome, task: task, taskID: task.id, superseded: nil, deleted: task.isDeleted)
+        }
+        if let (_, parent) = SQLiteCarePlanStore.parentUUID(entity), let inBatch = batch[parent],
+           SQLiteCarePlanStore.kind(inBatch.entityType) == SQLiteCarePlanStore.parentKind(entity) {
+            return nil
+        }
         if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity) {
-            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?",
-                                           arguments: [parent.uuidString, parentKind]) ?? false
+            let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
+            let exists = try Bool.fetchOne(statement, arguments: [parent.uuidString, parentKind]) ?? false
             if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
         }
         guard case .outcome(let outcome) = entity else { return nil }
-        guard let row = try Row.fetchOne(db, sql: "SELECT id, json, superseded_date, deleted_date FROM entity_version WHERE uuid = ?",
+        guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date FROM entity_version WHERE uuid = ? AND kind = 'task'"),
                                          arguments: [outcome.taskUUID.uuidString]),
-              case .task(let task) = try decodeRow(kind: "task", json: row["json"]) else {
+              case .task(let task) = try self.entity(row) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
-        let taskID: String = row["id"]
-        if (row["deleted_date"] as Double?) != nil {
+        return try occurrenceStart(outcome, task: task, taskID: row["id"],
+                                   superseded: (row["superseded_date"] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)),
+                                   deleted: (row["deleted_date"] as Double?) != nil)
+    }
+
+    /// The start of the event an outcome is for, checking that the task version has it.
+    func occurrenceStart(_ outcome: Outcome, task: CareTask, taskID: String, superseded: Date?, deleted: Bool) throws -> Date {
+        if deleted {
             throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex, reason: "the task version is a deletion")
         }
         guard let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) else {
@@ -187,7 +222,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex,
                                               reason: "the event is before the task version takes effect")
         }
-        if let superseded = (row["superseded_date"] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)), event.start >= superseded {
+        if let superseded, event.start >= superseded {
             throw StoreError.noSuchOccurrence(taskID: taskID, occurrence: outcome.taskOccurrenceIndex,
                                               reason: "a newer task version covers the event")
         }
@@ -211,45 +246,62 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         do {
             try insert(entity, revision: revision, eventStart: eventStart, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            if case .outcome(let o) = entity {
-                let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID.uuidString]) ?? "?"
-                throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
-            }
-            throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+            try reportConstraint(entity, db: db)
+            throw error
         }
+    }
+
+    /// Turns a constraint failure into the rule it breaks.
+    func reportConstraint(_ entity: CareEntity, db: Database) throws {
+        if case .outcome(let o) = entity {
+            let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID.uuidString]) ?? "?"
+            throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
+        }
+        throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
     }
 
     @discardableResult
     public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        do {
-            return try pool.write { db in
+        return try write { db in
                 var revision = try nextRevision(db)
                 var added: [CareEntity] = []
+                added.reserveCapacity(entities.count)
+                var tipsByKind: [String: [String: [(uuid: UUID, effective: Date, deleted: Bool)]]] = [:]
+                for kind in Set(entities.map { SQLiteCarePlanStore.kind($0.entityType) }) {
+                    tipsByKind[kind] = try tips(kind: kind, ids: entities.filter { SQLiteCarePlanStore.kind($0.entityType) == kind }.map(\.version.id), db: db)
+                }
+                var addedIDs: Set<String> = []
+                var batch: [UUID: CareEntity] = [:]
                 for entity in entities {
                     let kind = SQLiteCarePlanStore.kind(entity.entityType)
-                    let tips = try tips(kind: kind, id: entity.version.id, db: db)
-                    if tips.contains(where: { !$0.deleted }) { throw StoreError.alreadyExists(entity.entityType, id: entity.version.id) }
+                    let tips = tipsByKind[kind]?[entity.version.id] ?? []
+                    if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(kind + "/" + entity.version.id).inserted {
+                        throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+                    }
                     var version = entity.version
                     version.previousVersionUUIDs = tips.map(\.uuid)
                     version.nextVersionUUIDs = []
                     if version.createdDate == nil { version.createdDate = Date() }
                     let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                    try insertChecked(stored, revision: revision, db: db)
+                    let eventStart = try validate(stored, db: db, batch: batch)
+                    do {
+                        try insert(stored, revision: revision, eventStart: eventStart, db: db)
+                    } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+                        try reportConstraint(stored, db: db)
+                        throw error
+                    }
                     for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                    batch[version.uuid] = stored
                     revision += 1
                     added.append(stored)
                 }
                 return added
             }
-        } catch {
-            throw wrap(error)
-        }
     }
 
     @discardableResult
     public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        do {
-            return try pool.write { db in
+        return try write { db in
                 var revision = try nextRevision(db)
                 var updated: [CareEntity] = []
                 for entity in entities {
@@ -277,15 +329,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 }
                 return updated
             }
-        } catch {
-            throw wrap(error)
-        }
     }
 
     @discardableResult
     public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
-        do {
-            return try pool.write { db in
+        return try write { db in
                 var revision = try nextRevision(db)
                 var tombstones: [CareEntity] = []
                 let kind = SQLiteCarePlanStore.kind(type)
@@ -311,15 +359,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 }
                 return tombstones
             }
-        } catch {
-            throw wrap(error)
-        }
     }
 
     @discardableResult
     public func merge(_ record: RevisionRecord) throws(StoreError) -> Int {
-        do {
-            return try pool.write { db in
+        return try write { db in
                 var revision = try nextRevision(db)
                 var inserted = 0
                 for entity in record.entities {
@@ -341,9 +385,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 }
                 return inserted
             }
-        } catch {
-            throw wrap(error)
-        }
     }
 
     static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
@@ -363,6 +404,35 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let value = try JSONValue.parse(json)
         let resolved: EntityType = (type == .task && value["healthKitLinkage"] != nil) ? .healthKitTask : type
         return try CareKitJSON.decode(resolved, from: value)
+    }
+
+    /// Puts a version in the cache (as stored: without successors).
+    func remember(_ entity: CareEntity) {
+        cacheLock.lock()
+        if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
+        cache[entity.version.uuid] = entity
+        pendingCache.append(entity.version.uuid)
+        cacheLock.unlock()
+    }
+
+    /// Runs a write transaction; on failure, forgets what it cached and reports a `StoreError`.
+    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        cacheLock.lock()
+        pendingCache.removeAll(keepingCapacity: true)
+        cacheLock.unlock()
+        do {
+            let result = try pool.write(body)
+            cacheLock.lock()
+            pendingCache.removeAll(keepingCapacity: true)
+            cacheLock.unlock()
+            return result
+        } catch {
+            cacheLock.lock()
+            for uuid in pendingCache { cache[uuid] = nil }
+            pendingCache.removeAll(keepingCapacity: true)
+            cacheLock.unlock()
+            throw wrap(error)
+        }
     }
 
     /// Decodes a row (through the cache) and fills in its successors.
@@ -430,7 +500,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let ids = query.patientIDs, kind == "carePlan" { parent("patient", ids) }
         if let ids = query.carePlanIDs, kind == "task" || kind == "contact" { parent("carePlan", ids) }
         if let ids = query.taskIDs, kind == "outcome" { parent("task", ids) }
-        var sql = "SELECT v.uuid, v.kind, v.json, v.next_uuids FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
+        var sql = "SELECT v.uuid, v.kind, v.next_uuids FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
         sql += kind == "outcome" ? " ORDER BY v.event_start, v.revision" : " ORDER BY v.id, v.effective_date, v.revision"
         if let limit = query.limit { sql += " LIMIT \(limit)" }
         return (sql, arguments)
@@ -439,10 +509,45 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     func fetch(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) throws(StoreError) -> [CareEntity] {
         let (sql, arguments) = select(kind: kind, query, includeTombstones: includeTombstones)
         do {
-            return try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: arguments).map(entity) }
+            return try pool.read { db in
+                // Versions never change: read the JSON only for those not decoded yet.
+                let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+                let uuids = rows.map { UUID(uuidString: $0["uuid"])! }
+                cacheLock.lock()
+                let missing = uuids.filter { cache[$0] == nil }
+                cacheLock.unlock()
+                var offset = 0
+                while offset < missing.count {
+                    let chunk = missing[offset..<min(offset + 500, missing.count)]
+                    offset += chunk.count
+                    let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+                    for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(chunk.map(\.uuidString))) {
+                        let decoded = try decodeRow(kind: row["kind"], json: row["json"])
+                        cacheLock.lock()
+                        if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
+                        cache[decoded.version.uuid] = decoded
+                        cacheLock.unlock()
+                    }
+                }
+                return try zip(rows, uuids).map { row, uuid in try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"]) }
+            }
         } catch {
             throw wrap(error)
         }
+    }
+
+    /// A cached version with its successors filled in.
+    func withSuccessors(uuid: UUID, nextUUIDs: String?) throws -> CareEntity {
+        cacheLock.lock()
+        let cached = cache[uuid]
+        cacheLock.unlock()
+        guard var result = cached else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
+        if let nextUUIDs {
+            var version = result.version
+            version.nextVersionUUIDs = nextUUIDs.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
+            result = SQLiteCarePlanStore.replacing(result, version: version)
+        }
+        return result
     }
 
     public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] {
@@ -508,6 +613,33 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         } catch {
             throw wrap(error)
         }
+    }
+
+    /// SQLite's own consistency check of the file: `["ok"]` when sound.
+    public func integrityCheck() throws(StoreError) -> [String] {
+        do { return try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") } } catch { throw wrap(error) }
+    }
+
+    /// The store's CareKit sync process: a stable id, and the latest revision as its clock.
+    public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] {
+        do {
+            return try pool.write { db in
+                var id = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'")
+                if id == nil {
+                    id = UUID().uuidString
+                    try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('processID', ?)", arguments: [id])
+                }
+                let clock = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
+                return [RevisionRecord.Process(id: UUID(uuidString: id!)!, clock: clock)]
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    /// The whole store as one revision record, parents before children.
+    public func revisionRecord() throws(StoreError) -> RevisionRecord {
+        RevisionRecord(entities: try allEntities(versions: .history), knowledgeVector: try knowledgeVector())
     }
 
     /// Every current entity, for export: patients, care plans, contacts, tasks, outcomes.

@@ -85,12 +85,19 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
 /// (CareKit's `OCKSchedule`).
 public struct Schedule: Sendable, Hashable {
     public private(set) var elements: [ScheduleElement]
+    /// Each element's occurrence series, kept across queries: the clamps found so far never
+    /// change, so later queries on the same schedule skip finding them again.
+    let series: SeriesCache
 
     /// A schedule of valid elements; see `ScheduleError` for what is refused.
     public init(elements: [ScheduleElement]) throws(ScheduleError) {
         try Schedule.validate(elements)
         self.elements = elements
+        self.series = SeriesCache(elements)
     }
+
+    public static func == (a: Schedule, b: Schedule) -> Bool { a.elements == b.elements }
+    public func hash(into hasher: inout Hasher) { hasher.combine(elements) }
 
     /// The earliest element start.
     public var startDate: Date? { elements.map(\.start).min() }
@@ -187,6 +194,12 @@ public struct ScheduleEvent: Sendable, Hashable {
 
 // MARK: Occurrence arithmetic
 
+/// The occurrence series of a schedule's elements, shared by copies of the schedule.
+final class SeriesCache: @unchecked Sendable {
+    let all: [OccurrenceSeries]
+    init(_ elements: [ScheduleElement]) { all = elements.map(OccurrenceSeries.init) }
+}
+
 /// Exact occurrence times of one element. CareKit accumulates: each start is the previous one plus
 /// the interval, so a clamp (a wall time in a daylight-saving gap, the 31st in a short month)
 /// shifts every later occurrence for good. Between clamps, adding k intervals at once gives the
@@ -214,6 +227,7 @@ final class OccurrenceSeries {
     /// Segments found so far, and the date up to which no further clamp exists.
     private var segments: [Segment]
     private var explored: Date
+    private let lock = NSLock()
 
     init(_ element: ScheduleElement) {
         self.element = element
@@ -241,7 +255,15 @@ final class OccurrenceSeries {
         steps == 0 ? segment.start : calendar.date(byAdding: element.interval(times: steps), to: segment.start)!
     }
 
-    /// Finds clamps up to `horizon`, appending segments.
+    /// The segments known to cover everything up to `horizon` (finding clamps as needed).
+    private func segments(through horizon: Date) -> [Segment] {
+        lock.lock()
+        defer { lock.unlock() }
+        if explored < horizon { explore(through: horizon) }
+        return segments
+    }
+
+    /// Finds clamps up to `horizon`, appending segments. Called with the lock held.
     private func explore(through horizon: Date) {
         while explored < horizon {
             let segment = segments[segments.count - 1]
@@ -293,9 +315,9 @@ final class OccurrenceSeries {
             for _ in 0..<k { date = calendar.date(byAdding: element.interval, to: date)! }
             return date
         }
-        explore(through: element.start.addingTimeInterval(nominalStep * Double(k + 2) * 1.1))
-        var segment = segments[0]
-        for s in segments where s.index <= k { segment = s }
+        let known = segments(through: element.start.addingTimeInterval(nominalStep * Double(k + 2) * 1.1))
+        var segment = known[0]
+        for s in known where s.index <= k { segment = s }
         return jump(segment, k - segment.index)
     }
 
@@ -314,11 +336,11 @@ final class OccurrenceSeries {
             while date < t { count += 1; date = calendar.date(byAdding: element.interval, to: date)! }
             return count
         }
-        explore(through: t)
+        let known = segments(through: t)
         var position = 0
-        for (i, s) in segments.enumerated() where s.start < t { position = i }
-        let segment = segments[position]
-        let nextIndex = position + 1 < segments.count ? segments[position + 1].index : Int.max
+        for (i, s) in known.enumerated() where s.start < t { position = i }
+        let segment = known[position]
+        let nextIndex = position + 1 < known.count ? known[position + 1].index : Int.max
         // Within the segment, find the last occurrence before t by estimate and correction.
         var n = segment.index + max(0, Int((t.timeIntervalSince(segment.start) / nominalStep).rounded(.down)))
         n = min(n, nextIndex - 1)
@@ -328,7 +350,18 @@ final class OccurrenceSeries {
     }
 
     /// How many occurrences exist at all (limited by `end`), or nil when open-ended.
-    lazy var totalCount: Int? = element.end.map { countStarts(before: $0) }
+    var totalCount: Int? {
+        guard let end = element.end else { return nil }
+        lock.lock()
+        if let cached = cachedTotal { lock.unlock(); return cached }
+        lock.unlock()
+        let total = countStarts(before: end)
+        lock.lock()
+        cachedTotal = total
+        lock.unlock()
+        return total
+    }
+    private var cachedTotal: Int?
 
     /// The window of an occurrence starting at `start`.
     func window(_ start: Date) -> (start: Date, end: Date) {
@@ -368,7 +401,7 @@ extension Schedule {
     /// The events whose window ends at or after `start` and starts before `end`, in occurrence order.
     public func events(from start: Date, to end: Date) -> [ScheduleEvent] {
         guard start < end else { return [] }
-        let series = elements.map(OccurrenceSeries.init)
+        let series = self.series.all
         var found: [(start: Date, end: Date, element: Int, k: Int)] = []
         for (index, s) in series.enumerated() {
             var k = s.countStarts(before: start.addingTimeInterval(-s.reach))
@@ -399,7 +432,14 @@ extension Schedule {
     /// The event with this occurrence number, or nil when the schedule has no such occurrence.
     public func event(occurrence: Int) -> ScheduleEvent? {
         guard occurrence >= 0, let startDate else { return nil }
-        let series = elements.map(OccurrenceSeries.init)
+        let series = self.series.all
+        if series.count == 1 {
+            // One element: the occurrence is its own k-th.
+            let s = series[0]
+            if let total = s.totalCount, occurrence >= total { return nil }
+            let window = s.window(s.start(occurrence))
+            return ScheduleEvent(start: window.start, end: window.end, occurrence: occurrence, elementIndex: 0, element: elements[0])
+        }
         func countBefore(_ t: Date) -> Int { series.reduce(0) { $0 + $1.countWindows(before: t) } }
         if let total = series.reduce(Optional(0), { sum, s in sum.flatMap { a in s.totalCount.map { a + $0 } } }), occurrence >= total {
             return nil

@@ -22,7 +22,7 @@ struct CareGate: ParsableCommand {
               caregate convert bundle.xml --to ndjson -o resources.ndjson
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self]
+        subcommands: [Version.self, Convert.self, Store.self]
     )
 }
 
@@ -130,6 +130,12 @@ extension CareGate {
         do {
             var command = try parseAsRoot()
             try command.run()
+        } catch let failure as StoreFailure {
+            Diagnostics.standardError(failure.description)
+            Glibc.exit(1)
+        } catch let failure as CommandError {
+            Diagnostics.standardError(failure.description)
+            Glibc.exit(1)
         } catch let failure as CommandFailure {
             let issues = failure.error.issues
             let errors = issues.filter { $0.severity == .error }

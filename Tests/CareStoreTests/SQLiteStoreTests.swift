@@ -145,6 +145,19 @@ struct SQLiteStoreTests {
         #expect(try t.store.changes(since: 0).revision == before)
     }
 
+    @Test("after a failed write, retrying with the same uuid and new content stores the new content")
+    func rollbackForgetsCachedVersions() throws {
+        let t = try TemporaryStore()
+        let (_, plan, _, _) = try seed(t.store)
+        var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid, schedule: Schedule.allDay(start: start, timeZone: zone))
+        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone))
+        #expect(throws: StoreError.self) { try t.store.add([.task(walk), .task(bad)]) }
+        walk.title = "Walk 30 minutes"
+        try t.store.add([.task(walk)])
+        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
+        #expect(throws: StoreError.alreadyExists(.task, id: "walk")) { try t.store.add([.task(walk)]) }
+    }
+
     @Test("the change feed returns what was written after a revision, in order")
     func changeFeed() throws {
         let t = try TemporaryStore()

@@ -1,0 +1,107 @@
+// store-throughput: the care store's figures on this machine (release build).
+//
+//   store-throughput [--tasks N]
+//
+// 1. bulk insert: N tasks and N outcomes (one per task) in one transaction, entities per second;
+// 2. the events of one day across 1,000 tasks (warm), milliseconds;
+// 3. a history query over a year of daily outcomes for 10 tasks (3,650 outcomes), milliseconds.
+import CareStore
+import Foundation
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var taskCount = 50_000
+if let i = arguments.firstIndex(of: "--tasks") { taskCount = Int(arguments[i + 1])!; arguments.removeSubrange(i...(i + 1)) }
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+let zone = TimeZone(identifier: "America/New_York")!
+var calendar = Calendar(identifier: .gregorian)
+calendar.timeZone = zone
+let start = calendar.date(from: DateComponents(year: 2026, month: 1, day: 1))!
+
+func freshStore(_ name: String) throws -> SQLiteCarePlanStore {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-bench-\(name)-\(getpid()).sqlite").path
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    return try SQLiteCarePlanStore(path: path)
+}
+
+func seed(_ store: SQLiteCarePlanStore, tasks: Int, outcomesPerTask: Int) throws -> [CareEntity] {
+    let patient = Patient(id: "p", name: PersonName(givenName: "María"), effectiveDate: start, timezone: zone)
+    let plan = CarePlan(id: "plan", title: "Plan", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+    try store.add([.patient(patient), .carePlan(plan)])
+    var entities: [CareEntity] = []
+    var taskList: [CareTask] = []
+    for i in 0..<tasks {
+        var task = CareTask(id: "task-\(i)", title: "Task \(i)", carePlanUUID: plan.uuid,
+                            schedule: Schedule.dailyAtTime(hour: i % 24, minutes: (i * 7) % 60, start: start, timeZone: zone), timezone: zone)
+        task.effectiveDate = start
+        taskList.append(task)
+        entities.append(.task(task))
+    }
+    for task in taskList {
+        for k in 0..<outcomesPerTask {
+            entities.append(.outcome(Outcome(taskUUID: task.uuid, taskOccurrenceIndex: k, values: [OutcomeValue(.double(500), kind: "dose", units: "mg", createdDate: start)],
+                                             effectiveDate: start, timezone: zone)))
+        }
+    }
+    return entities
+}
+
+// 1. Bulk insert.
+do {
+    let store = try freshStore("bulk")
+    let entities = try seed(store, tasks: taskCount, outcomesPerTask: 1)
+    let t0 = now()
+    try store.add(entities)
+    let seconds = now() - t0
+    print(String(format: "bulk-insert %.0f entities/s (%d tasks + %d outcomes in %.2f s, one transaction)", Double(entities.count) / seconds, taskCount, taskCount, seconds))
+}
+
+// 2. One day across 1,000 tasks.
+do {
+    let store = try freshStore("day")
+    try store.add(try seed(store, tasks: 1000, outcomesPerTask: 0))
+    let day = calendar.date(from: DateComponents(year: 2026, month: 11, day: 3))!
+    let next = calendar.date(byAdding: .day, value: 1, to: day)!
+    _ = try store.events(from: day, to: next, tasks: EntityQuery())
+    var best = Double.infinity
+    var count = 0
+    for _ in 0..<20 {
+        let t0 = now()
+        count = try store.events(from: day, to: next, tasks: EntityQuery()).count
+        best = min(best, now() - t0)
+    }
+    // The schedule arithmetic alone, on tasks in memory.
+    let tasks = try store.fetchTasks()
+    var bestCompute = Double.infinity
+    for _ in 0..<20 {
+        let t0 = now()
+        var n = 0
+        for task in tasks { n += task.schedule.events(from: day, to: next).count }
+        bestCompute = min(bestCompute, now() - t0)
+        precondition(n == count)
+    }
+    print(String(format: "day-view %.2f ms through the store, %.2f ms schedule arithmetic alone (%d events of 1,000 tasks, 306 days after their start)", best * 1000, bestCompute * 1000, count))
+}
+
+// 3. A year of outcomes.
+do {
+    let store = try freshStore("history")
+    try store.add(try seed(store, tasks: 10, outcomesPerTask: 365))
+    var best = Double.infinity
+    var count = 0
+    for _ in 0..<10 {
+        let t0 = now()
+        count = try store.fetchOutcomes(EntityQuery(versions: .history)).count
+        best = min(best, now() - t0)
+    }
+    let coldStore = try SQLiteCarePlanStore(path: store.path)
+    let t0 = now()
+    _ = try coldStore.fetchOutcomes(EntityQuery(versions: .history))
+    let cold = now() - t0
+    print(String(format: "history %.2f ms warm, %.2f ms cold (%d outcome versions over a year)", best * 1000, cold * 1000, count))
+}

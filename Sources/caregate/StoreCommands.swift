@@ -1,0 +1,234 @@
+import ArgumentParser
+import CareStore
+import Foundation
+
+/// `caregate store ...`: the CareKit-compatible care-plan store.
+struct Store: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Work with the care-plan store: CareKit JSON in and out, and the events of a day.",
+        discussion: """
+            The store is an SQLite file (default: caregate.sqlite in the working directory), \
+            versioned as CareKit's own store is: updates append versions, deletes append tombstones.
+
+            Examples:
+              caregate store import --carekit revision.json
+              caregate store events --from 2026-11-02 --to 2026-11-03 --tz America/New_York
+              caregate store export --carekit --carekit-version 3 -o for-old-app.json
+            """,
+        subcommands: [StoreExport.self, StoreImport.self, StoreEvents.self])
+}
+
+/// Options every store command takes.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .long, help: "The store's SQLite file.", completion: .file())
+    var store: String = "caregate.sqlite"
+
+    func open() throws -> SQLiteCarePlanStore {
+        do { return try SQLiteCarePlanStore(path: store) } catch { throw StoreFailure(error) }
+    }
+}
+
+struct StoreExport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write the whole store as one CareKit revision record (parents before children).")
+
+    @OptionGroup var options: StoreOptions
+
+    @Flag(help: "Write CareKit JSON (the only export format so far; required for clarity).")
+    var carekit = false
+
+    @Option(name: .customLong("carekit-version"), help: "The CareKit major version of the app that reads the file: 3 or 4.")
+    var careKitVersion: Int = 4
+
+    @Option(name: .shortAndLong, help: "The file to write (standard output when absent).", completion: .file())
+    var output: String?
+
+    func validate() throws {
+        guard carekit else { throw ValidationError("Say --carekit: CareKit JSON is the store's export format.") }
+        guard CareKitVersion(rawValue: careKitVersion) != nil else { throw ValidationError("--carekit-version must be 3 or 4, not \(careKitVersion).") }
+    }
+
+    func run() throws {
+        let store = try options.open()
+        let record: RevisionRecord
+        do { record = try store.revisionRecord() } catch { throw StoreFailure(error) }
+        let text = record.json(version: CareKitVersion(rawValue: careKitVersion)!).serialized(pretty: true) + "\n"
+        try writeAtomically(text, to: output)
+        if let output {
+            Diagnostics.standardError("exported \(record.entities.count) versions (CareKit \(careKitVersion) JSON) to \(output)")
+        }
+    }
+}
+
+struct StoreImport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Read a CareKit revision record, or a JSON array of {type, object} entities, into the store.",
+        discussion: "Versions already in the store are skipped, so importing the same file twice changes nothing. The whole file is one transaction.")
+
+    @OptionGroup var options: StoreOptions
+
+    @Flag(help: "The file is CareKit JSON (the only import format here; FHIR goes through `caregate import`).")
+    var carekit = false
+
+    @Argument(help: "The CareKit JSON file.", completion: .file())
+    var file: String
+
+    func validate() throws {
+        guard carekit else { throw ValidationError("Say --carekit: this command reads CareKit JSON.") }
+    }
+
+    func run() throws {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
+            throw CommandError("\(file): cannot read: \((error as NSError).localizedDescription)")
+        }
+        let json: JSONValue
+        do { json = try JSONValue.parse(Array(data)) } catch { throw CommandError("\(file):\(error.description)") }
+        let record: RevisionRecord
+        do { record = try RevisionRecord(json: json) } catch { throw CommandError("\(file): \(error.description)") }
+        let store = try options.open()
+        let inserted: Int
+        do { inserted = try store.merge(record) } catch { throw StoreFailure(error) }
+        print("imported \(inserted) of \(record.entities.count) versions into \(options.store) (\(record.entities.count - inserted) already present)")
+    }
+}
+
+struct StoreEvents: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "events",
+        abstract: "List the events from one date to another: what a CareKit app shows for those days.",
+        discussion: "Dates are YYYY-MM-DD (midnight in --tz) or ISO 8601 date-times; --to is exclusive.")
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(help: "The first day (or instant) to show.")
+    var from: String
+
+    @Option(help: "The day (or instant) to stop before.")
+    var to: String
+
+    @Option(help: "The time zone for dates and the listing (default: this machine's).")
+    var tz: String?
+
+    @Option(help: "text (default) or json.")
+    var format: OutputFormat = .text
+
+    enum OutputFormat: String, ExpressibleByArgument { case text, json }
+
+    func run() throws {
+        let zone: TimeZone
+        if let tz {
+            guard let z = TimeZone(identifier: tz) else { throw ValidationError("Unknown time zone \"\(tz)\" (use an IANA name such as America/New_York).") }
+            zone = z
+        } else {
+            zone = .current
+        }
+        let start = try parseDate(from, zone: zone, option: "--from")
+        let end = try parseDate(to, zone: zone, option: "--to")
+        guard start < end else { throw ValidationError("--from must be before --to.") }
+        let store = try options.open()
+        let events: [TaskEvent]
+        do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw StoreFailure(error) }
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = zone
+        switch format {
+        case .json:
+            let items: [JSONValue] = events.map { event in
+                var members: [(String, JSONValue)] = [
+                    ("taskID", .string(event.task.id)),
+                    ("taskUUID", .string(event.task.uuid.uuidString)),
+                    ("title", event.task.title.map { .string($0) } ?? .null),
+                    ("occurrence", .number(Double(event.occurrence))),
+                    ("start", .string(formatter.string(from: event.scheduleEvent.start))),
+                    ("end", .string(formatter.string(from: event.scheduleEvent.end))),
+                    ("allDay", .bool(event.scheduleEvent.element.duration == .allDay)),
+                ]
+                if let text = event.scheduleEvent.element.text { members.append(("text", .string(text))) }
+                members.append(("outcome", event.outcome.map { outcome in
+                    .array(outcome.values.map { CareKitJSON.outcomeValueJSON($0) })
+                } ?? .null))
+                return .object(members)
+            }
+            print(JSONValue.array(items).serialized(pretty: true))
+        case .text:
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            let day = DateFormatter()
+            day.dateFormat = "yyyy-MM-dd EEEE"
+            day.timeZone = zone
+            day.locale = Locale(identifier: "en_US_POSIX")
+            let clock = DateFormatter()
+            clock.dateFormat = "HH:mm"
+            clock.timeZone = zone
+            var currentDay: Date?
+            for event in events {
+                let eventDay = calendar.startOfDay(for: event.scheduleEvent.start)
+                if eventDay != currentDay {
+                    print("\(day.string(from: eventDay)) (\(zone.identifier))")
+                    currentDay = eventDay
+                }
+                let when = event.scheduleEvent.element.duration == .allDay ? "all day    "
+                    : "\(clock.string(from: event.scheduleEvent.start))–\(clock.string(from: event.scheduleEvent.end))"
+                let outcome = event.outcome.map { o in
+                    "done" + (o.values.isEmpty ? "" : ": " + o.values.map(Self.describe).joined(separator: ", "))
+                } ?? "—"
+                print("  \(when)  \(event.task.title ?? event.task.id)  #\(event.occurrence)  \(outcome)")
+            }
+            if events.isEmpty { print("no events") }
+        }
+    }
+
+    static func describe(_ value: OutcomeValue) -> String {
+        let text: String = switch value.value {
+        case .integer(let i): String(i)
+        case .double(let d): JSONValue.number(d).serialized()
+        case .boolean(let b): b ? "yes" : "no"
+        case .text(let t): t
+        case .binary(let d): "\(d.count) bytes"
+        case .date(let d): ISO8601DateFormatter().string(from: d)
+        }
+        return (value.kind.map { "\($0)=" } ?? "") + text + (value.units.map { " \($0)" } ?? "")
+    }
+
+    func parseDate(_ text: String, zone: TimeZone, option: String) throws -> Date {
+        let parts = text.split(separator: "-").compactMap { Int($0) }
+        if parts.count == 3, text.count == 10 {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            if let date = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) { return date }
+        }
+        let iso = ISO8601DateFormatter()
+        if let date = iso.date(from: text) { return date }
+        throw ValidationError("\(option): \"\(text)\" is not a date (YYYY-MM-DD) or an ISO 8601 date-time.")
+    }
+}
+
+/// A store failure, printed as `error: ...` with exit status 1.
+struct StoreFailure: Error, CustomStringConvertible {
+    let error: StoreError
+    init(_ error: StoreError) { self.error = error }
+    var description: String { "error: \(error.description)" }
+}
+
+/// A failure with a ready message, printed as `error: ...` with exit status 1.
+struct CommandError: Error, CustomStringConvertible {
+    let message: String
+    init(_ message: String) { self.message = message }
+    var description: String { "error: \(message)" }
+}
+
+/// Writes text to a file (via a temporary file renamed into place) or to standard output.
+func writeAtomically(_ text: String, to path: String?) throws {
+    guard let path else { print(text, terminator: ""); return }
+    let temporary = path + ".partial-\(getpid())"
+    do {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
+        if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
+        try FileManager.default.moveItem(atPath: temporary, toPath: path)
+    } catch {
+        try? FileManager.default.removeItem(atPath: temporary)
+        throw CommandError("\(path): cannot write: \((error as NSError).localizedDescription)")
+    }
+}
