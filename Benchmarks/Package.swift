@@ -26,6 +26,15 @@ let package = Package(
             path: "Sources/fhir-throughput"
         ),
         .executableTarget(
+            name: "CareStoreBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "CareStore", package: "CareGate"),
+            ],
+            path: "Benchmarks/CareStoreBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+        .executableTarget(
             name: "FHIRFormats",
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),

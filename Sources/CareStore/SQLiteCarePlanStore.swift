@@ -20,8 +20,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
-    /// Versions cached by the write under way; evicted if its transaction rolls back.
-    private var pendingCache: [UUID] = []
     private let cacheLock = NSLock()
     private static let cacheLimit = 200_000
 
@@ -38,6 +36,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             var configuration = Configuration()
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
+                // Large transactions keep their dirty pages in memory until commit instead of
+                // spilling (and re-spilling) them to the WAL: 64 MiB per connection at most.
+                try db.execute(sql: "PRAGMA cache_size = -65536")
                 try db.execute(sql: "PRAGMA foreign_keys = ON")
             }
             configuration.busyMode = .timeout(10)
@@ -55,32 +56,31 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         migrator.registerMigration("v1") { db in
             try db.execute(sql: """
                 CREATE TABLE entity_version (
-                    uuid TEXT PRIMARY KEY NOT NULL,
+                    revision INTEGER PRIMARY KEY,
+                    uuid BLOB NOT NULL UNIQUE,
                     kind TEXT NOT NULL,
                     id TEXT NOT NULL,
                     effective_date REAL NOT NULL,
                     deleted_date REAL,
                     next_uuids TEXT,
                     superseded_date REAL,
-                    revision INTEGER NOT NULL,
                     remote_id TEXT,
                     group_identifier TEXT,
-                    parent_uuid TEXT,
+                    parent_uuid BLOB,
                     occurrence INTEGER,
                     event_start REAL,
                     json TEXT NOT NULL
                 );
                 CREATE INDEX entity_version_kind_id ON entity_version(kind, id, effective_date);
-                CREATE UNIQUE INDEX entity_version_revision ON entity_version(revision);
-                CREATE INDEX entity_version_remote ON entity_version(kind, remote_id);
-                CREATE INDEX entity_version_parent ON entity_version(kind, parent_uuid, event_start);
-                CREATE INDEX entity_version_group ON entity_version(kind, group_identifier);
+                CREATE INDEX entity_version_parent ON entity_version(parent_uuid, event_start) WHERE parent_uuid IS NOT NULL;
+                CREATE INDEX entity_version_remote ON entity_version(kind, remote_id) WHERE remote_id IS NOT NULL;
+                CREATE INDEX entity_version_group ON entity_version(kind, group_identifier) WHERE group_identifier IS NOT NULL;
                 CREATE UNIQUE INDEX live_outcome_per_occurrence ON entity_version(parent_uuid, occurrence)
                     WHERE kind = 'outcome' AND next_uuids IS NULL AND deleted_date IS NULL;
                 CREATE TABLE store_meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
                 CREATE TABLE entity_tag (
                     tag TEXT NOT NULL,
-                    uuid TEXT NOT NULL REFERENCES entity_version(uuid),
+                    uuid BLOB NOT NULL,
                     PRIMARY KEY (tag, uuid)
                 ) WITHOUT ROWID;
                 """)
@@ -130,15 +130,14 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         try statement.execute(arguments: [
-            stored.uuid.uuidString, SQLiteCarePlanStore.kind(entity.entityType), stored.id,
+            stored.uuid, SQLiteCarePlanStore.kind(entity.entityType), stored.id,
             stored.effectiveDate.timeIntervalSinceReferenceDate, stored.deletedDate?.timeIntervalSinceReferenceDate,
-            revision, stored.remoteID, stored.groupIdentifier, SQLiteCarePlanStore.parentUUID(entity)?.uuid.uuidString,
+            revision, stored.remoteID, stored.groupIdentifier, SQLiteCarePlanStore.parentUUID(entity)?.uuid,
             occurrence, eventStart?.timeIntervalSinceReferenceDate, json,
         ])
-        remember(SQLiteCarePlanStore.replacing(entity, version: stored))
         if let tags = stored.tags {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
-            for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid.uuidString]) }
+            for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid]) }
         }
     }
 
@@ -151,7 +150,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             WHERE uuid = ?
             """)
         try statement.execute(arguments: [next.uuidString, next.uuidString, nextEffective.timeIntervalSinceReferenceDate,
-                             nextEffective.timeIntervalSinceReferenceDate, previous.uuidString])
+                             nextEffective.timeIntervalSinceReferenceDate, previous])
     }
 
     func nextRevision(_ db: Database) throws -> Int {
@@ -168,7 +167,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             offset += chunk.count
             let sql = "SELECT id, uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND next_uuids IS NULL AND id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
             for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments([kind] + chunk)) {
-                result[row["id"], default: []].append((UUID(uuidString: row["uuid"])!, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
+                result[row["id"], default: []].append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
             }
         }
         return result
@@ -178,7 +177,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     func tips(kind: String, id: String, db: Database) throws -> [(uuid: UUID, effective: Date, deleted: Bool)] {
         let statement = try db.cachedStatement(sql: "SELECT uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND id = ? AND next_uuids IS NULL")
         return try Row.fetchAll(statement, arguments: [kind, id]).map { row in
-            (UUID(uuidString: row["uuid"])!, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil)
+            (row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil)
         }
     }
 
@@ -196,12 +195,12 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
         if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity) {
             let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
-            let exists = try Bool.fetchOne(statement, arguments: [parent.uuidString, parentKind]) ?? false
+            let exists = try Bool.fetchOne(statement, arguments: [parent, parentKind]) ?? false
             if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
         }
         guard case .outcome(let outcome) = entity else { return nil }
         guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date FROM entity_version WHERE uuid = ? AND kind = 'task'"),
-                                         arguments: [outcome.taskUUID.uuidString]),
+                                         arguments: [outcome.taskUUID]),
               case .task(let task) = try self.entity(row) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
@@ -254,7 +253,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Turns a constraint failure into the rule it breaks.
     func reportConstraint(_ entity: CareEntity, db: Database) throws {
         if case .outcome(let o) = entity {
-            let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID.uuidString]) ?? "?"
+            let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
             throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
         }
         throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
@@ -368,7 +367,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 var inserted = 0
                 for entity in record.entities {
                     let version = entity.version
-                    let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid.uuidString]) ?? false
+                    let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid]) ?? false
                     if known { continue }
                     try insertChecked(entity, revision: revision, db: db)
                     for previous in version.previousVersionUUIDs {
@@ -376,7 +375,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     }
                     // Successors that arrived earlier (out of order) link to this one now.
                     for next in version.nextVersionUUIDs {
-                        if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next.uuidString]) {
+                        if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
                             try link(previous: version.uuid, next: next, nextEffective: Date(timeIntervalSinceReferenceDate: nextEffective), db: db)
                         }
                     }
@@ -406,38 +405,15 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return try CareKitJSON.decode(resolved, from: value)
     }
 
-    /// Puts a version in the cache (as stored: without successors).
-    func remember(_ entity: CareEntity) {
-        cacheLock.lock()
-        if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
-        cache[entity.version.uuid] = entity
-        pendingCache.append(entity.version.uuid)
-        cacheLock.unlock()
-    }
-
-    /// Runs a write transaction; on failure, forgets what it cached and reports a `StoreError`.
+    /// Runs a write transaction, reporting failures as `StoreError`. The cache only ever holds
+    /// versions read back from committed rows, so a rolled-back write leaves nothing behind in it.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        cacheLock.lock()
-        pendingCache.removeAll(keepingCapacity: true)
-        cacheLock.unlock()
-        do {
-            let result = try pool.write(body)
-            cacheLock.lock()
-            pendingCache.removeAll(keepingCapacity: true)
-            cacheLock.unlock()
-            return result
-        } catch {
-            cacheLock.lock()
-            for uuid in pendingCache { cache[uuid] = nil }
-            pendingCache.removeAll(keepingCapacity: true)
-            cacheLock.unlock()
-            throw wrap(error)
-        }
+        do { return try pool.write(body) } catch { throw wrap(error) }
     }
 
     /// Decodes a row (through the cache) and fills in its successors.
     func entity(_ row: Row) throws -> CareEntity {
-        let uuid = UUID(uuidString: row["uuid"])!
+        let uuid: UUID = row["uuid"]
         cacheLock.lock()
         var entity = cache[uuid]
         cacheLock.unlock()
@@ -459,7 +435,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     func fetchEntity(uuid: UUID, db: Database) throws -> CareEntity? {
-        try Row.fetchOne(db, sql: "SELECT uuid, kind, json, next_uuids FROM entity_version WHERE uuid = ?", arguments: [uuid.uuidString]).map(entity)
+        try Row.fetchOne(db, sql: "SELECT uuid, kind, json, next_uuids FROM entity_version WHERE uuid = ?", arguments: [uuid]).map(entity)
     }
 
     /// Builds the SQL for a query on one kind of entity.
@@ -486,7 +462,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             break
         }
         if let ids = query.ids { list("v.id", ids) }
-        if let uuids = query.uuids { list("v.uuid", uuids.map(\.uuidString)) }
+        if let uuids = query.uuids {
+            conditions.append("v.uuid IN (\(Array(repeating: "?", count: uuids.count).joined(separator: ",")))")
+            arguments += StatementArguments(uuids)
+        }
         if let remoteIDs = query.remoteIDs { list("v.remote_id", remoteIDs) }
         if let groups = query.groupIdentifiers { list("v.group_identifier", groups) }
         if let tags = query.tags {
@@ -512,7 +491,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             return try pool.read { db in
                 // Versions never change: read the JSON only for those not decoded yet.
                 let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
-                let uuids = rows.map { UUID(uuidString: $0["uuid"])! }
+                let uuids = rows.map { $0["uuid"] as UUID }
                 cacheLock.lock()
                 let missing = uuids.filter { cache[$0] == nil }
                 cacheLock.unlock()
@@ -521,7 +500,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     let chunk = missing[offset..<min(offset + 500, missing.count)]
                     offset += chunk.count
                     let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
-                    for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(chunk.map(\.uuidString))) {
+                    for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
                         let decoded = try decodeRow(kind: row["kind"], json: row["json"])
                         cacheLock.lock()
                         if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }

@@ -61,6 +61,8 @@ do {
     print(String(format: "bulk-insert %.0f entities/s (%d tasks + %d outcomes in %.2f s, one transaction)", Double(entities.count) / seconds, taskCount, taskCount, seconds))
 }
 
+if arguments.contains("--bulk-only") { exit(0) }
+
 // 2. One day across 1,000 tasks.
 do {
     let store = try freshStore("day")
@@ -104,4 +106,29 @@ do {
     _ = try coldStore.fetchOutcomes(EntityQuery(versions: .history))
     let cold = now() - t0
     print(String(format: "history %.2f ms warm, %.2f ms cold (%d outcome versions over a year)", best * 1000, cold * 1000, count))
+}
+
+// 4. The parts of a bulk insert, alone (to see where the time goes).
+if arguments.contains("--parts") {
+    let store = try freshStore("parts")
+    let entities = try seed(store, tasks: 20_000, outcomesPerTask: 1)
+    var t0 = now()
+    var bytes = 0
+    for e in entities { bytes += CareKitJSON.encode(e).serialized().utf8.count }
+    print(String(format: "  json encode+serialize: %.2f µs/entity (%d bytes avg)", (now() - t0) / Double(entities.count) * 1e6, bytes / entities.count))
+    t0 = now()
+    var n = 0
+    for e in entities { n += e.version.uuid.uuidString.utf8.count }
+    print(String(format: "  uuidString: %.2f µs/entity", (now() - t0) / Double(entities.count) * 1e6))
+    t0 = now()
+    for case .outcome(let o) in entities { _ = o.taskOccurrenceIndex }
+    var tasksByUUID: [UUID: CareTask] = [:]
+    for case .task(let t) in entities { tasksByUUID[t.uuid] = t }
+    t0 = now()
+    for case .outcome(let o) in entities { _ = tasksByUUID[o.taskUUID]!.schedule.event(occurrence: o.taskOccurrenceIndex) }
+    print(String(format: "  event(occurrence:) per outcome: %.2f µs", (now() - t0) / Double(entities.count / 2) * 1e6))
+}
+for name in ["bulk", "day", "history", "parts"] {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-bench-\(name)-\(getpid()).sqlite").path
+    for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
 }
