@@ -559,14 +559,22 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
         outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
         let outcomes = try fetchOutcomes(outcomeQuery)
+        // Versions come ordered by id, then effective date: walk each task's run.
+        let index = OutcomeIndex(outcomes)
         var events: [TaskEvent] = []
-        for (_, taskVersions) in Dictionary(grouping: versions, by: \.id) {
-            events += CareTask.events(of: taskVersions, from: start, to: end, outcomes: outcomes)
+        var runStart = 0
+        while runStart < versions.count {
+            var runEnd = runStart + 1
+            while runEnd < versions.count && versions[runEnd].id == versions[runStart].id { runEnd += 1 }
+            CareTask.appendEvents(of: versions[runStart..<runEnd], from: start, to: end, outcomes: index, into: &events)
+            runStart = runEnd
         }
-        return events.sorted {
-            $0.scheduleEvent.start != $1.scheduleEvent.start ? $0.scheduleEvent.start < $1.scheduleEvent.start
-                : ($0.task.id != $1.task.id ? $0.task.id < $1.task.id : $0.occurrence < $1.occurrence)
+        // Time order; ties by task id (already the order within each run), then occurrence.
+        let order = events.indices.sorted { a, b in
+            let (x, y) = (events[a].scheduleEvent.start, events[b].scheduleEvent.start)
+            return x != y ? x < y : a < b
         }
+        return order.map { events[$0] }
     }
 
     public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges {

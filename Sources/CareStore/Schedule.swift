@@ -189,7 +189,31 @@ public struct ScheduleEvent: Sendable, Hashable {
     public var occurrence: Int
     /// Which element the event comes from.
     public var elementIndex: Int
-    public var element: ScheduleElement
+    /// The element, shared with the schedule's other events.
+    private let elementBox: Shared<ScheduleElement>
+    public var element: ScheduleElement { elementBox.value }
+
+    public init(start: Date, end: Date, occurrence: Int, elementIndex: Int, element: ScheduleElement) {
+        self.init(start: start, end: end, occurrence: occurrence, elementIndex: elementIndex, elementBox: Shared(element))
+    }
+
+    init(start: Date, end: Date, occurrence: Int, elementIndex: Int, elementBox: Shared<ScheduleElement>) {
+        self.start = start
+        self.end = end
+        self.occurrence = occurrence
+        self.elementIndex = elementIndex
+        self.elementBox = elementBox
+    }
+
+    public static func == (a: ScheduleEvent, b: ScheduleEvent) -> Bool {
+        a.start == b.start && a.end == b.end && a.occurrence == b.occurrence && a.elementIndex == b.elementIndex && a.element == b.element
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(start)
+        hasher.combine(occurrence)
+        hasher.combine(elementIndex)
+    }
 }
 
 // MARK: Occurrence arithmetic
@@ -197,7 +221,11 @@ public struct ScheduleEvent: Sendable, Hashable {
 /// The occurrence series of a schedule's elements, shared by copies of the schedule.
 final class SeriesCache: @unchecked Sendable {
     let all: [OccurrenceSeries]
-    init(_ elements: [ScheduleElement]) { all = elements.map(OccurrenceSeries.init) }
+    let elements: [Shared<ScheduleElement>]
+    init(_ elements: [ScheduleElement]) {
+        all = elements.map(OccurrenceSeries.init)
+        self.elements = elements.map(Shared.init)
+    }
 }
 
 /// Exact occurrence times of one element. CareKit accumulates: each start is the previous one plus
@@ -223,6 +251,19 @@ final class OccurrenceSeries {
         let start: Date
         let wallTime: Int
         let day: Int
+        /// The start's local day number (days since 1970 in local time) and seconds into that day.
+        let localDay: Double
+        let localWall: Double
+
+        init(index: Int, start: Date, wallTime: Int, day: Int, zone: TimeZone) {
+            self.index = index
+            self.start = start
+            self.wallTime = wallTime
+            self.day = day
+            let local = start.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: start))
+            localDay = (local / 86400).rounded(.down)
+            localWall = local - localDay * 86400
+        }
     }
     /// Segments found so far, and the date up to which no further clamp exists.
     private var segments: [Segment]
@@ -241,7 +282,7 @@ final class OccurrenceSeries {
             + Double(i.weekOfYear ?? 0) * 7 * 86400 + Double(i.day ?? 0) * 86400 + clockSeconds
         keepsDay = (i.year ?? 0) != 0 || (i.month ?? 0) != 0
         segments = [Segment(index: 0, start: element.start, wallTime: OccurrenceSeries.wallTime(element.start, element.calendar),
-                            day: element.calendar.component(.day, from: element.start))]
+                            day: element.calendar.component(.day, from: element.start), zone: element.calendar.timeZone)]
         explored = element.start
     }
 
@@ -251,8 +292,55 @@ final class OccurrenceSeries {
         return ((local % 86400) + 86400) % 86400
     }
 
+    /// The last jumps computed, by segment and steps (a jump from an older segment past a clamp
+    /// differs from the accumulated date, so the segment is part of the key).
+    private var recent: [(segment: Int, steps: Int, date: Date)] = []
+    private let recentLock = NSLock()
+
+    /// Days per step for intervals of days and weeks only (the common case), else nil.
+    private var dayStep: Int? {
+        let i = element.interval
+        guard (i.year ?? 0) == 0, (i.month ?? 0) == 0, (i.hour ?? 0) == 0, (i.minute ?? 0) == 0, (i.second ?? 0) == 0 else { return nil }
+        return (i.day ?? 0) + 7 * (i.weekOfYear ?? 0)
+    }
+
+    /// A day-and-week jump computed from the local day and wall time with a few offset lookups
+    /// (far cheaper than `Calendar`): the earliest instant whose local time is the wanted one,
+    /// as Foundation picks for repeated times. Nil when no instant has that local time (a gap).
+    private func dayJump(_ segment: Segment, _ steps: Int, days: Int) -> Date? {
+        let zone = calendar.timeZone
+        let local = (segment.localDay + Double(steps * days)) * 86400 + segment.localWall
+        let before = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: local - 86400)))
+        let after = Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: local + 86400)))
+        var best: Double?
+        for offset in before == after ? [before] : [before, after] {
+            let candidate = local - offset
+            if Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: candidate))) == offset {
+                best = min(best ?? candidate, candidate)
+            }
+        }
+        return best.map { Date(timeIntervalSince1970: $0) }
+    }
+
     private func jump(_ segment: Segment, _ steps: Int) -> Date {
-        steps == 0 ? segment.start : calendar.date(byAdding: element.interval(times: steps), to: segment.start)!
+        if steps == 0 { return segment.start }
+        recentLock.lock()
+        if let hit = recent.first(where: { $0.segment == segment.index && $0.steps == steps }) {
+            recentLock.unlock()
+            return hit.date
+        }
+        recentLock.unlock()
+        let date: Date
+        if let days = dayStep, let fast = dayJump(segment, steps, days: days) {
+            date = fast
+        } else {
+            date = calendar.date(byAdding: element.interval(times: steps), to: segment.start)!
+        }
+        recentLock.lock()
+        if recent.count >= 4 { recent.removeFirst() }
+        recent.append((segment.index, steps, date))
+        recentLock.unlock()
+        return date
     }
 
     /// The segments known to cover everything up to `horizon` (finding clamps as needed).
@@ -271,7 +359,7 @@ final class OccurrenceSeries {
             if let clamp = firstClamp(after: segment, from: explored, through: limit) {
                 let date = jump(segment, clamp - segment.index)
                 segments.append(Segment(index: clamp, start: date, wallTime: OccurrenceSeries.wallTime(date, calendar),
-                                        day: calendar.component(.day, from: date)))
+                                        day: calendar.component(.day, from: date), zone: calendar.timeZone))
                 explored = date
             } else {
                 explored = limit
@@ -414,6 +502,7 @@ extension Schedule {
                 k += 1
             }
         }
+        let boxes = self.series.elements
         found.sort { $0.start != $1.start ? $0.start < $1.start : $0.element < $1.element }
         return found.map { e in
             // The merged number: this element's own index, plus every other element's events that
@@ -425,7 +514,7 @@ extension Schedule {
                     occurrence += 1
                 }
             }
-            return ScheduleEvent(start: e.start, end: e.end, occurrence: occurrence, elementIndex: e.element, element: elements[e.element])
+            return ScheduleEvent(start: e.start, end: e.end, occurrence: occurrence, elementIndex: e.element, elementBox: boxes[e.element])
         }
     }
 
@@ -438,7 +527,7 @@ extension Schedule {
             let s = series[0]
             if let total = s.totalCount, occurrence >= total { return nil }
             let window = s.window(s.start(occurrence))
-            return ScheduleEvent(start: window.start, end: window.end, occurrence: occurrence, elementIndex: 0, element: elements[0])
+            return ScheduleEvent(start: window.start, end: window.end, occurrence: occurrence, elementIndex: 0, elementBox: self.series.elements[0])
         }
         func countBefore(_ t: Date) -> Int { series.reduce(0) { $0 + $1.countWindows(before: t) } }
         if let total = series.reduce(Optional(0), { sum, s in sum.flatMap { a in s.totalCount.map { a + $0 } } }), occurrence >= total {

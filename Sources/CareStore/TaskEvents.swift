@@ -2,10 +2,31 @@ import Foundation
 
 /// One occurrence of a task version, with the outcome recorded for it, if any (CareKit's `OCKEvent`).
 public struct TaskEvent: Sendable, Hashable {
+    /// The task version, shared by all its events (an event copy is a retain, not a task copy).
+    private let taskBox: Shared<CareTask>
     /// The task version the occurrence belongs to.
-    public var task: CareTask
+    public var task: CareTask { taskBox.value }
     public var scheduleEvent: ScheduleEvent
     public var outcome: Outcome?
+
+    public init(task: CareTask, scheduleEvent: ScheduleEvent, outcome: Outcome?) {
+        self.init(taskBox: Shared(task), scheduleEvent: scheduleEvent, outcome: outcome)
+    }
+
+    init(taskBox: Shared<CareTask>, scheduleEvent: ScheduleEvent, outcome: Outcome?) {
+        self.taskBox = taskBox
+        self.scheduleEvent = scheduleEvent
+        self.outcome = outcome
+    }
+
+    public static func == (a: TaskEvent, b: TaskEvent) -> Bool {
+        a.task == b.task && a.scheduleEvent == b.scheduleEvent && a.outcome == b.outcome
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(task.uuid)
+        hasher.combine(scheduleEvent)
+    }
 
     /// The occurrence number within the task version's schedule.
     public var occurrence: Int { scheduleEvent.occurrence }
@@ -18,22 +39,50 @@ extension CareTask {
     /// `versions` are the versions of one task (any order); `outcomes` are matched by task
     /// version uuid and occurrence.
     public static func events(of versions: [CareTask], from start: Date, to end: Date, outcomes: [Outcome] = []) -> [TaskEvent] {
-        let ordered = versions.sorted { $0.effectiveDate < $1.effectiveDate }
-        var outcomeByKey: [String: Outcome] = [:]
-        for outcome in outcomes where !outcome.isDeleted {
-            outcomeByKey["\(outcome.taskUUID.uuidString)#\(outcome.taskOccurrenceIndex)"] = outcome
-        }
+        let index = OutcomeIndex(outcomes)
         var result: [TaskEvent] = []
-        for (i, version) in ordered.enumerated() where !version.isDeleted {
+        appendEvents(of: versions.sorted { $0.effectiveDate < $1.effectiveDate }, from: start, to: end, outcomes: index, into: &result)
+        return result
+    }
+
+    /// Appends the events of one task's versions (sorted by effective date) to `result`.
+    static func appendEvents(of ordered: some RandomAccessCollection<CareTask>, from start: Date, to end: Date,
+                             outcomes: OutcomeIndex, into result: inout [TaskEvent]) {
+        var i = ordered.startIndex
+        while i != ordered.endIndex {
+            let version = ordered[i]
+            let next = ordered.index(after: i)
+            defer { i = next }
+            if version.isDeleted { continue }
             let validFrom = version.effectiveDate
-            let validUntil = i + 1 < ordered.count ? ordered[i + 1].effectiveDate : Date.distantFuture
+            let validUntil = next != ordered.endIndex ? ordered[next].effectiveDate : Date.distantFuture
             guard validFrom < end, validUntil > start else { continue }
+            let box = Shared(version)
             for event in version.schedule.events(from: start, to: end) where event.start >= validFrom && event.start < validUntil {
-                result.append(TaskEvent(task: version, scheduleEvent: event,
-                                        outcome: outcomeByKey["\(version.uuid.uuidString)#\(event.occurrence)"]))
+                result.append(TaskEvent(taskBox: box, scheduleEvent: event, outcome: outcomes[version.uuid, event.occurrence]))
             }
         }
-        return result
+    }
+}
+
+/// An immutable value shared by reference, so that copies of what holds it stay cheap.
+final class Shared<Value: Sendable>: Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
+
+/// Outcomes by task version and occurrence (the live ones).
+struct OutcomeIndex {
+    private var byTask: [UUID: [Int: Outcome]] = [:]
+
+    init(_ outcomes: [Outcome]) {
+        for outcome in outcomes where !outcome.isDeleted {
+            byTask[outcome.taskUUID, default: [:]][outcome.taskOccurrenceIndex] = outcome
+        }
+    }
+
+    subscript(task: UUID, occurrence: Int) -> Outcome? {
+        byTask[task]?[occurrence]
     }
 }
 

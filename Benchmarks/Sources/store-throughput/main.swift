@@ -87,7 +87,40 @@ do {
         bestCompute = min(bestCompute, now() - t0)
         precondition(n == count)
     }
-    print(String(format: "day-view %.2f ms through the store, %.2f ms schedule arithmetic alone (%d events of 1,000 tasks, 306 days after their start)", best * 1000, bestCompute * 1000, count))
+    if arguments.contains("--parts") {
+        var bestFetch = Double.infinity, bestOutcomes = Double.infinity
+        for _ in 0..<20 {
+            var t0 = now()
+            _ = try store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: day.addingTimeInterval(-26 * 3600), end: next))))
+            bestFetch = min(bestFetch, now() - t0)
+            t0 = now()
+            _ = try store.fetchOutcomes(EntityQuery(versions: .inEffect(DateInterval(start: day, end: next))))
+            bestOutcomes = min(bestOutcomes, now() - t0)
+        }
+        print(String(format: "  day-view parts: fetch task versions %.2f ms, fetch outcomes %.2f ms", bestFetch * 1000, bestOutcomes * 1000))
+    }
+    // A different day each time: no jump is reused from the previous query.
+    var perDay: [Double] = []
+    for offset in 1...20 {
+        let d = calendar.date(byAdding: .day, value: offset, to: next)!
+        let e = calendar.date(byAdding: .day, value: 1, to: d)!
+        let t0 = now()
+        _ = try store.events(from: d, to: e, tasks: EntityQuery())
+        perDay.append(now() - t0)
+    }
+    perDay.sort()
+    print(String(format: "day-view, a new day each time: median %.2f ms, best %.2f ms (20 consecutive days)", perDay[10] * 1000, perDay[0] * 1000))
+    var scattered: [Double] = []
+    for offset in [-250, 40, -170, -90, 20, -300, -20, -130, -60, 10, -210, -280, -5, -110, 30, -45, -190, -240, -75, -150] {
+        let d = calendar.date(byAdding: .day, value: offset, to: day)!
+        let e = calendar.date(byAdding: .day, value: 1, to: d)!
+        let t0 = now()
+        _ = try store.events(from: d, to: e, tasks: EntityQuery())
+        scattered.append(now() - t0)
+    }
+    scattered.sort()
+    print(String(format: "day-view, days scattered over the year: median %.2f ms, worst %.2f ms (20 days)", scattered[10] * 1000, scattered[19] * 1000))
+    print(String(format: "day-view, the same day again: %.2f ms through the store, %.2f ms schedule arithmetic alone (%d events of 1,000 tasks, 306 days after their start)", best * 1000, bestCompute * 1000, count))
 }
 
 // 3. A year of outcomes.
