@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 #if canImport(Glibc)
 import Glibc
@@ -124,17 +125,31 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         stored.nextVersionUUIDs = []
         let json = CareKitJSON.encode(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4).serialized()
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
+        // Bound straight through SQLite's C API: this runs once per version in bulk writes.
         let statement = try db.cachedStatement(sql: """
             INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
                                         parent_uuid, occurrence, event_start, json)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
-        try statement.execute(arguments: [
-            stored.uuid, SQLiteCarePlanStore.kind(entity.entityType), stored.id,
-            stored.effectiveDate.timeIntervalSinceReferenceDate, stored.deletedDate?.timeIntervalSinceReferenceDate,
-            revision, stored.remoteID, stored.groupIdentifier, SQLiteCarePlanStore.parentUUID(entity)?.uuid,
-            occurrence, eventStart?.timeIntervalSinceReferenceDate, json,
-        ])
+        let p = statement.sqliteStatement
+        sqlite3_reset(p)
+        SQLiteBinding.bind(p, 1, stored.uuid)
+        SQLiteBinding.bind(p, 2, SQLiteCarePlanStore.kind(entity.entityType))
+        SQLiteBinding.bind(p, 3, stored.id)
+        sqlite3_bind_double(p, 4, stored.effectiveDate.timeIntervalSinceReferenceDate)
+        SQLiteBinding.bind(p, 5, stored.deletedDate?.timeIntervalSinceReferenceDate)
+        sqlite3_bind_int64(p, 6, Int64(revision))
+        SQLiteBinding.bind(p, 7, stored.remoteID)
+        SQLiteBinding.bind(p, 8, stored.groupIdentifier)
+        if let parent = SQLiteCarePlanStore.parentUUID(entity)?.uuid { SQLiteBinding.bind(p, 9, parent) } else { sqlite3_bind_null(p, 9) }
+        if let occurrence { sqlite3_bind_int64(p, 10, Int64(occurrence)) } else { sqlite3_bind_null(p, 10) }
+        SQLiteBinding.bind(p, 11, eventStart?.timeIntervalSinceReferenceDate)
+        SQLiteBinding.bind(p, 12, json)
+        let code = sqlite3_step(p)
+        sqlite3_reset(p)
+        if code != SQLITE_DONE {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
         if let tags = stored.tags {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
             for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid]) }
@@ -157,18 +172,18 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         (try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0) + 1
     }
 
-    /// The current versions (tips) of many ids of one kind, in a few queries.
+    /// The current versions (tips) of many ids of one kind, in one query (the ids go in as one
+    /// JSON array, joined through `json_each`, so there is one statement however many ids).
     func tips(kind: String, ids: [String], db: Database) throws -> [String: [(uuid: UUID, effective: Date, deleted: Bool)]] {
         var result: [String: [(uuid: UUID, effective: Date, deleted: Bool)]] = [:]
-        let unique = Array(Set(ids))
-        var offset = 0
-        while offset < unique.count {
-            let chunk = Array(unique[offset..<min(offset + 500, unique.count)])
-            offset += chunk.count
-            let sql = "SELECT id, uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND next_uuids IS NULL AND id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
-            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments([kind] + chunk)) {
-                result[row["id"], default: []].append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
-            }
+        guard !ids.isEmpty else { return result }
+        let list = JSONValue.array(ids.map { .string($0) }).serialized()
+        let statement = try db.cachedStatement(sql: """
+            SELECT v.id, v.uuid, v.effective_date, v.deleted_date
+            FROM json_each(?) AS wanted JOIN entity_version v ON v.kind = ? AND v.id = wanted.value AND v.next_uuids IS NULL
+            """)
+        for row in try Row.fetchAll(statement, arguments: [list, kind]) {
+            result[row["id"], default: []].append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
         }
         return result
     }
@@ -182,7 +197,14 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
-    func validate(_ entity: CareEntity, db: Database, batch: [UUID: CareEntity] = [:]) throws -> Date? {
+    func validate(_ entity: CareEntity, db: Database) throws -> Date? {
+        var none: Set<UUID> = []
+        return try validate(entity, db: db, batch: [:], knownParents: &none)
+    }
+
+    /// Checks links to parents and, for outcomes, computes the event the outcome is for.
+    /// `batch` holds what this call added before; `knownParents` remembers parents found.
+    func validate(_ entity: CareEntity, db: Database, batch: [UUID: CareEntity], knownParents: inout Set<UUID>) throws -> Date? {
         let type = entity.entityType
         let id = entity.version.id
         if case .outcome(let outcome) = entity, case .task(let task)? = batch[outcome.taskUUID] {
@@ -193,10 +215,12 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
            SQLiteCarePlanStore.kind(inBatch.entityType) == SQLiteCarePlanStore.parentKind(entity) {
             return nil
         }
-        if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity) {
+        if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity),
+           !knownParents.contains(parent) {
             let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
             let exists = try Bool.fetchOne(statement, arguments: [parent, parentKind]) ?? false
             if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
+            if parentKind != "task" { knownParents.insert(parent) }
         }
         guard case .outcome(let outcome) = entity else { return nil }
         guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date FROM entity_version WHERE uuid = ? AND kind = 'task'"),
@@ -271,6 +295,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 }
                 var addedIDs: Set<String> = []
                 var batch: [UUID: CareEntity] = [:]
+                var knownParents: Set<UUID> = []
                 for entity in entities {
                     let kind = SQLiteCarePlanStore.kind(entity.entityType)
                     let tips = tipsByKind[kind]?[entity.version.id] ?? []
@@ -282,7 +307,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     version.nextVersionUUIDs = []
                     if version.createdDate == nil { version.createdDate = Date() }
                     let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                    let eventStart = try validate(stored, db: db, batch: batch)
+                    let eventStart = try validate(stored, db: db, batch: batch, knownParents: &knownParents)
                     do {
                         try insert(stored, revision: revision, eventStart: eventStart, db: db)
                     } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
@@ -636,5 +661,32 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             result += try fetch(kind: kind, EntityQuery(versions: versions))
         }
         return result
+    }
+}
+
+/// Binding Swift values to a prepared SQLite statement directly (the bulk-write path).
+enum SQLiteBinding {
+    /// SQLite copies the bytes before the call returns.
+    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    static func bind(_ p: OpaquePointer?, _ index: Int32, _ value: String?) {
+        guard var value else { sqlite3_bind_null(p, index); return }
+        if value.isEmpty { sqlite3_bind_text(p, index, "", 0, transient); return }
+        value.withUTF8 { bytes in
+            _ = bytes.withMemoryRebound(to: CChar.self) { chars in
+                sqlite3_bind_text(p, index, chars.baseAddress, Int32(chars.count), transient)
+            }
+        }
+    }
+
+    static func bind(_ p: OpaquePointer?, _ index: Int32, _ value: Double?) {
+        if let value { sqlite3_bind_double(p, index, value) } else { sqlite3_bind_null(p, index) }
+    }
+
+    /// A UUID as the 16-byte blob GRDB reads and writes.
+    static func bind(_ p: OpaquePointer?, _ index: Int32, _ value: UUID) {
+        withUnsafeBytes(of: value.uuid) { raw in
+            _ = sqlite3_bind_blob(p, index, raw.baseAddress, 16, transient)
+        }
     }
 }
