@@ -49,150 +49,233 @@ public enum CareEntity: Sendable, Hashable {
 public enum CareKitJSON {
     // MARK: Encoding
 
-    /// A date as Foundation's JSONEncoder writes it by default: seconds since 2001-01-01.
-    static func date(_ d: Date) -> JSONValue { .number(d.timeIntervalSinceReferenceDate) }
-    static func uuid(_ u: UUID) -> JSONValue { .string(u.uuidString) }
-    static func timeZone(_ tz: TimeZone) -> JSONValue { .object([("identifier", .string(tz.identifier))]) }
-
-    static func calendar(_ calendar: Calendar) -> JSONValue {
-        .object([
-            ("identifier", .string("gregorian")),
-            ("timeZone", timeZone(calendar.timeZone)),
-            ("firstWeekday", .number(Double(calendar.firstWeekday))),
-            ("minimumDaysInFirstWeek", .number(Double(calendar.minimumDaysInFirstWeek))),
-            ("locale", .object([("identifier", .string(calendar.locale?.identifier ?? "")), ("current", .number(0))])),
-            ("current", .number(0)),
-        ])
-    }
-
     static let componentKeys: [(String, Calendar.Component)] = [
         ("year", .year), ("month", .month), ("weekOfYear", .weekOfYear), ("day", .day),
         ("hour", .hour), ("minute", .minute), ("second", .second),
     ]
 
-    static func components(_ c: DateComponents) -> JSONValue {
-        .object(componentKeys.compactMap { key, component in
-            c.value(for: component).flatMap { $0 == 0 ? nil : (key, .number(Double($0))) }
-        })
-    }
-
-    /// An outcome value in CareKit's JSON shape.
-    public static func outcomeValueJSON(_ v: OutcomeValue) -> JSONValue { outcomeValue(v) }
-
-    static func outcomeValue(_ v: OutcomeValue) -> JSONValue {
-        var members: [(String, JSONValue)] = [("type", .string(v.value.typeName))]
-        switch v.value {
-        case .integer(let i): members.append(("value", .number(Double(i))))
-        case .double(let d): members.append(("value", .number(d)))
-        case .boolean(let b): members.append(("value", .bool(b)))
-        case .text(let t): members.append(("value", .string(t)))
-        case .binary(let data): members.append(("value", .string(data.base64EncodedString())))
-        case .date(let d): members.append(("value", date(d)))
-        }
-        if let kind = v.kind { members.append(("kind", .string(kind))) }
-        if let units = v.units { members.append(("units", .string(units))) }
-        members.append(("createdDate", date(v.createdDate)))
-        return .object(members)
-    }
-
-    static func element(_ e: ScheduleElement, version: CareKitVersion) -> JSONValue {
-        var members: [(String, JSONValue)] = [("start", date(e.start))]
-        if let end = e.end { members.append(("end", date(end))) }
-        members.append(("interval", components(e.interval)))
-        if let text = e.text { members.append(("text", .string(text))) }
-        switch e.duration {
-        case .allDay: members.append(("duration", .object([("isAllDay", .bool(true))])))
-        case .seconds(let s): members.append(("duration", .object([("isAllDay", .bool(false)), ("seconds", .number(s))])))
-        }
-        members.append(("targetValues", .array(e.targetValues.map(outcomeValue))))
-        if version == .v4 { members.append(("calendar", calendar(e.calendar))) }
-        return .object(members)
-    }
-
-    static func name(_ n: PersonName) -> JSONValue {
-        .object([("namePrefix", n.namePrefix), ("givenName", n.givenName), ("middleName", n.middleName),
-                 ("familyName", n.familyName), ("nameSuffix", n.nameSuffix), ("nickname", n.nickname)]
-            .compactMap { k, v in v.map { (k, .string($0)) } })
-    }
-
-    static func labeled(_ values: [LabeledValue]) -> JSONValue {
-        .array(values.map { .object([("label", .string($0.label)), ("value", .string($0.value))]) })
-    }
-
-    /// The version fields every entity has, in CareKit's key names.
-    static func versionMembers(_ v: VersionInfo) -> [(String, JSONValue)] {
-        var m: [(String, JSONValue)] = [("id", .string(v.id)), ("uuid", uuid(v.uuid)), ("effectiveDate", date(v.effectiveDate))]
-        if let d = v.deletedDate { m.append(("deletedDate", date(d))) }
-        m.append(("previousVersionUUIDs", .array(v.previousVersionUUIDs.map(uuid))))
-        m.append(("nextVersionUUIDs", .array(v.nextVersionUUIDs.map(uuid))))
-        if let d = v.createdDate { m.append(("createdDate", date(d))) }
-        if let d = v.updatedDate { m.append(("updatedDate", date(d))) }
-        if let s = v.schemaVersion {
-            m.append(("schemaVersion", .object([("majorVersion", .number(Double(s.majorVersion))),
-                                                ("minorVersion", .number(Double(s.minorVersion))),
-                                                ("patchNumber", .number(Double(s.patchNumber)))])))
-        }
-        if let r = v.remoteID { m.append(("remoteID", .string(r))) }
-        if let s = v.source { m.append(("source", .string(s))) }
-        if let u = v.userInfo { m.append(("userInfo", .object(u.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }))) }
-        if let a = v.asset { m.append(("asset", .string(a))) }
-        if let notes = v.notes {
-            m.append(("notes", .array(notes.map { n in
-                .object([("author", n.author), ("title", n.title), ("content", n.content)].compactMap { k, v in v.map { (k, .string($0)) } })
-            })))
-        }
-        if let g = v.groupIdentifier { m.append(("groupIdentifier", .string(g))) }
-        if let t = v.tags { m.append(("tags", .array(t.map { .string($0) }))) }
-        m.append(("timezone", timeZone(v.timezone)))
-        return m
+    /// An entity as CareKit JSON bytes (compact), written directly: the one place CareKit's
+    /// shapes are encoded.
+    public static func bytes(_ entity: CareEntity, version: CareKitVersion = .v4) -> [UInt8] {
+        var w = JSONWriter()
+        w.bytes.reserveCapacity(640)
+        write(entity, version: version, into: &w)
+        return w.bytes
     }
 
     /// An entity as CareKit JSON.
     public static func encode(_ entity: CareEntity, version: CareKitVersion = .v4) -> JSONValue {
-        var m = versionMembers(entity.version)
+        // The writer's output is always valid JSON.
+        try! JSONValue.parse(bytes(entity, version: version))
+    }
+
+    /// An outcome value in CareKit's JSON shape.
+    public static func outcomeValueJSON(_ v: OutcomeValue) -> JSONValue {
+        var w = JSONWriter()
+        outcomeValue(v, into: &w)
+        return try! JSONValue.parse(w.bytes)
+    }
+
+    /// A date as Foundation's JSONEncoder writes it by default: seconds since 2001-01-01.
+    static func date(_ d: Date, into w: inout JSONWriter) { w.number(d.timeIntervalSinceReferenceDate) }
+
+    static func timeZone(_ tz: TimeZone, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("identifier"); w.string(tz.identifier)
+        w.endObject()
+    }
+
+    static func calendar(_ calendar: Calendar, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("identifier"); w.string("gregorian")
+        w.key("timeZone"); timeZone(calendar.timeZone, into: &w)
+        w.key("firstWeekday"); w.number(Double(calendar.firstWeekday))
+        w.key("minimumDaysInFirstWeek"); w.number(Double(calendar.minimumDaysInFirstWeek))
+        w.key("locale"); w.beginObject()
+        w.key("identifier"); w.string(calendar.locale?.identifier ?? "")
+        w.key("current"); w.number(0)
+        w.endObject()
+        w.key("current"); w.number(0)
+        w.endObject()
+    }
+
+    static func components(_ c: DateComponents, into w: inout JSONWriter) {
+        w.beginObject()
+        for (key, component) in componentKeys {
+            if let value = c.value(for: component), value != 0 { w.key(key); w.number(Double(value)) }
+        }
+        w.endObject()
+    }
+
+    static func outcomeValue(_ v: OutcomeValue, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("type"); w.string(v.value.typeName)
+        w.key("value")
+        switch v.value {
+        case .integer(let i): w.number(Double(i))
+        case .double(let d): w.number(d)
+        case .boolean(let b): w.bool(b)
+        case .text(let t): w.string(t)
+        case .binary(let data): w.string(data.base64EncodedString())
+        case .date(let d): date(d, into: &w)
+        }
+        if let kind = v.kind { w.key("kind"); w.string(kind) }
+        if let units = v.units { w.key("units"); w.string(units) }
+        w.key("createdDate"); date(v.createdDate, into: &w)
+        w.endObject()
+    }
+
+    static func element(_ e: ScheduleElement, version: CareKitVersion, into w: inout JSONWriter) {
+        w.beginObject()
+        w.key("start"); date(e.start, into: &w)
+        if let end = e.end { w.key("end"); date(end, into: &w) }
+        w.key("interval"); components(e.interval, into: &w)
+        if let text = e.text { w.key("text"); w.string(text) }
+        w.key("duration"); w.beginObject()
+        switch e.duration {
+        case .allDay: w.key("isAllDay"); w.bool(true)
+        case .seconds(let seconds): w.key("isAllDay"); w.bool(false); w.key("seconds"); w.number(seconds)
+        }
+        w.endObject()
+        w.key("targetValues"); w.beginArray()
+        for t in e.targetValues { outcomeValue(t, into: &w) }
+        w.endArray()
+        if version == .v4 { w.key("calendar"); calendar(e.calendar, into: &w) }
+        w.endObject()
+    }
+
+    static func name(_ n: PersonName, into w: inout JSONWriter) {
+        w.beginObject()
+        for (key, value) in [("namePrefix", n.namePrefix), ("givenName", n.givenName), ("middleName", n.middleName),
+                             ("familyName", n.familyName), ("nameSuffix", n.nameSuffix), ("nickname", n.nickname)] {
+            if let value { w.key(key); w.string(value) }
+        }
+        w.endObject()
+    }
+
+    static func labeled(_ values: [LabeledValue], into w: inout JSONWriter) {
+        w.beginArray()
+        for v in values {
+            w.beginObject()
+            w.key("label"); w.string(v.label)
+            w.key("value"); w.string(v.value)
+            w.endObject()
+        }
+        w.endArray()
+    }
+
+    static func uuids(_ list: [UUID], into w: inout JSONWriter) {
+        w.beginArray()
+        for u in list { w.uuid(u) }
+        w.endArray()
+    }
+
+    /// The version fields every entity has, in CareKit's key names.
+    static func versionMembers(_ v: VersionInfo, into w: inout JSONWriter) {
+        w.key("id"); w.string(v.id)
+        w.key("uuid"); w.uuid(v.uuid)
+        w.key("effectiveDate"); date(v.effectiveDate, into: &w)
+        if let d = v.deletedDate { w.key("deletedDate"); date(d, into: &w) }
+        w.key("previousVersionUUIDs"); uuids(v.previousVersionUUIDs, into: &w)
+        w.key("nextVersionUUIDs"); uuids(v.nextVersionUUIDs, into: &w)
+        if let d = v.createdDate { w.key("createdDate"); date(d, into: &w) }
+        if let d = v.updatedDate { w.key("updatedDate"); date(d, into: &w) }
+        if let s = v.schemaVersion {
+            w.key("schemaVersion"); w.beginObject()
+            w.key("majorVersion"); w.number(Double(s.majorVersion))
+            w.key("minorVersion"); w.number(Double(s.minorVersion))
+            w.key("patchNumber"); w.number(Double(s.patchNumber))
+            w.endObject()
+        }
+        if let r = v.remoteID { w.key("remoteID"); w.string(r) }
+        if let s = v.source { w.key("source"); w.string(s) }
+        if let u = v.userInfo {
+            w.key("userInfo"); w.beginObject()
+            for (k, value) in u.sorted(by: { $0.key < $1.key }) { w.key(k); w.string(value) }
+            w.endObject()
+        }
+        if let a = v.asset { w.key("asset"); w.string(a) }
+        if let notes = v.notes {
+            w.key("notes"); w.beginArray()
+            for n in notes {
+                w.beginObject()
+                if let author = n.author { w.key("author"); w.string(author) }
+                if let title = n.title { w.key("title"); w.string(title) }
+                if let content = n.content { w.key("content"); w.string(content) }
+                w.endObject()
+            }
+            w.endArray()
+        }
+        if let g = v.groupIdentifier { w.key("groupIdentifier"); w.string(g) }
+        if let t = v.tags {
+            w.key("tags"); w.beginArray()
+            for tag in t { w.string(tag) }
+            w.endArray()
+        }
+        w.key("timezone"); timeZone(v.timezone, into: &w)
+    }
+
+    static func write(_ entity: CareEntity, version: CareKitVersion, into w: inout JSONWriter) {
+        w.beginObject()
+        versionMembers(entity.version, into: &w)
         switch entity {
         case .patient(let p):
-            m.append(("name", name(p.name)))
-            if let sex = p.sex { m.append(("sex", .string(sex))) }
-            if let b = p.birthday { m.append(("birthday", date(b))) }
-            if let a = p.allergies { m.append(("allergies", .array(a.map { .string($0) }))) }
-        case .carePlan(let c):
-            m.append(("title", .string(c.title)))
-            if let p = c.patientUUID { m.append(("patientUUID", uuid(p))) }
-        case .contact(let c):
-            m.append(("name", name(c.name)))
-            if let p = c.carePlanUUID { m.append(("carePlanUUID", uuid(p))) }
-            if let a = c.address {
-                m.append(("address", .object([("street", a.street), ("city", a.city), ("state", a.state), ("postalCode", a.postalCode),
-                                              ("country", a.country), ("isoCountryCode", a.isoCountryCode),
-                                              ("subAdministrativeArea", a.subAdministrativeArea), ("subLocality", a.subLocality)]
-                    .map { ($0.0, .string($0.1)) })))
+            w.key("name"); name(p.name, into: &w)
+            if let sex = p.sex { w.key("sex"); w.string(sex) }
+            if let b = p.birthday { w.key("birthday"); date(b, into: &w) }
+            if let a = p.allergies {
+                w.key("allergies"); w.beginArray()
+                for allergy in a { w.string(allergy) }
+                w.endArray()
             }
-            if let v = c.emailAddresses { m.append(("emailAddresses", labeled(v))) }
-            if let v = c.messagingNumbers { m.append(("messagingNumbers", labeled(v))) }
-            if let v = c.phoneNumbers { m.append(("phoneNumbers", labeled(v))) }
-            if let v = c.otherContactInfo { m.append(("otherContactInfo", labeled(v))) }
-            if let o = c.organization { m.append(("organization", .string(o))) }
-            if let t = c.title { m.append(("title", .string(t))) }
-            if let r = c.role { m.append(("role", .string(r))) }
-            if let k = c.category { m.append(("category", .string(k.rawValue))) }
+        case .carePlan(let c):
+            w.key("title"); w.string(c.title)
+            if let p = c.patientUUID { w.key("patientUUID"); w.uuid(p) }
+        case .contact(let c):
+            w.key("name"); name(c.name, into: &w)
+            if let p = c.carePlanUUID { w.key("carePlanUUID"); w.uuid(p) }
+            if let a = c.address {
+                w.key("address"); w.beginObject()
+                for (key, value) in [("street", a.street), ("city", a.city), ("state", a.state), ("postalCode", a.postalCode),
+                                     ("country", a.country), ("isoCountryCode", a.isoCountryCode),
+                                     ("subAdministrativeArea", a.subAdministrativeArea), ("subLocality", a.subLocality)] {
+                    w.key(key); w.string(value)
+                }
+                w.endObject()
+            }
+            if let v = c.emailAddresses { w.key("emailAddresses"); labeled(v, into: &w) }
+            if let v = c.messagingNumbers { w.key("messagingNumbers"); labeled(v, into: &w) }
+            if let v = c.phoneNumbers { w.key("phoneNumbers"); labeled(v, into: &w) }
+            if let v = c.otherContactInfo { w.key("otherContactInfo"); labeled(v, into: &w) }
+            if let o = c.organization { w.key("organization"); w.string(o) }
+            if let t = c.title { w.key("title"); w.string(t) }
+            if let r = c.role { w.key("role"); w.string(r) }
+            if let k = c.category { w.key("category"); w.string(k.rawValue) }
         case .task(let t):
-            if let title = t.title { m.append(("title", .string(title))) }
-            if let i = t.instructions { m.append(("instructions", .string(i))) }
-            m.append(("impactsAdherence", .bool(t.impactsAdherence)))
-            m.append(("schedule", .object([("elements", .array(t.schedule.elements.map { element($0, version: version) }))])))
-            if let p = t.carePlanUUID { m.append(("carePlanUUID", uuid(p))) }
+            if let title = t.title { w.key("title"); w.string(title) }
+            if let i = t.instructions { w.key("instructions"); w.string(i) }
+            w.key("impactsAdherence"); w.bool(t.impactsAdherence)
+            w.key("schedule"); w.beginObject()
+            w.key("elements"); w.beginArray()
+            for e in t.schedule.elements { element(e, version: version, into: &w) }
+            w.endArray()
+            w.endObject()
+            if let p = t.carePlanUUID { w.key("carePlanUUID"); w.uuid(p) }
             if let l = t.healthKitLinkage {
-                m.append(("healthKitLinkage", .object([("quantityIdentifier", .string(l.quantityIdentifier)),
-                                                       ("quantityType", .string(l.quantityType.rawValue)),
-                                                       ("unitString", .string(l.unitString))])))
+                w.key("healthKitLinkage"); w.beginObject()
+                w.key("quantityIdentifier"); w.string(l.quantityIdentifier)
+                w.key("quantityType"); w.string(l.quantityType.rawValue)
+                w.key("unitString"); w.string(l.unitString)
+                w.endObject()
             }
         case .outcome(let o):
-            m.append(("taskUUID", uuid(o.taskUUID)))
-            m.append(("taskOccurrenceIndex", .number(Double(o.taskOccurrenceIndex))))
-            m.append(("values", .array(o.values.map(outcomeValue))))
+            w.key("taskUUID"); w.uuid(o.taskUUID)
+            w.key("taskOccurrenceIndex"); w.number(Double(o.taskOccurrenceIndex))
+            w.key("values"); w.beginArray()
+            for v in o.values { outcomeValue(v, into: &w) }
+            w.endArray()
         }
-        return .object(m)
+        w.endObject()
     }
 
     // MARK: Decoding

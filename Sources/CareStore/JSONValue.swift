@@ -270,3 +270,48 @@ struct JSONBytesParser {
         return String(decoding: out, as: UTF8.self)
     }
 }
+
+/// Writes compact JSON straight into bytes (the fast path for encoding entities).
+struct JSONWriter {
+    var bytes: [UInt8] = []
+    /// Per open container: whether nothing has been written in it yet.
+    private var fresh: [Bool] = []
+    private var afterKey = false
+
+    private mutating func separate() {
+        if afterKey { afterKey = false; return }
+        guard let last = fresh.last else { return }
+        if last { fresh[fresh.count - 1] = false } else { bytes.append(0x2C) }
+    }
+
+    mutating func beginObject() { separate(); bytes.append(0x7B); fresh.append(true) }
+    mutating func endObject() { bytes.append(0x7D); fresh.removeLast() }
+    mutating func beginArray() { separate(); bytes.append(0x5B); fresh.append(true) }
+    mutating func endArray() { bytes.append(0x5D); fresh.removeLast() }
+
+    mutating func key(_ name: String) {
+        separate()
+        JSONValue.writeString(name, into: &bytes)
+        bytes.append(0x3A)
+        afterKey = true
+    }
+
+    mutating func string(_ value: String) { separate(); JSONValue.writeString(value, into: &bytes) }
+    mutating func number(_ value: Double) { separate(); bytes.append(contentsOf: JSONValue.format(value).utf8) }
+    mutating func bool(_ value: Bool) { separate(); bytes.append(contentsOf: (value ? "true" : "false").utf8) }
+
+    /// A UUID as CareKit writes it: uppercase, in quotes (without Foundation's formatter).
+    mutating func uuid(_ value: UUID) {
+        separate()
+        bytes.append(0x22)
+        let hex: [UInt8] = Array("0123456789ABCDEF".utf8)
+        withUnsafeBytes(of: value.uuid) { raw in
+            for (i, b) in raw.enumerated() {
+                if i == 4 || i == 6 || i == 8 || i == 10 { bytes.append(0x2D) }
+                bytes.append(hex[Int(b >> 4)])
+                bytes.append(hex[Int(b & 0xF)])
+            }
+        }
+        bytes.append(0x22)
+    }
+}

@@ -123,7 +123,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
         var stored = entity.version
         stored.nextVersionUUIDs = []
-        let json = CareKitJSON.encode(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4).serialized()
+        let json = CareKitJSON.bytes(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4)
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
         // Bound straight through SQLite's C API: this runs once per version in bulk writes.
         let statement = try db.cachedStatement(sql: """
@@ -144,7 +144,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let parent = SQLiteCarePlanStore.parentUUID(entity)?.uuid { SQLiteBinding.bind(p, 9, parent) } else { sqlite3_bind_null(p, 9) }
         if let occurrence { sqlite3_bind_int64(p, 10, Int64(occurrence)) } else { sqlite3_bind_null(p, 10) }
         SQLiteBinding.bind(p, 11, eventStart?.timeIntervalSinceReferenceDate)
-        SQLiteBinding.bind(p, 12, json)
+        json.withUnsafeBufferPointer { buffer in
+            _ = buffer.withMemoryRebound(to: CChar.self) { chars in
+                sqlite3_bind_text(p, 12, chars.baseAddress, Int32(chars.count), SQLiteBinding.transient)
+            }
+        }
         let code = sqlite3_step(p)
         sqlite3_reset(p)
         if code != SQLITE_DONE {
