@@ -33,6 +33,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
                 guard fd >= 0 else { throw StoreError.database(path: path, message: "cannot create: " + String(cString: strerror(errno))) }
                 close(fd)
+                // 16 KiB pages (fixed once WAL mode is on): versions are a few hundred bytes with
+                // several indexes, and larger pages mean fewer B-tree splits on bulk writes.
+                let setup = try DatabaseQueue(path: path)
+                try setup.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 16384; VACUUM") }
+                try setup.close()
             }
             var configuration = Configuration()
             configuration.prepareDatabase { db in
@@ -93,6 +98,12 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     static func kind(_ type: EntityType) -> String { type == .healthKitTask ? "task" : type.rawValue }
 
+    /// An id added within one call, per kind.
+    struct AddedID: Hashable {
+        let kind: String
+        let id: String
+    }
+
     static func parentUUID(_ entity: CareEntity) -> (field: String, uuid: UUID)? {
         switch entity {
         case .patient: nil
@@ -122,8 +133,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Inserts one version row (and its tags); links are made by the caller.
     func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
         var stored = entity.version
-        stored.nextVersionUUIDs = []
-        let json = CareKitJSON.bytes(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4)
+        let json: [UInt8]
+        if stored.nextVersionUUIDs.isEmpty {
+            json = CareKitJSON.bytes(entity, version: .v4)
+        } else {
+            stored.nextVersionUUIDs = []
+            json = CareKitJSON.bytes(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4)
+        }
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
         // Bound straight through SQLite's C API: this runs once per version in bulk writes.
         let statement = try db.cachedStatement(sql: """
@@ -203,20 +219,27 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
     func validate(_ entity: CareEntity, db: Database) throws -> Date? {
         var none: Set<UUID> = []
-        return try validate(entity, db: db, batch: [:], knownParents: &none)
+        return try validate(entity, db: db, batch: Batch(), knownParents: &none)
+    }
+
+    /// What one `add` call has inserted so far: every version's kind, and the tasks themselves
+    /// (outcomes added with their task are checked against it without reading it back).
+    struct Batch {
+        var kinds: [UUID: String] = [:]
+        var tasks: [UUID: CareTask] = [:]
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
     /// `batch` holds what this call added before; `knownParents` remembers parents found.
-    func validate(_ entity: CareEntity, db: Database, batch: [UUID: CareEntity], knownParents: inout Set<UUID>) throws -> Date? {
+    func validate(_ entity: CareEntity, db: Database, batch: Batch, knownParents: inout Set<UUID>) throws -> Date? {
         let type = entity.entityType
         let id = entity.version.id
-        if case .outcome(let outcome) = entity, case .task(let task)? = batch[outcome.taskUUID] {
+        if case .outcome(let outcome) = entity, let task = batch.tasks[outcome.taskUUID] {
             // The task was added in this same call: no successor yet.
             return try occurrenceStart(outcome, task: task, taskID: task.id, superseded: nil, deleted: task.isDeleted)
         }
-        if let (_, parent) = SQLiteCarePlanStore.parentUUID(entity), let inBatch = batch[parent],
-           SQLiteCarePlanStore.kind(inBatch.entityType) == SQLiteCarePlanStore.parentKind(entity) {
+        if let (_, parent) = SQLiteCarePlanStore.parentUUID(entity), let kind = batch.kinds[parent],
+           kind == SQLiteCarePlanStore.parentKind(entity) {
             return nil
         }
         if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity),
@@ -297,13 +320,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 for kind in Set(entities.map { SQLiteCarePlanStore.kind($0.entityType) }) {
                     tipsByKind[kind] = try tips(kind: kind, ids: entities.filter { SQLiteCarePlanStore.kind($0.entityType) == kind }.map(\.version.id), db: db)
                 }
-                var addedIDs: Set<String> = []
-                var batch: [UUID: CareEntity] = [:]
+                var addedIDs: Set<AddedID> = []
+                var batch = Batch()
                 var knownParents: Set<UUID> = []
                 for entity in entities {
                     let kind = SQLiteCarePlanStore.kind(entity.entityType)
                     let tips = tipsByKind[kind]?[entity.version.id] ?? []
-                    if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(kind + "/" + entity.version.id).inserted {
+                    if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, id: entity.version.id)).inserted {
                         throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
                     }
                     var version = entity.version
@@ -319,7 +342,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                         throw error
                     }
                     for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                    batch[version.uuid] = stored
+                    batch.kinds[version.uuid] = kind
+                    if case .task(let task) = stored { batch.tasks[version.uuid] = task }
                     revision += 1
                     added.append(stored)
                 }

@@ -216,6 +216,7 @@ struct SQLiteStoreTests {
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         let mode = try t.store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
+        #expect(try t.store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 16384)
         let reopened = try SQLiteCarePlanStore(path: t.path)
         #expect(try reopened.fetchTasks().count == 2)
         #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
