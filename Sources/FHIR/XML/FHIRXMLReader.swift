@@ -106,8 +106,12 @@ struct XMLResourceParser {
         var lastSlot: Int16 = -1
         var sorted = true
         var lastChildIndex = -1
-        var pathName: String
         var pathIndex: Int
+
+        /// The element this frame built (for a resource wrapper, the resource it holds), moved out.
+        consuming func finished() -> Element {
+            wrapsResource ? wrapped! : element
+        }
     }
     var frames: [Frame] = []
     /// When set, entries of the root Bundle are handed out one by one instead of kept.
@@ -281,10 +285,20 @@ struct XMLResourceParser {
         return nil
     }
 
+    /// The element path of the open elements: `valueQuantity` for choices, `ofType(Patient)` for
+    /// the resource inside `contained` or `entry.resource`, indexes on repeated elements.
     func pathString(extra: String? = nil) -> String {
         var parts: [String] = []
-        for frame in frames {
-            parts.append(frame.pathIndex >= 0 ? "\(frame.pathName)[\(frame.pathIndex)]" : frame.pathName)
+        for (i, frame) in frames.enumerated() {
+            var name = frame.element.name
+            if i == 0 {
+                name = frame.type?.name ?? name
+            } else if frames[i - 1].wrapsResource {
+                name = "ofType(\(frame.type?.name ?? name))"
+            } else if let parent = frames[i - 1].type, let definition = parent.element(named: name), definition.isChoice, let type = frame.type {
+                name = definition.name + ElementDefinition.choiceSuffix(for: type.name)
+            }
+            parts.append(frame.pathIndex >= 0 ? "\(name)[\(frame.pathIndex)]" : name)
         }
         if let extra { parts.append(extra) }
         return parts.joined(separator: ".")
@@ -381,7 +395,7 @@ struct XMLResourceParser {
                 throw .malformed(ParseIssue(.error, .unknownResourceType, "'\(name)' is not an R4 resource type", at: location()))
             }
             frames.append(Frame(element: Element(name: name, typeIndex: type.index, slot: Int16.max), type: type,
-                                wrapsResource: false, pathName: name, pathIndex: -1))
+                                wrapsResource: false, pathIndex: -1))
             readAttributes(of: frames.count - 1, isResource: true)
             return .opened
         }
@@ -399,7 +413,7 @@ struct XMLResourceParser {
             }
             let parent = frames[parentIndex].element
             frames.append(Frame(element: Element(name: parent.name, typeIndex: type.index, slot: parent.slot),
-                                type: type, wrapsResource: false, pathName: "ofType(\(name))", pathIndex: -1))
+                                type: type, wrapsResource: false, pathIndex: -1))
             readAttributes(of: frames.count - 1, isResource: true)
             return .opened
         }
@@ -448,9 +462,8 @@ struct XMLResourceParser {
             return skip()
         }
 
-        let pathName = definition.isChoice ? definition.name + ElementDefinition.choiceSuffix(for: type.name) : definition.name
         frames.append(Frame(element: Element(name: definition.name, typeIndex: typeIndex, slot: slot), type: type,
-                            wrapsResource: type.kind == .resource, pathName: pathName, pathIndex: pathIndex))
+                            wrapsResource: type.kind == .resource, pathIndex: pathIndex))
         if xmlTextReaderHasAttributes(reader) == 1 {
             readAttributes(of: frames.count - 1, isResource: false)
         }
@@ -549,34 +562,34 @@ struct XMLResourceParser {
 
     /// Closes the innermost element; returns the root when it closes.
     mutating func endElement() throws(FHIRFormatError) -> Element? {
-        guard var frame = frames.popLast() else { return nil }
-        if !frame.sorted {
-            frame.element.children = frame.element.children.enumerated().sorted { a, b in
-                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
-            }.map(\.element)
-        }
-        var finished = frame.element
-        if frame.wrapsResource {
-            guard let wrapped = frame.wrapped else {
-                frames.append(frame)
-                report(.structure, "<\(frame.element.name)> must hold a resource")
+        guard let last = frames.indices.last else { return nil }
+        // Checks first, while the frame is still open, so that reports carry its path.
+        let kind = frames[last].type?.kind
+        if frames[last].wrapsResource {
+            if frames[last].wrapped == nil {
+                report(.structure, "<\(frames[last].element.name)> must hold a resource")
                 frames.removeLast()
                 return nil
             }
-            finished = wrapped
-        } else if frame.type?.kind == .primitive && finished.value == nil && finished.children.isEmpty {
-            frames.append(frame)
-            report(.structure, "<\(finished.name)> has neither a value nor extensions")
-            frames.removeLast()
-            return nil
-        } else if frame.type?.kind != .resource && frame.type?.kind != .primitive && finished.children.isEmpty {
-            frames.append(frame)
-            report(.structure, "<\(finished.name)> is empty (FHIR XML has no empty elements)")
-            frames.removeLast()
+        } else if kind == .primitive {
+            if frames[last].element.value == nil && frames[last].element.children.isEmpty {
+                report(.structure, "<\(frames[last].element.name)> has neither a value nor extensions")
+                frames.removeLast()
+                return nil
+            }
+        } else if kind != .resource && frames[last].element.children.isEmpty {
+            report(.structure, "<\(frames[last].element.name)> is empty (FHIR XML has no empty elements)")
         }
+        if !frames[last].sorted {
+            frames[last].element.children = frames[last].element.children.enumerated().sorted { a, b in
+                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
+            }.map(\.element)
+        }
+        let closesResource = kind == .resource && !frames[last].wrapsResource
+        let finished = frames.removeLast().finished()
 
         guard let parentIndex = frames.indices.last else { return finished }
-        if frames[parentIndex].wrapsResource && frame.type?.kind == .resource && !frame.wrapsResource {
+        if frames[parentIndex].wrapsResource && closesResource {
             frames[parentIndex].wrapped = finished
             return nil
         }
@@ -587,4 +600,5 @@ struct XMLResourceParser {
         frames[parentIndex].element.children.append(finished)
         return nil
     }
+
 }
