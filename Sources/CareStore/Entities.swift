@@ -29,7 +29,7 @@ public struct VersionInfo: Sendable, Hashable {
     /// The time zone the entity was created in.
     public var timezone: TimeZone
 
-    public init(id: String, uuid: UUID = UUID(), effectiveDate: Date, timezone: TimeZone = .current) {
+    public init(id: String, uuid: UUID = .timeOrdered(), effectiveDate: Date, timezone: TimeZone = .current) {
         self.id = id
         self.uuid = uuid
         self.effectiveDate = effectiveDate
@@ -329,5 +329,23 @@ public struct OutcomeValue: Sendable, Hashable {
         self.kind = kind
         self.units = units
         self.createdDate = createdDate
+    }
+}
+
+extension UUID {
+    /// A version 7 UUID: a millisecond timestamp, then random bits. New versions get these, so
+    /// the store's uuid index grows at its end instead of at random places; to CareKit they are
+    /// ordinary UUIDs.
+    public static func timeOrdered(at date: Date = Date()) -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        let milliseconds = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        let random = (generator.next() as UInt64, generator.next() as UInt64)
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: milliseconds >> (40 - 8 * UInt64(i))) }
+        for i in 6..<16 { bytes[i] = UInt8(truncatingIfNeeded: (i < 11 ? random.0 : random.1) >> (8 * UInt64(i % 8))) }
+        bytes[6] = (bytes[6] & 0x0F) | 0x70   // version 7
+        bytes[8] = (bytes[8] & 0x3F) | 0x80   // RFC 4122 variant
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }

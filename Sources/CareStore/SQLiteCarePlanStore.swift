@@ -363,7 +363,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
                     var version = entity.version
                     if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
-                        version.uuid = UUID()
+                        version.uuid = .timeOrdered()
                     }
                     if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
                         throw StoreError.invalid(entity.entityType, id: id,
@@ -397,7 +397,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     }
                     if kind == "task" { try checkOrphans(taskID: id, effective: date, db: db) }
                     var version = entity.version
-                    version.uuid = UUID()
+                    version.uuid = .timeOrdered()
                     version.previousVersionUUIDs = tips.map(\.uuid)
                     version.nextVersionUUIDs = []
                     version.effectiveDate = max(date, current.effective)

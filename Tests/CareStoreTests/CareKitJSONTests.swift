@@ -172,3 +172,20 @@ struct CareKitJSONTests {
         #expect(throws: CareKitJSONError.self) { try RevisionRecord(json: try JSONValue.parse(#"{"entities": [{"type": "medication", "object": {}}]}"#)) }
     }
 }
+
+@Suite("Time-ordered UUIDs")
+struct TimeOrderedUUIDTests {
+    @Test("version 7 UUIDs: the version and variant bits, byte order following time, no repeats, CareKit's uppercase form")
+    func uuidV7() throws {
+        let earlier = UUID.timeOrdered(at: Date(timeIntervalSince1970: 1_800_000_000))
+        let later = UUID.timeOrdered(at: Date(timeIntervalSince1970: 1_800_000_000.002))
+        func bytes(_ u: UUID) -> [UInt8] { withUnsafeBytes(of: u.uuid) { Array($0) } }
+        #expect(bytes(earlier)[6] >> 4 == 7)
+        #expect(bytes(earlier)[8] >> 6 == 0b10)
+        #expect(bytes(earlier).lexicographicallyPrecedes(bytes(later)))
+        #expect(earlier.uuidString.dropFirst(14).first == "7")
+        let many = (0..<10_000).map { _ in UUID.timeOrdered() }
+        #expect(Set(many).count == 10_000)
+        #expect(UUID(uuidString: earlier.uuidString.lowercased()) == earlier)
+    }
+}
