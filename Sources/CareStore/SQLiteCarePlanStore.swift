@@ -468,23 +468,18 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     func entity(_ row: Row) throws -> CareEntity {
         let uuid: UUID = row["uuid"]
         cacheLock.lock()
-        var entity = cache[uuid]
+        let cached = cache[uuid] != nil
         cacheLock.unlock()
-        if entity == nil {
-            let decoded = try decodeRow(kind: row["kind"], json: row["json"])
-            cacheLock.lock()
-            if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
-            cache[uuid] = decoded
-            cacheLock.unlock()
-            entity = decoded
-        }
-        guard var result = entity else { throw StoreError.database(path: path, message: "cannot decode version \(uuid)") }
-        if let next: String = row["next_uuids"] {
-            var version = result.version
-            version.nextVersionUUIDs = next.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
-            result = SQLiteCarePlanStore.replacing(result, version: version)
-        }
-        return result
+        if !cached { cacheDecoded(try decodeRow(kind: row["kind"], json: row["json"])) }
+        return try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"])
+    }
+
+    /// Puts a version decoded from a committed row into the cache.
+    func cacheDecoded(_ entity: CareEntity) {
+        cacheLock.lock()
+        if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
+        cache[entity.version.uuid] = entity
+        cacheLock.unlock()
     }
 
     func fetchEntity(uuid: UUID, db: Database) throws -> CareEntity? {
@@ -554,11 +549,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     offset += chunk.count
                     let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
                     for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
-                        let decoded = try decodeRow(kind: row["kind"], json: row["json"])
-                        cacheLock.lock()
-                        if cache.count >= SQLiteCarePlanStore.cacheLimit { cache.removeAll(keepingCapacity: true) }
-                        cache[decoded.version.uuid] = decoded
-                        cacheLock.unlock()
+                        cacheDecoded(try decodeRow(kind: row["kind"], json: row["json"]))
                     }
                 }
                 return try zip(rows, uuids).map { row, uuid in try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"]) }

@@ -245,6 +245,8 @@ final class OccurrenceSeries {
     let nominalStep: TimeInterval
     /// Whether a clamp can change the day of month (month or year intervals).
     let keepsDay: Bool
+    /// Days per step for intervals of days and weeks only (the common case), else nil.
+    let dayStep: Int?
 
     struct Segment {
         let index: Int
@@ -281,6 +283,7 @@ final class OccurrenceSeries {
         nominalStep = Double(i.year ?? 0) * 365.2425 * 86400 + Double(i.month ?? 0) * 30.436875 * 86400
             + Double(i.weekOfYear ?? 0) * 7 * 86400 + Double(i.day ?? 0) * 86400 + clockSeconds
         keepsDay = (i.year ?? 0) != 0 || (i.month ?? 0) != 0
+        dayStep = (calendarUnits && !keepsDay && clockSeconds == 0) ? (i.day ?? 0) + 7 * (i.weekOfYear ?? 0) : nil
         segments = [Segment(index: 0, start: element.start, wallTime: OccurrenceSeries.wallTime(element.start, element.calendar),
                             day: element.calendar.component(.day, from: element.start), zone: element.calendar.timeZone)]
         explored = element.start
@@ -297,12 +300,7 @@ final class OccurrenceSeries {
     private var recent: [(segment: Int, steps: Int, date: Date)] = []
     private let recentLock = NSLock()
 
-    /// Days per step for intervals of days and weeks only (the common case), else nil.
-    private var dayStep: Int? {
-        let i = element.interval
-        guard (i.year ?? 0) == 0, (i.month ?? 0) == 0, (i.hour ?? 0) == 0, (i.minute ?? 0) == 0, (i.second ?? 0) == 0 else { return nil }
-        return (i.day ?? 0) + 7 * (i.weekOfYear ?? 0)
-    }
+
 
     /// A day-and-week jump computed from the local day and wall time with a few offset lookups
     /// (far cheaper than `Calendar`): the earliest instant whose local time is the wanted one,

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CareStore
 import FHIR
 
 #if canImport(Glibc)
@@ -83,7 +84,7 @@ struct Convert: ParsableCommand {
         do {
             sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
         } catch {
-            throw CommandFailure(error)
+            throw CommandError.fhir(error)
         }
         do {
             let options = ParseOptions(maximumDocumentSize: maximumSize, maximumDepth: maximumDepth, lenient: lenient)
@@ -96,7 +97,7 @@ struct Convert: ParsableCommand {
             }
         } catch {
             sink.discard()
-            throw CommandFailure(error)
+            throw CommandError.fhir(error)
         }
     }
 }
@@ -104,10 +105,26 @@ struct Convert: ParsableCommand {
 extension FHIRFormat: ExpressibleByArgument {}
 
 /// A failed command: its diagnostics are printed like a compiler's, then the exit status is 1.
-struct CommandFailure: Error, CustomStringConvertible {
-    let error: FHIRFormatError
-    init(_ error: FHIRFormatError) { self.error = error }
-    var description: String { error.description }
+enum CommandError: Error {
+    /// A FHIR document could not be read or written; its issues are printed one per line.
+    case fhir(FHIRFormatError)
+    /// The care store refused the operation.
+    case store(StoreError)
+    /// Anything else, with its message.
+    case message(String)
+
+    /// The lines printed to standard error.
+    var lines: [String] {
+        switch self {
+        case .fhir(let error):
+            let errors = error.issues.filter { $0.severity == .error }
+            var lines = errors.prefix(50).map(\.description)
+            if errors.count > 50 { lines.append("... and \(errors.count - 50) more errors") }
+            return lines
+        case .store(let error): return ["error: \(error.description)"]
+        case .message(let message): return ["error: \(message)"]
+        }
+    }
 }
 
 enum Diagnostics {
@@ -130,17 +147,8 @@ extension CareGate {
         do {
             var command = try parseAsRoot()
             try command.run()
-        } catch let failure as StoreFailure {
-            Diagnostics.standardError(failure.description)
-            Glibc.exit(1)
         } catch let failure as CommandError {
-            Diagnostics.standardError(failure.description)
-            Glibc.exit(1)
-        } catch let failure as CommandFailure {
-            let issues = failure.error.issues
-            let errors = issues.filter { $0.severity == .error }
-            for issue in errors.prefix(50) { Diagnostics.standardError(issue.description) }
-            if errors.count > 50 { Diagnostics.standardError("... and \(errors.count - 50) more errors") }
+            for line in failure.lines { Diagnostics.standardError(line) }
             Glibc.exit(1)
         } catch {
             exit(withError: error)

@@ -24,7 +24,7 @@ struct StoreOptions: ParsableArguments {
     var store: String = "caregate.sqlite"
 
     func open() throws -> SQLiteCarePlanStore {
-        do { return try SQLiteCarePlanStore(path: store) } catch { throw StoreFailure(error) }
+        do { return try SQLiteCarePlanStore(path: store) } catch { throw CommandError.store(error) }
     }
 }
 
@@ -52,7 +52,7 @@ struct StoreExport: ParsableCommand {
     func run() throws {
         let store = try options.open()
         let record: RevisionRecord
-        do { record = try store.revisionRecord() } catch { throw StoreFailure(error) }
+        do { record = try store.revisionRecord() } catch { throw CommandError.store(error) }
         let text = record.json(version: CareKitVersion(rawValue: careKitVersion)!).serialized(pretty: true) + "\n"
         try writeAtomically(text, to: output)
         if let output {
@@ -82,15 +82,15 @@ struct StoreImport: ParsableCommand {
     func run() throws {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
-            throw CommandError("\(file): cannot read: \((error as NSError).localizedDescription)")
+            throw CommandError.message("\(file): cannot read: \((error as NSError).localizedDescription)")
         }
         let json: JSONValue
-        do { json = try JSONValue.parse(Array(data)) } catch { throw CommandError("\(file):\(error.description)") }
+        do { json = try JSONValue.parse(Array(data)) } catch { throw CommandError.message("\(file):\(error.description)") }
         let record: RevisionRecord
-        do { record = try RevisionRecord(json: json) } catch { throw CommandError("\(file): \(error.description)") }
+        do { record = try RevisionRecord(json: json) } catch { throw CommandError.message("\(file): \(error.description)") }
         let store = try options.open()
         let inserted: Int
-        do { inserted = try store.merge(record) } catch { throw StoreFailure(error) }
+        do { inserted = try store.merge(record) } catch { throw CommandError.store(error) }
         print("imported \(inserted) of \(record.entities.count) versions into \(options.store) (\(record.entities.count - inserted) already present)")
     }
 }
@@ -130,7 +130,7 @@ struct StoreEvents: ParsableCommand {
         guard start < end else { throw ValidationError("--from must be before --to.") }
         let store = try options.open()
         let events: [TaskEvent]
-        do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw StoreFailure(error) }
+        do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw CommandError.store(error) }
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = zone
         switch format {
@@ -205,20 +205,6 @@ struct StoreEvents: ParsableCommand {
     }
 }
 
-/// A store failure, printed as `error: ...` with exit status 1.
-struct StoreFailure: Error, CustomStringConvertible {
-    let error: StoreError
-    init(_ error: StoreError) { self.error = error }
-    var description: String { "error: \(error.description)" }
-}
-
-/// A failure with a ready message, printed as `error: ...` with exit status 1.
-struct CommandError: Error, CustomStringConvertible {
-    let message: String
-    init(_ message: String) { self.message = message }
-    var description: String { "error: \(message)" }
-}
-
 /// Writes text to a file (via a temporary file renamed into place) or to standard output.
 func writeAtomically(_ text: String, to path: String?) throws {
     guard let path else { print(text, terminator: ""); return }
@@ -229,6 +215,6 @@ func writeAtomically(_ text: String, to path: String?) throws {
         try FileManager.default.moveItem(atPath: temporary, toPath: path)
     } catch {
         try? FileManager.default.removeItem(atPath: temporary)
-        throw CommandError("\(path): cannot write: \((error as NSError).localizedDescription)")
+        throw CommandError.message("\(path): cannot write: \((error as NSError).localizedDescription)")
     }
 }

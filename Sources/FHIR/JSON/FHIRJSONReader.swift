@@ -41,12 +41,7 @@ public struct FHIRJSONReader: Sendable {
                 at: SourceLocation(source: options.sourceName)))
         }
         var parser = JSONParser(input: buffer, options: options, lineOffset: lineOffset)
-        let root: Element
-        do {
-            root = try parser.parseDocument()
-        } catch {
-            throw error
-        }
+        let root = try parser.parseDocument()
         let errors = parser.issues.filter { $0.severity == .error }
         if !errors.isEmpty {
             throw .invalid(parser.issues)
