@@ -117,3 +117,22 @@ public protocol CarePlanStore: Sendable {
     /// Ids that have more than one current version (conflicts from merged devices).
     func conflicts() throws(StoreError) -> [(EntityType, String)]
 }
+
+extension CarePlanStore {
+    /// Runs store operations from async code without holding one of Swift's cooperative threads
+    /// while SQLite works: the operation runs on a dispatch queue and the caller resumes when it
+    /// is done. Each operation is still one transaction (or one read) as the store's methods are.
+    ///
+    /// ```swift
+    /// let added = try await store.perform { try $0.add(entities) }
+    /// let today = try await store.perform { try $0.events(from: start, to: end, tasks: EntityQuery()) }
+    /// ```
+    /// Errors pass through unchanged (the store's own are `StoreError`s).
+    public func perform<T: Sendable>(_ operation: @escaping @Sendable (Self) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async {
+                continuation.resume(with: Result { try operation(self) })
+            }
+        }
+    }
+}

@@ -222,3 +222,41 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
     }
 }
+
+@Suite("Store from async code")
+struct AsyncStoreTests {
+    @Test("concurrent async writers and readers through perform: every write lands once, errors come back typed")
+    func concurrentPerform() async throws {
+        let t = try TemporaryStore()
+        let zone = newYork
+        let start = local("2026-11-01", zone)
+        let patient = Patient(id: "p", name: PersonName(givenName: "Ana"), effectiveDate: start, timezone: zone)
+        let plan = CarePlan(id: "plan", title: "Plan", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+        let store = t.store
+        _ = try await store.perform { try $0.add([.patient(patient), .carePlan(plan)]) }
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    var written = 0
+                    for i in 0..<10 {
+                        let task = CareTask(id: "w\(worker)-t\(i)", title: "Task", carePlanUUID: plan.uuid,
+                                            schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+                        written += try await store.perform { try $0.add([.task(task)]) }.count
+                        _ = try await store.perform { try $0.fetchTasks(EntityQuery(carePlanIDs: ["plan"])) }
+                    }
+                    return written
+                }
+            }
+            var total = 0
+            for try await written in group { total += written }
+            #expect(total == 80)
+        }
+        #expect(try await store.perform { try $0.fetchTasks() }.count == 80)
+        do {
+            _ = try await store.perform { try $0.update([.task(CareTask(id: "missing", title: nil, carePlanUUID: nil, schedule: Schedule.allDay(start: start, timeZone: zone)))]) }
+            Issue.record("updated a missing task")
+        } catch {
+            #expect(error as? StoreError == StoreError.notFound(.task, id: "missing"))
+        }
+    }
+}
