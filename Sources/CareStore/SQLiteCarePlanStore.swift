@@ -45,7 +45,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 // Large transactions keep their dirty pages in memory until commit instead of
                 // spilling (and re-spilling) them to the WAL: 64 MiB per connection at most.
                 try db.execute(sql: "PRAGMA cache_size = -65536")
-                try db.execute(sql: "PRAGMA foreign_keys = ON")
             }
             configuration.busyMode = .timeout(10)
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -210,28 +209,22 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     /// The current versions (tips) of an id.
     func tips(kind: String, id: String, db: Database) throws -> [(uuid: UUID, effective: Date, deleted: Bool)] {
-        let statement = try db.cachedStatement(sql: "SELECT uuid, effective_date, deleted_date FROM entity_version WHERE kind = ? AND id = ? AND next_uuids IS NULL")
-        return try Row.fetchAll(statement, arguments: [kind, id]).map { row in
-            (row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil)
-        }
+        try tips(kind: kind, ids: [id], db: db)[id] ?? []
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
-    func validate(_ entity: CareEntity, db: Database) throws -> Date? {
-        var none: Set<UUID> = []
-        return try validate(entity, db: db, batch: Batch(), knownParents: &none)
-    }
-
-    /// What one `add` call has inserted so far: every version's kind, and the tasks themselves
-    /// (outcomes added with their task are checked against it without reading it back).
+    /// What one write call knows so far: the kinds and tasks it added (outcomes added with their
+    /// task are checked against it without reading it back), task rows it decoded (not cached
+    /// store-wide, as the call may roll back), and parents found to exist.
     struct Batch {
         var kinds: [UUID: String] = [:]
         var tasks: [UUID: CareTask] = [:]
+        var decodedTasks: [UUID: CareTask] = [:]
+        var knownParents: Set<UUID> = []
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
-    /// `batch` holds what this call added before; `knownParents` remembers parents found.
-    func validate(_ entity: CareEntity, db: Database, batch: Batch, knownParents: inout Set<UUID>) throws -> Date? {
+    func validate(_ entity: CareEntity, db: Database, batch: inout Batch) throws -> Date? {
         let type = entity.entityType
         let id = entity.version.id
         if case .outcome(let outcome) = entity, let task = batch.tasks[outcome.taskUUID] {
@@ -243,17 +236,26 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             return nil
         }
         if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity),
-           !knownParents.contains(parent) {
+           !batch.knownParents.contains(parent) {
             let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
             let exists = try Bool.fetchOne(statement, arguments: [parent, parentKind]) ?? false
             if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
-            if parentKind != "task" { knownParents.insert(parent) }
+            if parentKind != "task" { batch.knownParents.insert(parent) }
         }
         guard case .outcome(let outcome) = entity else { return nil }
         guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date FROM entity_version WHERE uuid = ? AND kind = 'task'"),
-                                         arguments: [outcome.taskUUID]),
-              case .task(let task) = try self.entity(row) else {
+                                         arguments: [outcome.taskUUID]) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
+        }
+        let task: CareTask
+        if let decoded = batch.decodedTasks[outcome.taskUUID] {
+            task = decoded
+        } else {
+            guard case .task(let read) = try self.entity(row, caching: false) else {
+                throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
+            }
+            task = read
+            batch.decodedTasks[outcome.taskUUID] = read
         }
         return try occurrenceStart(outcome, task: task, taskID: row["id"],
                                    superseded: (row["superseded_date"] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)),
@@ -291,152 +293,146 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    func insertChecked(_ entity: CareEntity, revision: Int, db: Database) throws {
-        let eventStart = try validate(entity, db: db)
+    func insertChecked(_ entity: CareEntity, revision: Int, batch: inout Batch, db: Database) throws {
+        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch), db: db)
+    }
+
+    /// Inserts a version, turning a constraint failure into the rule it breaks.
+    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
         do {
             try insert(entity, revision: revision, eventStart: eventStart, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            try reportConstraint(entity, db: db)
-            throw error
+            if case .outcome(let o) = entity {
+                let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
+                throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
+            }
+            throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
         }
-    }
-
-    /// Turns a constraint failure into the rule it breaks.
-    func reportConstraint(_ entity: CareEntity, db: Database) throws {
-        if case .outcome(let o) = entity {
-            let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
-            throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
-        }
-        throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
     }
 
     @discardableResult
     public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
         return try write { db in
-                var revision = try nextRevision(db)
-                var added: [CareEntity] = []
-                added.reserveCapacity(entities.count)
-                var tipsByKind: [String: [String: [(uuid: UUID, effective: Date, deleted: Bool)]]] = [:]
-                for kind in Set(entities.map { SQLiteCarePlanStore.kind($0.entityType) }) {
-                    tipsByKind[kind] = try tips(kind: kind, ids: entities.filter { SQLiteCarePlanStore.kind($0.entityType) == kind }.map(\.version.id), db: db)
-                }
-                var addedIDs: Set<AddedID> = []
-                var batch = Batch()
-                var knownParents: Set<UUID> = []
-                for entity in entities {
-                    let kind = SQLiteCarePlanStore.kind(entity.entityType)
-                    let tips = tipsByKind[kind]?[entity.version.id] ?? []
-                    if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, id: entity.version.id)).inserted {
-                        throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
-                    }
-                    var version = entity.version
-                    version.previousVersionUUIDs = tips.map(\.uuid)
-                    version.nextVersionUUIDs = []
-                    if version.createdDate == nil { version.createdDate = Date() }
-                    let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                    let eventStart = try validate(stored, db: db, batch: batch, knownParents: &knownParents)
-                    do {
-                        try insert(stored, revision: revision, eventStart: eventStart, db: db)
-                    } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-                        try reportConstraint(stored, db: db)
-                        throw error
-                    }
-                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                    batch.kinds[version.uuid] = kind
-                    if case .task(let task) = stored { batch.tasks[version.uuid] = task }
-                    revision += 1
-                    added.append(stored)
-                }
-                return added
+            var revision = try nextRevision(db)
+            var added: [CareEntity] = []
+            added.reserveCapacity(entities.count)
+            var tipsByKind: [String: [String: [(uuid: UUID, effective: Date, deleted: Bool)]]] = [:]
+            for kind in Set(entities.map { SQLiteCarePlanStore.kind($0.entityType) }) {
+                tipsByKind[kind] = try tips(kind: kind, ids: entities.filter { SQLiteCarePlanStore.kind($0.entityType) == kind }.map(\.version.id), db: db)
             }
+            var addedIDs: Set<AddedID> = []
+            var batch = Batch()
+            for entity in entities {
+                let kind = SQLiteCarePlanStore.kind(entity.entityType)
+                let tips = tipsByKind[kind]?[entity.version.id] ?? []
+                if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, id: entity.version.id)).inserted {
+                    throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+                }
+                var version = entity.version
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                if version.createdDate == nil { version.createdDate = Date() }
+                let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+                let eventStart = try validate(stored, db: db, batch: &batch)
+                try insertReportingRules(stored, revision: revision, eventStart: eventStart, db: db)
+                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                batch.kinds[version.uuid] = kind
+                if case .task(let task) = stored { batch.tasks[version.uuid] = task }
+                revision += 1
+                added.append(stored)
+            }
+            return added
+        }
     }
 
     @discardableResult
     public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
         return try write { db in
-                var revision = try nextRevision(db)
-                var updated: [CareEntity] = []
-                for entity in entities {
-                    let kind = SQLiteCarePlanStore.kind(entity.entityType)
-                    let id = entity.version.id
-                    let tips = try tips(kind: kind, id: id, db: db)
-                    guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
-                    var version = entity.version
-                    if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
-                        version.uuid = .timeOrdered()
-                    }
-                    if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
-                        throw StoreError.invalid(entity.entityType, id: id,
-                            reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
-                    }
-                    if kind == "task" { try checkOrphans(taskID: id, effective: version.effectiveDate, db: db) }
-                    version.previousVersionUUIDs = tips.map(\.uuid)
-                    version.nextVersionUUIDs = []
-                    version.updatedDate = Date()
-                    let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                    try insertChecked(stored, revision: revision, db: db)
-                    revision += 1
-                    updated.append(stored)
+            var revision = try nextRevision(db)
+            var updated: [CareEntity] = []
+            var batch = Batch()
+            for entity in entities {
+                let kind = SQLiteCarePlanStore.kind(entity.entityType)
+                let id = entity.version.id
+                let tips = try tips(kind: kind, id: id, db: db)
+                guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
+                var version = entity.version
+                if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
+                    version.uuid = .timeOrdered()
                 }
-                return updated
+                if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
+                    throw StoreError.invalid(entity.entityType, id: id,
+                        reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
+                }
+                if kind == "task" { try checkOrphans(taskID: id, effective: version.effectiveDate, db: db) }
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                version.updatedDate = Date()
+                let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                try insertChecked(stored, revision: revision, batch: &batch, db: db)
+                revision += 1
+                updated.append(stored)
             }
+            return updated
+        }
     }
 
     @discardableResult
     public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
         return try write { db in
-                var revision = try nextRevision(db)
-                var tombstones: [CareEntity] = []
-                let kind = SQLiteCarePlanStore.kind(type)
-                for id in ids {
-                    let tips = try tips(kind: kind, id: id, db: db)
-                    guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
-                          let entity = try fetchEntity(uuid: current.uuid, db: db) else {
-                        throw StoreError.notFound(type, id: id)
-                    }
-                    if kind == "task" { try checkOrphans(taskID: id, effective: date, db: db) }
-                    var version = entity.version
-                    version.uuid = .timeOrdered()
-                    version.previousVersionUUIDs = tips.map(\.uuid)
-                    version.nextVersionUUIDs = []
-                    version.effectiveDate = max(date, current.effective)
-                    version.deletedDate = date
-                    version.updatedDate = Date()
-                    let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
-                    for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                    try insert(tombstone, revision: revision, eventStart: nil, db: db)
-                    revision += 1
-                    tombstones.append(tombstone)
+            var revision = try nextRevision(db)
+            var tombstones: [CareEntity] = []
+            let kind = SQLiteCarePlanStore.kind(type)
+            for id in ids {
+                let tips = try tips(kind: kind, id: id, db: db)
+                guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
+                      let entity = try fetchEntity(uuid: current.uuid, db: db) else {
+                    throw StoreError.notFound(type, id: id)
                 }
-                return tombstones
+                if kind == "task" { try checkOrphans(taskID: id, effective: date, db: db) }
+                var version = entity.version
+                version.uuid = .timeOrdered()
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                version.effectiveDate = max(date, current.effective)
+                version.deletedDate = date
+                version.updatedDate = Date()
+                let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
+                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+                try insert(tombstone, revision: revision, eventStart: nil, db: db)
+                revision += 1
+                tombstones.append(tombstone)
             }
+            return tombstones
+        }
     }
 
     @discardableResult
     public func merge(_ record: RevisionRecord) throws(StoreError) -> Int {
         return try write { db in
-                var revision = try nextRevision(db)
-                var inserted = 0
-                for entity in record.entities {
-                    let version = entity.version
-                    let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid]) ?? false
-                    if known { continue }
-                    try insertChecked(entity, revision: revision, db: db)
-                    for previous in version.previousVersionUUIDs {
-                        try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
-                    }
-                    // Successors that arrived earlier (out of order) link to this one now.
-                    for next in version.nextVersionUUIDs {
-                        if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
-                            try link(previous: version.uuid, next: next, nextEffective: Date(timeIntervalSinceReferenceDate: nextEffective), db: db)
-                        }
-                    }
-                    revision += 1
-                    inserted += 1
+            var revision = try nextRevision(db)
+            var inserted = 0
+            var batch = Batch()
+            for entity in record.entities {
+                let version = entity.version
+                let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid]) ?? false
+                if known { continue }
+                try insertChecked(entity, revision: revision, batch: &batch, db: db)
+                for previous in version.previousVersionUUIDs {
+                    try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
                 }
-                return inserted
+                // Successors that arrived earlier (out of order) link to this one now.
+                for next in version.nextVersionUUIDs {
+                    if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
+                        try link(previous: version.uuid, next: next, nextEffective: Date(timeIntervalSinceReferenceDate: nextEffective), db: db)
+                    }
+                }
+                revision += 1
+                inserted += 1
             }
+            return inserted
+        }
     }
 
     static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
@@ -458,19 +454,24 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return try CareKitJSON.decode(resolved, from: value)
     }
 
-    /// Runs a write transaction, reporting failures as `StoreError`. The cache only ever holds
-    /// versions read back from committed rows, so a rolled-back write leaves nothing behind in it.
+    /// Runs a write transaction, reporting failures as `StoreError`.
     func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try pool.write(body) } catch { throw wrap(error) }
     }
 
-    /// Decodes a row (through the cache) and fills in its successors.
-    func entity(_ row: Row) throws -> CareEntity {
+    /// Decodes a row and fills in its successors. Only reads of committed rows (`pool.read`) may
+    /// fill the cache: a row read inside a write transaction (`caching: false`) may yet roll back,
+    /// and a version cached from it would shadow a corrected retry with the same uuid.
+    func entity(_ row: Row, caching: Bool = true) throws -> CareEntity {
         let uuid: UUID = row["uuid"]
         cacheLock.lock()
-        let cached = cache[uuid] != nil
+        let cached = cache[uuid]
         cacheLock.unlock()
-        if !cached { cacheDecoded(try decodeRow(kind: row["kind"], json: row["json"])) }
+        if cached == nil {
+            let decoded = try decodeRow(kind: row["kind"], json: row["json"])
+            guard caching else { return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"]) }
+            cacheDecoded(decoded)
+        }
         return try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"])
     }
 
@@ -482,16 +483,21 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         cacheLock.unlock()
     }
 
+    /// A version read inside a write transaction (so never cached: the transaction may roll back).
     func fetchEntity(uuid: UUID, db: Database) throws -> CareEntity? {
-        try Row.fetchOne(db, sql: "SELECT uuid, kind, json, next_uuids FROM entity_version WHERE uuid = ?", arguments: [uuid]).map(entity)
+        try Row.fetchOne(db, sql: "SELECT uuid, kind, json, next_uuids FROM entity_version WHERE uuid = ?", arguments: [uuid])
+            .map { try entity($0, caching: false) }
     }
+
+    /// `?,?,?` for `count` values in an `IN (...)` list.
+    static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
 
     /// Builds the SQL for a query on one kind of entity.
     func select(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) -> (String, StatementArguments) {
         var conditions = ["v.kind = ?"]
         var arguments: StatementArguments = [kind]
-        func list(_ column: String, _ values: [String]) {
-            conditions.append("\(column) IN (\(Array(repeating: "?", count: values.count).joined(separator: ",")))")
+        func list<Value: DatabaseValueConvertible>(_ column: String, _ values: [Value]) {
+            conditions.append("\(column) IN (\(SQLiteCarePlanStore.placeholders(values.count)))")
             arguments += StatementArguments(values)
         }
         switch query.versions {
@@ -510,18 +516,15 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             break
         }
         if let ids = query.ids { list("v.id", ids) }
-        if let uuids = query.uuids {
-            conditions.append("v.uuid IN (\(Array(repeating: "?", count: uuids.count).joined(separator: ",")))")
-            arguments += StatementArguments(uuids)
-        }
+        if let uuids = query.uuids { list("v.uuid", uuids) }
         if let remoteIDs = query.remoteIDs { list("v.remote_id", remoteIDs) }
         if let groups = query.groupIdentifiers { list("v.group_identifier", groups) }
         if let tags = query.tags {
-            conditions.append("v.uuid IN (SELECT uuid FROM entity_tag WHERE tag IN (\(Array(repeating: "?", count: tags.count).joined(separator: ","))))")
+            conditions.append("v.uuid IN (SELECT uuid FROM entity_tag WHERE tag IN (\(SQLiteCarePlanStore.placeholders(tags.count))))")
             arguments += StatementArguments(tags)
         }
         func parent(_ parentKind: String, _ ids: [String]) {
-            conditions.append("v.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = '\(parentKind)' AND id IN (\(Array(repeating: "?", count: ids.count).joined(separator: ","))))")
+            conditions.append("v.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = '\(parentKind)' AND id IN (\(SQLiteCarePlanStore.placeholders(ids.count))))")
             arguments += StatementArguments(ids)
         }
         if let ids = query.patientIDs, kind == "carePlan" { parent("patient", ids) }
@@ -547,7 +550,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 while offset < missing.count {
                     let chunk = missing[offset..<min(offset + 500, missing.count)]
                     offset += chunk.count
-                    let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))"
+                    let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(SQLiteCarePlanStore.placeholders(chunk.count)))"
                     for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
                         cacheDecoded(try decodeRow(kind: row["kind"], json: row["json"]))
                     }
@@ -564,13 +567,16 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         cacheLock.lock()
         let cached = cache[uuid]
         cacheLock.unlock()
-        guard var result = cached else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
-        if let nextUUIDs {
-            var version = result.version
-            version.nextVersionUUIDs = nextUUIDs.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
-            result = SQLiteCarePlanStore.replacing(result, version: version)
-        }
-        return result
+        guard let cached else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
+        return SQLiteCarePlanStore.withSuccessors(cached, nextUUIDs: nextUUIDs)
+    }
+
+    /// A version with the successors from its row's `next_uuids`.
+    static func withSuccessors(_ entity: CareEntity, nextUUIDs: String?) -> CareEntity {
+        guard let nextUUIDs else { return entity }
+        var version = entity.version
+        version.nextVersionUUIDs = nextUUIDs.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
+        return replacing(entity, version: version)
     }
 
     public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] {
@@ -596,7 +602,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     public func events(from start: Date, to end: Date, tasks query: EntityQuery = EntityQuery()) throws(StoreError) -> [TaskEvent] {
         var taskQuery = query
         // Versions whose span touches the range, widened by a day for windows reaching back.
-        taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: max(end, start.addingTimeInterval(-26 * 3600))))
+        taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end))
         // Tombstones too: a deletion ends the versions before it.
         let versions = try fetch(kind: "task", taskQuery, includeTombstones: true).compactMap { if case .task(let t) = $0 { t } else { nil } }
         guard !versions.isEmpty else { return [] }
@@ -628,7 +634,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 if let limit { sql += " LIMIT \(limit)" }
                 let rows = try Row.fetchAll(db, sql: sql, arguments: [revision])
                 let latest: Int = rows.last?["revision"] ?? revision
-                return StoreChanges(entities: try rows.map(entity), revision: latest)
+                return StoreChanges(entities: try rows.map { try entity($0) }, revision: latest)
             }
         } catch {
             throw wrap(error)
@@ -673,7 +679,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         RevisionRecord(entities: try allEntities(versions: .history), knowledgeVector: try knowledgeVector())
     }
 
-    /// Every current entity, for export: patients, care plans, contacts, tasks, outcomes.
+    /// The entities' versions (by default every version, tombstones included), kind by kind in
+    /// apply order: patients, care plans, contacts, tasks, outcomes.
     public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] {
         var result: [CareEntity] = []
         for kind in ["patient", "carePlan", "contact", "task", "outcome"] {

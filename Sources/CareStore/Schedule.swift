@@ -253,18 +253,19 @@ final class OccurrenceSeries {
         let start: Date
         let wallTime: Int
         let day: Int
-        /// The start's local day number (days since 1970 in local time) and seconds into that day.
+        /// The start's local day number (days since 1970 in local time), seconds into that day,
+        /// and those seconds as a whole number (the wall time a clamp would change).
         let localDay: Double
         let localWall: Double
 
-        init(index: Int, start: Date, wallTime: Int, day: Int, zone: TimeZone) {
+        init(index: Int, start: Date, calendar: Calendar) {
             self.index = index
             self.start = start
-            self.wallTime = wallTime
-            self.day = day
-            let local = start.timeIntervalSince1970 + Double(zone.secondsFromGMT(for: start))
+            day = calendar.component(.day, from: start)
+            let local = start.timeIntervalSince1970 + Double(calendar.timeZone.secondsFromGMT(for: start))
             localDay = (local / 86400).rounded(.down)
             localWall = local - localDay * 86400
+            wallTime = Int(localWall)
         }
     }
     /// Segments found so far, and the date up to which no further clamp exists.
@@ -284,8 +285,7 @@ final class OccurrenceSeries {
             + Double(i.weekOfYear ?? 0) * 7 * 86400 + Double(i.day ?? 0) * 86400 + clockSeconds
         keepsDay = (i.year ?? 0) != 0 || (i.month ?? 0) != 0
         dayStep = (calendarUnits && !keepsDay && clockSeconds == 0) ? (i.day ?? 0) + 7 * (i.weekOfYear ?? 0) : nil
-        segments = [Segment(index: 0, start: element.start, wallTime: OccurrenceSeries.wallTime(element.start, element.calendar),
-                            day: element.calendar.component(.day, from: element.start), zone: element.calendar.timeZone)]
+        segments = [Segment(index: 0, start: element.start, calendar: element.calendar)]
         explored = element.start
     }
 
@@ -356,8 +356,7 @@ final class OccurrenceSeries {
             let limit = max(horizon, explored.addingTimeInterval(nominalStep * 2))
             if let clamp = firstClamp(after: segment, from: explored, through: limit) {
                 let date = jump(segment, clamp - segment.index)
-                segments.append(Segment(index: clamp, start: date, wallTime: OccurrenceSeries.wallTime(date, calendar),
-                                        day: calendar.component(.day, from: date), zone: calendar.timeZone))
+                segments.append(Segment(index: clamp, start: date, calendar: calendar))
                 explored = date
             } else {
                 explored = limit

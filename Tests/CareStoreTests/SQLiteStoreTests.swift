@@ -158,6 +158,22 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.alreadyExists(.task, id: "walk")) { try t.store.add([.task(walk)]) }
     }
 
+    @Test("a merge that fails after reading back a task it inserted leaves no trace: the corrected retry is what is stored")
+    func failedMergeLeavesNoCachedVersion() throws {
+        let t = try TemporaryStore()
+        let (_, plan, _, _) = try seed(t.store)
+        var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid,
+                            schedule: Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone)
+        walk.effectiveDate = start
+        // The outcome is checked against the task inserted just before it (read back inside the
+        // transaction), then refused: occurrence -1 does not exist.
+        let bad = Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: -1, values: [], timezone: zone)
+        #expect(throws: StoreError.self) { try t.store.merge(RevisionRecord(entities: [.task(walk), .outcome(bad)], knowledgeVector: [])) }
+        walk.title = "Walk 30 minutes"
+        #expect(try t.store.merge(RevisionRecord(entities: [.task(walk)], knowledgeVector: [])) == 1)
+        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
+    }
+
     @Test("the change feed returns what was written after a revision, in order")
     func changeFeed() throws {
         let t = try TemporaryStore()
