@@ -568,6 +568,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let cached = cache[uuid]
         cacheLock.unlock()
         guard let cached else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
+        // Most versions have no successor: hand the cached value straight back.
+        guard nextUUIDs != nil else { return cached }
         return SQLiteCarePlanStore.withSuccessors(cached, nextUUIDs: nextUUIDs)
     }
 

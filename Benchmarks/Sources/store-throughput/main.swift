@@ -99,26 +99,20 @@ do {
         }
         print(String(format: "  day-view parts: fetch task versions %.2f ms, fetch outcomes %.2f ms", bestFetch * 1000, bestOutcomes * 1000))
     }
+    /// The sorted times of one-day event queries for days at these offsets from `base`.
+    func dayTimes(_ offsets: [Int], from base: Date) throws -> [Double] {
+        try offsets.map { offset in
+            let d = calendar.date(byAdding: .day, value: offset, to: base)!
+            let e = calendar.date(byAdding: .day, value: 1, to: d)!
+            let t0 = now()
+            _ = try store.events(from: d, to: e, tasks: EntityQuery())
+            return now() - t0
+        }.sorted()
+    }
     // A different day each time: no jump is reused from the previous query.
-    var perDay: [Double] = []
-    for offset in 1...20 {
-        let d = calendar.date(byAdding: .day, value: offset, to: next)!
-        let e = calendar.date(byAdding: .day, value: 1, to: d)!
-        let t0 = now()
-        _ = try store.events(from: d, to: e, tasks: EntityQuery())
-        perDay.append(now() - t0)
-    }
-    perDay.sort()
+    let perDay = try dayTimes(Array(1...20), from: next)
     print(String(format: "day-view, a new day each time: median %.2f ms, best %.2f ms (20 consecutive days)", perDay[10] * 1000, perDay[0] * 1000))
-    var scattered: [Double] = []
-    for offset in [-250, 40, -170, -90, 20, -300, -20, -130, -60, 10, -210, -280, -5, -110, 30, -45, -190, -240, -75, -150] {
-        let d = calendar.date(byAdding: .day, value: offset, to: day)!
-        let e = calendar.date(byAdding: .day, value: 1, to: d)!
-        let t0 = now()
-        _ = try store.events(from: d, to: e, tasks: EntityQuery())
-        scattered.append(now() - t0)
-    }
-    scattered.sort()
+    let scattered = try dayTimes([-250, 40, -170, -90, 20, -300, -20, -130, -60, 10, -210, -280, -5, -110, 30, -45, -190, -240, -75, -150], from: day)
     print(String(format: "day-view, days scattered over the year: median %.2f ms, worst %.2f ms (20 days)", scattered[10] * 1000, scattered[19] * 1000))
     print(String(format: "day-view, the same day again: %.2f ms through the store, %.2f ms schedule arithmetic alone (%d events of 1,000 tasks, 306 days after their start)", best * 1000, bestCompute * 1000, count))
 }
