@@ -69,6 +69,29 @@ struct StreamTests {
         }
     }
 
+    @Test("line numbers stay right past the reader's buffer compactions (an error on line 5,002 of a 1.3 MB Bundle)")
+    func linesAcrossCompaction() throws {
+        var text = "{\"resourceType\":\"Bundle\",\"type\":\"collection\",\"entry\":[\n"
+        let note = String(repeating: "x", count: 220)
+        for i in 0..<5000 {
+            text += "{\"resource\":{\"resourceType\":\"Patient\",\"id\":\"p\(i)\",\"name\":[{\"text\":\"\(note)\"}]}},\n"
+        }
+        text += "{\"resource\":{\"resourceType\":\"Patient\",\"id\":\"last\",\"gender\":\"f\"}}\n]}"
+        let path = try temporaryFile("compaction.json", text)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(text.utf8.count > 1_300_000)
+        let stream = try BundleEntryStream(path: path)
+        var read = 0
+        do {
+            while try stream.next() != nil { read += 1 }
+            Issue.record("accepted an invalid gender")
+        } catch {
+            #expect(read == 5000)
+            #expect(error.issues.first?.location.line == 5002)
+            #expect(error.issues.first?.location.path == "Bundle.entry[5000].resource.gender")
+        }
+    }
+
     @Test("Synthea bundles streamed entry by entry (JSON, and XML written by CareGate) equal the whole read")
     func syntheaStreams() throws {
         guard SharedData.isAvailable else { return SharedData.skipNotice("Synthea streaming") }

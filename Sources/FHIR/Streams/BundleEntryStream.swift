@@ -135,9 +135,11 @@ final class JSONBundleScanner {
     /// Drops bytes before `pos`, counting the lines they held.
     private func compact() {
         guard pos > 1 << 20 || pos == buffer.count else { return }
-        for b in buffer[0..<pos] where b == 0x0A { discardedLines += 1 }
+        discardedLines = lineNumber(at: pos) - 1
         buffer.removeSubrange(0..<pos)
         pos = 0
+        countedOffset = 0
+        countedLines = 0
     }
 
     private func location() -> SourceLocation {
@@ -268,10 +270,17 @@ final class JSONBundleScanner {
         return entry
     }
 
+    /// Newlines in `buffer[0..<countedOffset]`: entries are cut out in order, so each count
+    /// carries on from the last instead of rescanning the buffer.
+    private var countedOffset = 0
+    private var countedLines = 0
+
+    /// The 1-based line of a buffer offset.
     private func lineNumber(at offset: Int) -> Int {
-        var line = discardedLines + 1
-        for b in buffer[0..<offset] where b == 0x0A { line += 1 }
-        return line
+        if offset < countedOffset { countedOffset = 0; countedLines = 0 }
+        for b in buffer[countedOffset..<offset] where b == 0x0A { countedLines += 1 }
+        countedOffset = offset
+        return discardedLines + countedLines + 1
     }
 
     /// Copies top-level properties into the shell until `"entry": [` (true) or the end (false).
