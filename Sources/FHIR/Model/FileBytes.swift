@@ -36,6 +36,14 @@ enum FileBytes {
         return bytes
     }
 
+    /// The first bytes of a file (up to `limit`), to sniff its format or check its prolog.
+    static func head(_ path: String, limit: Int = 64 * 1024) throws(FHIRFormatError) -> [UInt8] {
+        let reader = try ChunkedFileReader(path: path)
+        var head: [UInt8] = []
+        while head.count < limit, try reader.read(into: &head, count: 16 * 1024) > 0 {}
+        return head
+    }
+
     static func errnoDescription() -> String {
         String(cString: strerror(errno))
     }

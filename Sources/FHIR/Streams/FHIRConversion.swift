@@ -142,9 +142,7 @@ extension FHIRFormat {
     /// The resource type at the root of a JSON or XML file, when it can be seen from the first
     /// bytes (`resourceType` as the first JSON property, or the XML root element); else nil.
     public static func rootResourceType(path: String, format: FHIRFormat) throws(FHIRFormatError) -> String? {
-        let reader = try ChunkedFileReader(path: path)
-        var head: [UInt8] = []
-        while head.count < 64 * 1024, try reader.read(into: &head, count: 16 * 1024) > 0 {}
+        let head = try FileBytes.head(path)
         var i = 0
         if head.count >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF { i = 3 }
         func skipSpace() { while i < head.count, Lexical.isWhitespace(head[i]) { i += 1 } }

@@ -9,9 +9,7 @@ public enum FHIRFormat: String, Sendable, CaseIterable {
         if lower.hasSuffix(".ndjson") || lower.hasSuffix(".jsonl") { return .ndjson }
         if lower.hasSuffix(".json") { return .json }
         if lower.hasSuffix(".xml") { return .xml }
-        let reader = try ChunkedFileReader(path: path)
-        var head: [UInt8] = []
-        while head.count < 64 * 1024, try reader.read(into: &head, count: 16 * 1024) > 0 {}
+        let head = try FileBytes.head(path)
         return detect(head: head, path: path)
     }
 

@@ -142,9 +142,7 @@ struct XMLResourceParser {
         self.options = options
         self.path = path
         // Look at the prolog first: a DOCTYPE is refused before libxml2 reads anything.
-        let prolog = try ChunkedFileReader(path: path)
-        var head: [UInt8] = []
-        while head.count < 64 * 1024, try prolog.read(into: &head, count: 16 * 1024) > 0 {}
+        let head = try FileBytes.head(path)
         try XMLResourceParser.refuseDoctype(head[...], options: options)
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
