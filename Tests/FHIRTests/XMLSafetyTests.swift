@@ -70,6 +70,7 @@ struct XMLSafetyTests {
     @Test("elements outside the FHIR namespace at the root and XML that is not well-formed are clear errors")
     func notFHIR() {
         #expect(throws: FHIRFormatError.self) { try FHIRXMLReader().read("<Patient><id value=\"x\"/></Patient>") }
+        #expect(throws: FHIRFormatError.self) { try FHIRXMLReader().read("") }
         do { _ = try FHIRXMLReader(options: ParseOptions(sourceName: "broken.xml")).read("<Patient xmlns=\"http://hl7.org/fhir\">\n  <id value=\"x\">\n</Patient>") } catch {
             guard case .malformed(let issue) = error else { Issue.record("expected malformed, got \(error)"); return }
             #expect(issue.code == .syntax)

@@ -58,22 +58,34 @@ final class XMLErrorBox {
     var column = 0
 }
 
-/// Owns a libxml2 reader (and the bytes or file it reads) for the parser's lifetime.
+/// Owns a libxml2 reader and what it reads: an in-memory document is copied into memory the
+/// handle allocates (libxml2 reads it in place, so its address must stay fixed for the reader's
+/// life), or a file descriptor. Everything is released together.
 final class LibXMLReaderHandle {
-    let reader: xmlTextReaderPtr
-    let errors: XMLErrorBox
-    let bytes: [UInt8]
+    var reader: xmlTextReaderPtr?
+    let errors = XMLErrorBox()
+    /// The document, for readers made from memory, and its length.
+    let memory: UnsafeMutableBufferPointer<UInt8>?
+    let length: Int
     let fd: Int32
 
-    init(reader: xmlTextReaderPtr, errors: XMLErrorBox, bytes: [UInt8], fd: Int32) {
-        self.reader = reader
-        self.errors = errors
-        self.bytes = bytes
+    init(copying bytes: [UInt8]) {
+        let memory = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(bytes.count, 1))
+        _ = memory.initialize(from: bytes)
+        self.memory = memory
+        self.length = bytes.count
+        self.fd = -1
+    }
+
+    init(fd: Int32) {
+        self.memory = nil
+        self.length = 0
         self.fd = fd
     }
 
     deinit {
-        xmlFreeTextReader(reader)
+        if let reader { xmlFreeTextReader(reader) }
+        memory?.deallocate()
         if fd >= 0 { close(fd) }
     }
 }
@@ -90,7 +102,6 @@ struct XMLResourceParser {
     let model = ModelInfo.r4
     var issues: [ParseIssue] = []
     private var errors: XMLErrorBox { handle.errors }
-    private var retainedBytes: [UInt8] { handle.bytes }
     private let path: String?
     /// For each issue without a column yet: the tag (and attribute) to find on its line.
     private var pendingColumns: [(issue: Int, tag: String, attribute: String?)] = []
@@ -123,17 +134,16 @@ struct XMLResourceParser {
         self.options = options
         self.path = nil
         try XMLResourceParser.refuseDoctype(bytes[...], options: options)
-        let created = bytes.withUnsafeBufferPointer { buffer in
-            buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: buffer.count) { base in
-                xmlReaderForMemory(base, Int32(buffer.count), options.sourceName, nil, XMLResourceParser.parserOptions)
-            }
+        let handle = LibXMLReaderHandle(copying: bytes)
+        let created = handle.memory!.withMemoryRebound(to: CChar.self) { base in
+            xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, nil, XMLResourceParser.parserOptions)
         }
         guard let created else {
             throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(source: options.sourceName)))
         }
+        handle.reader = created
+        self.handle = handle
         reader = created
-        // libxml2 reads the buffer in place: the handle keeps the bytes alive with the reader.
-        handle = LibXMLReaderHandle(reader: created, errors: XMLErrorBox(), bytes: bytes, fd: -1)
         installErrorHandler()
     }
 
@@ -146,12 +156,13 @@ struct XMLResourceParser {
         try XMLResourceParser.refuseDoctype(head[...], options: options)
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
+        let handle = LibXMLReaderHandle(fd: fd)
         guard let created = xmlReaderForFd(fd, path, nil, XMLResourceParser.parserOptions) else {
-            close(fd)
             throw .io(path: path, reason: "cannot read: cannot start the XML reader")
         }
+        handle.reader = created
+        self.handle = handle
         reader = created
-        handle = LibXMLReaderHandle(reader: created, errors: XMLErrorBox(), bytes: [], fd: fd)
         installErrorHandler()
     }
 
@@ -238,7 +249,7 @@ struct XMLResourceParser {
         let wanted = Set(pendingColumns.map { issues[$0.issue].location.line })
         guard let maxLine = wanted.max() else { return }
         var lines: [Int: [UInt8]] = [:]
-        func collect(_ bytes: ArraySlice<UInt8>, startLine: inout Int, current: inout [UInt8]) {
+        func collect(_ bytes: some Sequence<UInt8>, startLine: inout Int, current: inout [UInt8]) {
             for b in bytes {
                 if b == 0x0A {
                     if wanted.contains(startLine) { lines[startLine] = current }
@@ -259,7 +270,7 @@ struct XMLResourceParser {
                 chunk.removeAll(keepingCapacity: true)
             }
         } else {
-            collect(retainedBytes[...], startLine: &line, current: &current)
+            if let memory = handle.memory { collect(memory.prefix(handle.length), startLine: &line, current: &current) }
         }
         if line <= maxLine && wanted.contains(line) { lines[line] = current }
         for pending in pendingColumns {
