@@ -1,5 +1,6 @@
 import ArgumentParser
 import CareStore
+import FHIR
 import Foundation
 
 /// `caregate store ...`: the CareKit-compatible care-plan store.
@@ -54,7 +55,13 @@ struct StoreExport: ParsableCommand {
         let record: RevisionRecord
         do { record = try store.revisionRecord() } catch { throw CommandError.store(error) }
         let text = record.json(version: CareKitVersion(rawValue: careKitVersion)!).serialized(pretty: true) + "\n"
-        try writeAtomically(text, to: output)
+        do {
+            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
+            try sink.write(Array(text.utf8))
+            try sink.close()
+        } catch {
+            throw CommandError.fhir(error)
+        }
         if let output {
             Diagnostics.standardError("exported \(record.entities.count) versions (CareKit \(careKitVersion) JSON) to \(output)")
         }
@@ -202,19 +209,5 @@ struct StoreEvents: ParsableCommand {
         let iso = ISO8601DateFormatter()
         if let date = iso.date(from: text) { return date }
         throw ValidationError("\(option): \"\(text)\" is not a date (YYYY-MM-DD) or an ISO 8601 date-time.")
-    }
-}
-
-/// Writes text to a file (via a temporary file renamed into place) or to standard output.
-func writeAtomically(_ text: String, to path: String?) throws {
-    guard let path else { print(text, terminator: ""); return }
-    let temporary = path + ".partial-\(getpid())"
-    do {
-        try Data(text.utf8).write(to: URL(fileURLWithPath: temporary))
-        if FileManager.default.fileExists(atPath: path) { try FileManager.default.removeItem(atPath: path) }
-        try FileManager.default.moveItem(atPath: temporary, toPath: path)
-    } catch {
-        try? FileManager.default.removeItem(atPath: temporary)
-        throw CommandError.message("\(path): cannot write: \((error as NSError).localizedDescription)")
     }
 }
