@@ -28,18 +28,43 @@ public struct RevisionRecord: Sendable, Hashable {
         entities.sorted { a, b in
             if a.entityType.applyOrder != b.entityType.applyOrder { return a.entityType.applyOrder < b.entityType.applyOrder }
             if a.version.effectiveDate != b.version.effectiveDate { return a.version.effectiveDate < b.version.effectiveDate }
-            return a.version.uuid.uuidString < b.version.uuid.uuidString
+            // The uuids' bytes, which order as their hex strings do, without formatting any.
+            return withUnsafeBytes(of: a.version.uuid.uuid) { x in
+                withUnsafeBytes(of: b.version.uuid.uuid) { y in x.lexicographicallyPrecedes(y) }
+            }
         }
     }
 
+    /// The record as compact JSON bytes, written straight through (a whole store's export):
     /// `{"entities": [{"type", "object"}], "knowledgeVector": {"processes": [{"id", "clock"}]}}`.
+    public func bytes(version: CareKitVersion = .v4) -> [UInt8] {
+        var w = JSONWriter()
+        w.beginObject()
+        w.key("entities"); w.beginArray()
+        for entity in entities {
+            w.beginObject()
+            w.key("type"); w.string(entity.entityType.rawValue)
+            w.key("object"); CareKitJSON.write(entity, version: version, into: &w)
+            w.endObject()
+        }
+        w.endArray()
+        w.key("knowledgeVector"); w.beginObject()
+        w.key("processes"); w.beginArray()
+        for process in knowledgeVector {
+            w.beginObject()
+            w.key("id"); w.uuid(process.id)
+            w.key("clock"); w.number(Double(process.clock))
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        w.endObject()
+        return w.bytes
+    }
+
+    /// The record as a JSON value (from `bytes`).
     public func json(version: CareKitVersion = .v4) -> JSONValue {
-        .object([
-            ("entities", .array(entities.map { .object([("type", .string($0.entityType.rawValue)), ("object", CareKitJSON.encode($0, version: version))]) })),
-            ("knowledgeVector", .object([("processes", .array(knowledgeVector.map {
-                .object([("id", .string($0.id.uuidString)), ("clock", .number(Double($0.clock)))])
-            }))])),
-        ])
+        try! JSONValue.parse(bytes(version: version))
     }
 
     /// Reads a revision record, or a bare array of `{type, object}` entities as a CareKit app sends them.

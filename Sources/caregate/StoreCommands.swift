@@ -32,7 +32,7 @@ struct StoreOptions: ParsableArguments {
 struct StoreExport: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export",
-        abstract: "Write the whole store as one CareKit revision record (parents before children).")
+        abstract: "Write the whole store as one CareKit revision record (compact JSON, parents before children).")
 
     @OptionGroup var options: StoreOptions
 
@@ -54,10 +54,11 @@ struct StoreExport: ParsableCommand {
         let store = try options.open()
         let record: RevisionRecord
         do { record = try store.revisionRecord() } catch { throw CommandError.store(error) }
-        let text = record.json(version: CareKitVersion(rawValue: careKitVersion)!).serialized(pretty: true) + "\n"
+        var text = record.bytes(version: CareKitVersion(rawValue: careKitVersion)!)
+        text.append(0x0A)
         do {
             let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-            try sink.write(Array(text.utf8))
+            try sink.write(text)
             try sink.close()
         } catch {
             throw CommandError.fhir(error)

@@ -189,3 +189,19 @@ struct TimeOrderedUUIDTests {
         #expect(UUID(uuidString: earlier.uuidString.lowercased()) == earlier)
     }
 }
+
+@Suite("Revision record order")
+struct RevisionOrderTests {
+    @Test("ties in apply order fall back to the uuids' text order (compared as bytes)")
+    func uuidTieBreak() {
+        let date = Date(timeIntervalSinceReferenceDate: 800_000_000)
+        let zone = TimeZone(identifier: "UTC")!
+        let patients: [CareEntity] = (0..<200).map { i in
+            var p = Patient(id: "p\(i)", name: PersonName(givenName: "P"), effectiveDate: date, timezone: zone)
+            p.uuid = UUID()
+            return .patient(p)
+        }
+        let ordered = RevisionRecord.applyOrder(patients.shuffled())
+        #expect(ordered.map(\.version.uuid.uuidString) == patients.map(\.version.uuid.uuidString).sorted())
+    }
+}
