@@ -23,6 +23,7 @@ public enum CareEntity: Sendable, Hashable {
     case task(CareTask)
     case outcome(Outcome)
 
+    /// The entity's version fields.
     public var version: VersionInfo {
         switch self {
         case .patient(let e): e.version
@@ -30,6 +31,19 @@ public enum CareEntity: Sendable, Hashable {
         case .contact(let e): e.version
         case .task(let e): e.version
         case .outcome(let e): e.version
+        }
+    }
+
+    /// Runs `body` on the version fields without copying them out of the entity (bulk writes read
+    /// several fields of every entity; `version` copies the whole struct each time).
+    @inline(__always)
+    func withVersion<R>(_ body: (borrowing VersionInfo) throws -> R) rethrows -> R {
+        switch self {
+        case .patient(let e): try body(e.version)
+        case .carePlan(let e): try body(e.version)
+        case .contact(let e): try body(e.version)
+        case .task(let e): try body(e.version)
+        case .outcome(let e): try body(e.version)
         }
     }
 
@@ -49,7 +63,7 @@ public enum CareEntity: Sendable, Hashable {
 public enum CareKitJSON {
     // MARK: Encoding
 
-    static let componentKeys: [(String, Calendar.Component)] = [
+    static let componentKeys: [(StaticString, Calendar.Component)] = [
         ("year", .year), ("month", .month), ("weekOfYear", .weekOfYear), ("day", .day),
         ("hour", .hour), ("minute", .minute), ("second", .second),
     ]
@@ -57,8 +71,7 @@ public enum CareKitJSON {
     /// An entity as CareKit JSON bytes (compact), written directly: the one place CareKit's
     /// shapes are encoded.
     public static func bytes(_ entity: CareEntity, version: CareKitVersion = .v4) -> [UInt8] {
-        var w = JSONWriter()
-        w.bytes.reserveCapacity(640)
+        var w = JSONWriter(capacity: 768)
         write(entity, version: version, into: &w)
         return w.bytes
     }
@@ -146,7 +159,7 @@ public enum CareKitJSON {
 
     static func name(_ n: PersonName, into w: inout JSONWriter) {
         w.beginObject()
-        for (key, value) in [("namePrefix", n.namePrefix), ("givenName", n.givenName), ("middleName", n.middleName),
+        for (key, value): (StaticString, String?) in [("namePrefix", n.namePrefix), ("givenName", n.givenName), ("middleName", n.middleName),
                              ("familyName", n.familyName), ("nameSuffix", n.nameSuffix), ("nickname", n.nickname)] {
             if let value { w.key(key); w.string(value) }
         }
@@ -191,7 +204,7 @@ public enum CareKitJSON {
         if let s = v.source { w.key("source"); w.string(s) }
         if let u = v.userInfo {
             w.key("userInfo"); w.beginObject()
-            for (k, value) in u.sorted(by: { $0.key < $1.key }) { w.key(k); w.string(value) }
+            for (k, value) in u.sorted(by: { $0.key < $1.key }) { w.key(dynamic: k); w.string(value) }
             w.endObject()
         }
         if let a = v.asset { w.key("asset"); w.string(a) }
@@ -217,7 +230,7 @@ public enum CareKitJSON {
 
     static func write(_ entity: CareEntity, version: CareKitVersion, into w: inout JSONWriter) {
         w.beginObject()
-        versionMembers(entity.version, into: &w)
+        entity.withVersion { versionMembers($0, into: &w) }
         switch entity {
         case .patient(let p):
             w.key("name"); name(p.name, into: &w)
@@ -236,7 +249,7 @@ public enum CareKitJSON {
             if let p = c.carePlanUUID { w.key("carePlanUUID"); w.uuid(p) }
             if let a = c.address {
                 w.key("address"); w.beginObject()
-                for (key, value) in [("street", a.street), ("city", a.city), ("state", a.state), ("postalCode", a.postalCode),
+                for (key, value): (StaticString, String) in [("street", a.street), ("city", a.city), ("state", a.state), ("postalCode", a.postalCode),
                                      ("country", a.country), ("isoCountryCode", a.isoCountryCode),
                                      ("subAdministrativeArea", a.subAdministrativeArea), ("subLocality", a.subLocality)] {
                     w.key(key); w.string(value)
@@ -559,7 +572,7 @@ struct Fields {
         let intervalFields = try object("interval")
         var interval = DateComponents()
         for (key, component) in CareKitJSON.componentKeys {
-            if let value = try intervalFields.optionalInt(key), value != 0 { interval.setValue(value, for: component) }
+            if let value = try intervalFields.optionalInt(key.description), value != 0 { interval.setValue(value, for: component) }
         }
         let durationFields = try object("duration")
         let duration: ScheduleElement.Duration

@@ -18,6 +18,8 @@ import Glibc
 public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     public let path: String
     let pool: DatabasePool
+    /// Moves committed pages from the log into the database file in the background.
+    let checkpointer: WALCheckpointer
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
@@ -39,12 +41,16 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 try setup.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 16384; VACUUM") }
                 try setup.close()
             }
+            let checkpointer = WALCheckpointer(path: path)
+            self.checkpointer = checkpointer
             var configuration = Configuration()
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 // Large transactions keep their dirty pages in memory until commit instead of
                 // spilling (and re-spilling) them to the WAL: 64 MiB per connection at most.
                 try db.execute(sql: "PRAGMA cache_size = -65536")
+                // Checkpoints run off the writer's path (see `WALCheckpointer`).
+                try checkpointer.install(on: db)
             }
             configuration.busyMode = .timeout(10)
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -95,6 +101,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     // MARK: Mapping
 
+    let skipStep = getenv("SKIP_STEP") != nil
     static func kind(_ type: EntityType) -> String { type == .healthKitTask ? "task" : type.rawValue }
 
     /// An id added within one call, per kind.
@@ -130,48 +137,61 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     // MARK: Writing
 
     /// Inserts one version row (and its tags); links are made by the caller.
-    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
-        var stored = entity.version
+    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, batch: inout Batch, db: Database) throws {
         let json: [UInt8]
-        if stored.nextVersionUUIDs.isEmpty {
+        if entity.withVersion({ $0.nextVersionUUIDs.isEmpty }) {
             json = CareKitJSON.bytes(entity, version: .v4)
         } else {
+            var stored = entity.version
             stored.nextVersionUUIDs = []
             json = CareKitJSON.bytes(SQLiteCarePlanStore.replacing(entity, version: stored), version: .v4)
         }
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
-        // Bound straight through SQLite's C API: this runs once per version in bulk writes.
-        let statement = try db.cachedStatement(sql: """
-            INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
-                                        parent_uuid, occurrence, event_start, json)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        // Prepared once per write call and bound straight through SQLite's C API: this runs once
+        // per version in bulk writes.
+        let statement: Statement
+        if let prepared = batch.versionInsert {
+            statement = prepared
+        } else {
+            statement = try db.makeStatement(sql: """
+                INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
+                                            parent_uuid, occurrence, event_start, json)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            batch.versionInsert = statement
+        }
         let p = statement.sqliteStatement
         sqlite3_reset(p)
-        SQLiteBinding.bind(p, 1, stored.uuid)
-        SQLiteBinding.bind(p, 2, SQLiteCarePlanStore.kind(entity.entityType))
-        SQLiteBinding.bind(p, 3, stored.id)
-        sqlite3_bind_double(p, 4, stored.effectiveDate.timeIntervalSinceReferenceDate)
-        SQLiteBinding.bind(p, 5, stored.deletedDate?.timeIntervalSinceReferenceDate)
+        let (uuid, tags) = entity.withVersion { version in
+            SQLiteBinding.bind(p, 1, version.uuid)
+            SQLiteBinding.bind(p, 3, version.id)
+            sqlite3_bind_double(p, 4, version.effectiveDate.timeIntervalSinceReferenceDate)
+            SQLiteBinding.bind(p, 5, version.deletedDate?.timeIntervalSinceReferenceDate)
+            SQLiteBinding.bind(p, 7, version.remoteID)
+            SQLiteBinding.bind(p, 8, version.groupIdentifier)
+            return (version.uuid, version.tags)
+        }
+        SQLiteBinding.bind(p, 2, kind: entity.entityType)
         sqlite3_bind_int64(p, 6, Int64(revision))
-        SQLiteBinding.bind(p, 7, stored.remoteID)
-        SQLiteBinding.bind(p, 8, stored.groupIdentifier)
         if let parent = SQLiteCarePlanStore.parentUUID(entity)?.uuid { SQLiteBinding.bind(p, 9, parent) } else { sqlite3_bind_null(p, 9) }
         if let occurrence { sqlite3_bind_int64(p, 10, Int64(occurrence)) } else { sqlite3_bind_null(p, 10) }
         SQLiteBinding.bind(p, 11, eventStart?.timeIntervalSinceReferenceDate)
-        json.withUnsafeBufferPointer { buffer in
-            _ = buffer.withMemoryRebound(to: CChar.self) { chars in
-                sqlite3_bind_text(p, 12, chars.baseAddress, Int32(chars.count), SQLiteBinding.transient)
+        // The JSON is bound without a copy: it outlives the step, and the binding is cleared after.
+        let code = json.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                sqlite3_bind_text(p, 12, chars.baseAddress, Int32(chars.count), nil)
+                let code = sqlite3_step(p)
+                sqlite3_reset(p)
+                sqlite3_bind_null(p, 12)
+                return code
             }
         }
-        let code = sqlite3_step(p)
-        sqlite3_reset(p)
         if code != SQLITE_DONE {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
-        if let tags = stored.tags {
+        if let tags {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
-            for tag in tags { try tagStatement.execute(arguments: [tag, stored.uuid]) }
+            for tag in tags { try tagStatement.execute(arguments: [tag, uuid]) }
         }
     }
 
@@ -221,6 +241,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         var tasks: [UUID: CareTask] = [:]
         var decodedTasks: [UUID: CareTask] = [:]
         var knownParents: Set<UUID> = []
+        /// The version insert, prepared on first use in this call.
+        var versionInsert: Statement?
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
@@ -294,13 +316,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     func insertChecked(_ entity: CareEntity, revision: Int, batch: inout Batch, db: Database) throws {
-        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch), db: db)
+        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch), batch: &batch, db: db)
     }
 
     /// Inserts a version, turning a constraint failure into the rule it breaks.
-    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, db: Database) throws {
+    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, batch: inout Batch, db: Database) throws {
         do {
-            try insert(entity, revision: revision, eventStart: eventStart, db: db)
+            try insert(entity, revision: revision, eventStart: eventStart, batch: &batch, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             if case .outcome(let o) = entity {
                 let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
@@ -316,12 +338,15 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             var revision = try nextRevision(db)
             var added: [CareEntity] = []
             added.reserveCapacity(entities.count)
+            var idsByKind: [String: [String]] = [:]
+            for entity in entities { idsByKind[SQLiteCarePlanStore.kind(entity.entityType), default: []].append(entity.version.id) }
             var tipsByKind: [String: [String: [(uuid: UUID, effective: Date, deleted: Bool)]]] = [:]
-            for kind in Set(entities.map { SQLiteCarePlanStore.kind($0.entityType) }) {
-                tipsByKind[kind] = try tips(kind: kind, ids: entities.filter { SQLiteCarePlanStore.kind($0.entityType) == kind }.map(\.version.id), db: db)
-            }
+            for (kind, ids) in idsByKind { tipsByKind[kind] = try tips(kind: kind, ids: ids, db: db) }
             var addedIDs: Set<AddedID> = []
+            addedIDs.reserveCapacity(entities.count)
             var batch = Batch()
+            batch.kinds.reserveCapacity(entities.count)
+            batch.tasks.reserveCapacity(idsByKind["task"]?.count ?? 0)
             for entity in entities {
                 let kind = SQLiteCarePlanStore.kind(entity.entityType)
                 let tips = tipsByKind[kind]?[entity.version.id] ?? []
@@ -334,7 +359,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 if version.createdDate == nil { version.createdDate = Date() }
                 let stored = SQLiteCarePlanStore.replacing(entity, version: version)
                 let eventStart = try validate(stored, db: db, batch: &batch)
-                try insertReportingRules(stored, revision: revision, eventStart: eventStart, db: db)
+                try insertReportingRules(stored, revision: revision, eventStart: eventStart, batch: &batch, db: db)
                 for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
                 batch.kinds[version.uuid] = kind
                 if case .task(let task) = stored { batch.tasks[version.uuid] = task }
@@ -383,6 +408,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return try write { db in
             var revision = try nextRevision(db)
             var tombstones: [CareEntity] = []
+            var batch = Batch()
             let kind = SQLiteCarePlanStore.kind(type)
             for id in ids {
                 let tips = try tips(kind: kind, id: id, db: db)
@@ -400,7 +426,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 version.updatedDate = Date()
                 let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
                 for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                try insert(tombstone, revision: revision, eventStart: nil, db: db)
+                try insert(tombstone, revision: revision, eventStart: nil, batch: &batch, db: db)
                 revision += 1
                 tombstones.append(tombstone)
             }
@@ -704,6 +730,20 @@ enum SQLiteBinding {
             _ = bytes.withMemoryRebound(to: CChar.self) { chars in
                 sqlite3_bind_text(p, index, chars.baseAddress, Int32(chars.count), transient)
             }
+        }
+    }
+
+    /// The store's kind name for an entity type (static strings: bound without a copy).
+    static func bind(_ p: OpaquePointer?, _ index: Int32, kind type: EntityType) {
+        let name: StaticString = switch type {
+        case .patient: "patient"
+        case .carePlan: "carePlan"
+        case .contact: "contact"
+        case .task, .healthKitTask: "task"
+        case .outcome: "outcome"
+        }
+        name.utf8Start.withMemoryRebound(to: CChar.self, capacity: name.utf8CodeUnitCount) { chars in
+            _ = sqlite3_bind_text(p, index, chars, Int32(name.utf8CodeUnitCount), nil)
         }
     }
 

@@ -261,11 +261,23 @@ final class OccurrenceSeries {
         init(index: Int, start: Date, calendar: Calendar) {
             self.index = index
             self.start = start
-            day = calendar.component(.day, from: start)
             let local = start.timeIntervalSince1970 + Double(calendar.timeZone.secondsFromGMT(for: start))
             localDay = (local / 86400).rounded(.down)
             localWall = local - localDay * 86400
             wallTime = Int(localWall)
+            day = Segment.dayOfMonth(localDay: Int(localDay))
+        }
+
+        /// The Gregorian day of month of a day number (days since 1970-01-01), by civil-date
+        /// arithmetic rather than a `Calendar` lookup (schedules are Gregorian, as CareKit's are).
+        static func dayOfMonth(localDay: Int) -> Int {
+            let z = localDay + 719_468
+            let era = (z >= 0 ? z : z - 146_096) / 146_097
+            let dayOfEra = z - era * 146_097
+            let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+            let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+            let monthIndex = (5 * dayOfYear + 2) / 153
+            return dayOfYear - (153 * monthIndex + 2) / 5 + 1
         }
     }
     /// Segments found so far, and the date up to which no further clamp exists.
@@ -394,6 +406,7 @@ final class OccurrenceSeries {
 
     /// The start of occurrence `k`, exactly as CareKit accumulates it.
     func start(_ k: Int) -> Date {
+        if k == 0 { return element.start }
         if let step = absoluteStep { return element.start.addingTimeInterval(step * Double(k)) }
         if isMixed {
             var date = element.start

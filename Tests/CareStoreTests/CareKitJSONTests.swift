@@ -105,6 +105,30 @@ struct CareKitJSONTests {
         }
     }
 
+    @Test("text with quotes, backslashes, control characters and non-ASCII is escaped as JSON requires and reads back unchanged")
+    func escaping() throws {
+        let awkward = "He said \"take 2\" \\ then\nwait\t\u{01}\u{1F} — ½ tab 💊"
+        var plan = CarePlan(id: "quote\"d", title: awkward, patientUUID: nil, effectiveDate: Date(timeIntervalSinceReferenceDate: 0.5))
+        plan.version.userInfo = ["key \"with\" quotes\n": awkward]
+        let bytes = CareKitJSON.bytes(.carePlan(plan))
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.contains(#""title":"He said \"take 2\" \\ then\nwait\t\u0001\u001f — ½ tab 💊""#))
+        #expect(text.contains(#""effectiveDate":0.5,"#))
+        let decoded = try CareKitJSON.decode(.carePlan, from: try JSONValue.parse(bytes))
+        #expect(decoded == .carePlan(plan))
+    }
+
+    @Test("numbers: whole numbers are written as integers (negative and large too), others in their shortest form")
+    func numbers() throws {
+        for value in [0.0, -1, 7, 1_000_000, -816_940_016, 999_999_999_999_999, 816_940_016.5126017, -0.25, 1e300] {
+            let outcome = Outcome(taskUUID: UUID(), taskOccurrenceIndex: 0, values: [OutcomeValue(.double(value), createdDate: Date(timeIntervalSinceReferenceDate: 0))])
+            let text = String(decoding: CareKitJSON.bytes(.outcome(outcome)), as: UTF8.self)
+            let expected = value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+            #expect(text.contains(#""value":\#(expected),"#), "\(value): \(text)")
+            #expect(try CareKitJSON.decode(.outcome, from: JSONValue.parse(text)) == .outcome(outcome))
+        }
+    }
+
     @Test("3.x JSON has no calendar; reading it uses a gregorian calendar in the task's time zone")
     func careKit3() throws {
         let entities = try Self.fullEntities()

@@ -164,6 +164,21 @@ struct ScheduleEventTests {
         let events = schedule.events(from: local("2026-05-01", newYork), to: local("2026-05-19", newYork))
         #expect(events.map { wall($0.start, newYork) } == ["2026-05-04 07:30", "2026-05-11 07:30", "2026-05-18 07:30"])
     }
+
+    @Test("the day of month from a day number agrees with Foundation's Gregorian calendar, leap days and centuries included")
+    func dayOfMonthArithmetic() {
+        var utc = Calendar(identifier: .gregorian)
+        utc.timeZone = TimeZone(identifier: "UTC")!
+        // 1900-01-01 to 2199-12-31, every day of a sample of years, and every 7th day elsewhere.
+        var mismatches: [Int] = []
+        for day in stride(from: -25_567, through: 84_005, by: 1) where day % 7 == 0 || (10_957...11_322).contains(day) || (47_482...47_847).contains(day) {
+            let expected = utc.component(.day, from: Date(timeIntervalSince1970: Double(day) * 86_400))
+            if OccurrenceSeries.Segment.dayOfMonth(localDay: day) != expected { mismatches.append(day) }
+        }
+        #expect(mismatches.isEmpty, "first mismatches: \(mismatches.prefix(5))")
+        #expect(OccurrenceSeries.Segment.dayOfMonth(localDay: 11_016) == 29)  // 2000-02-29
+        #expect(OccurrenceSeries.Segment.dayOfMonth(localDay: 47_541) == 1)   // 2100-03-01 (2100 is no leap year)
+    }
 }
 
 @Suite("Task versions and adherence")

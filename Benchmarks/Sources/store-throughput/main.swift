@@ -55,6 +55,8 @@ func seed(_ store: SQLiteCarePlanStore, tasks: Int, outcomesPerTask: Int) throws
 do {
     let store = try freshStore("bulk")
     let entities = try seed(store, tasks: taskCount, outcomesPerTask: 1)
+    // Files of earlier runs still being written back to disk would slow this commit: flush first.
+    sync()
     let t0 = now()
     try store.add(entities)
     let seconds = now() - t0
