@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "FHIR", targets: ["FHIR"]),
+        .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
@@ -28,6 +29,11 @@ let package = Package(
         .target(
             name: "FHIR",
             dependencies: ["CLibXML2"]
+        ),
+        // 2. FHIRPath: parser, type checker and evaluator over the element model.
+        .target(
+            name: "FHIRPath",
+            dependencies: ["FHIR"]
         ),
         // 3. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
@@ -54,6 +60,10 @@ let package = Package(
             name: "FHIRTests",
             dependencies: ["FHIR"],
             resources: []
+        ),
+        .testTarget(
+            name: "FHIRPathTests",
+            dependencies: ["FHIRPath", "FHIR"]
         ),
         .testTarget(
             name: "CareStoreTests",

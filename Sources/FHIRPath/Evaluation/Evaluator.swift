@@ -1,0 +1,214 @@
+import FHIR
+import Foundation
+
+/// What an evaluation runs against: the context item, the resource it belongs to, variables,
+/// and hooks for `trace()` and references outside the resource.
+public struct EvaluationEnvironment: Sendable {
+    /// `%context`: the items the expression starts from.
+    public var context: [FHIRPathValue]
+    /// `%resource` and `%rootResource`: the resource holding the context (a Bundle, for entries).
+    public var resource: Element?
+    /// User-supplied variables (`%dose` from `--var dose=500`), without the `%`.
+    public var variables: [String: [FHIRPathValue]]
+    /// Called by `trace(name)` with the name and the traced items.
+    public var trace: (@Sendable (String, [FHIRPathValue]) -> Void)?
+    /// Resolves references that are not inside `resource` (a server, a file set); nil for none.
+    public var resolveReference: (@Sendable (String) -> Element?)?
+    /// The clock `now()`, `today()` and `timeOfDay()` read, fixed for one evaluation.
+    public var now: Date
+
+    public init(resource: Element, variables: [String: [FHIRPathValue]] = [:]) {
+        self.context = [.element(resource)]
+        self.resource = resource
+        self.variables = variables
+        self.now = Date()
+    }
+
+    public init(context: [FHIRPathValue], resource: Element?, variables: [String: [FHIRPathValue]] = [:]) {
+        self.context = context
+        self.resource = resource
+        self.variables = variables
+        self.now = Date()
+    }
+}
+
+/// The iteration variables of a function argument (`$this`, `$index`, `$total`).
+struct Focus {
+    var this: [FHIRPathValue]?
+    var index: Int?
+    var total: [FHIRPathValue]?
+}
+
+/// Evaluates a parsed expression over the element model. Stateless apart from the environment:
+/// one compiled expression serves any number of evaluations, on any threads.
+struct Evaluator {
+    let environment: EvaluationEnvironment
+
+    func evaluate(_ node: ExpressionNode, _ input: [FHIRPathValue], _ focus: Focus) throws(FHIRPathError) -> [FHIRPathValue] {
+        switch node.kind {
+        case .literal(let value):
+            return [value]
+        case .emptyCollection:
+            return []
+        case .this:
+            return focus.this ?? input
+        case .index:
+            return focus.index.map { [.integer($0)] } ?? []
+        case .total:
+            return focus.total ?? []
+        case .variable(let name):
+            return try variable(name, at: node.position)
+        case .member(let base, let name):
+            var items = input
+            if let base { items = try evaluate(base, input, focus) }
+            return navigate(items, name, isPathStart: base == nil)
+        case .function(let base, let name, let arguments):
+            var items = input
+            if let base { items = try evaluate(base, input, focus) }
+            return try Functions.call(name, on: items, arguments: arguments, context: input, focus: focus, evaluator: self, at: node.position)
+        case .indexer(let base, let indexNode):
+            let items = try evaluate(base, input, focus)
+            let index = try evaluate(indexNode, input, focus)
+            guard let first = index.first else { return [] }
+            guard index.count == 1, case .integer(let i) = first.systemValue else {
+                throw .evaluation(indexNode.position, "an index must be one integer")
+            }
+            return i >= 0 && i < items.count ? [items[i]] : []
+        case .unary(let op, let operand):
+            let items = try evaluate(operand, input, focus)
+            guard let item = try singleton(items, operand.position, "the operand of unary '\(op.rawValue)'") else { return [] }
+            if op == .plus { return [item] }
+            switch item.systemValue {
+            case .integer(let i): return [.integer(-i)]
+            case .decimal(let d): return [.decimal(-d)]
+            case .quantity(let q): return [.quantity(FHIRPathQuantity(value: -q.value, unit: q.unit))]
+            default: throw .evaluation(node.position, "cannot negate \(Operators.describe(item.systemValue))")
+            }
+        case .typeTest(let op, let operand, let type):
+            let items = try evaluate(operand, input, focus)
+            if items.isEmpty { return [] }
+            if op == .is {
+                guard items.count == 1 else { throw .evaluation(node.position, "'is' needs one item, found \(items.count)") }
+                return [.boolean(items[0].isType(type))]
+            }
+            guard items.count == 1 else { throw .evaluation(node.position, "'as' needs one item, found \(items.count)") }
+            return items.filter { $0.isType(type, exactPrimitive: true) }
+        case .binary(let op, let lhs, let rhs):
+            return try binary(op, lhs, rhs, input, focus, at: node.position)
+        }
+    }
+
+    func variable(_ name: String, at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+        if let value = environment.variables[name] { return value }
+        switch name {
+        case "context": return environment.context
+        case "resource", "rootResource": return environment.resource.map { [.element($0)] } ?? []
+        case "ucum": return [.string("http://unitsofmeasure.org")]
+        case "sct": return [.string("http://snomed.info/sct")]
+        case "loinc": return [.string("http://loinc.org")]
+        default:
+            if name.hasPrefix("vs-") { return [.string("http://hl7.org/fhir/ValueSet/" + name.dropFirst(3))] }
+            if name.hasPrefix("ext-") { return [.string("http://hl7.org/fhir/StructureDefinition/" + name.dropFirst(4))] }
+            throw .evaluation(position, "unknown variable %\(name)")
+        }
+    }
+
+    /// Children named `name` of each element; at the start of a path, a name that is the item's
+    /// own resource type selects the item (`Patient.name` on a Patient).
+    func navigate(_ items: [FHIRPathValue], _ name: String, isPathStart: Bool) -> [FHIRPathValue] {
+        var result: [FHIRPathValue] = []
+        for item in items {
+            switch item {
+            case .element(let e):
+                if isPathStart, let type = e.resourceType, type == name || name == "Resource" || name == "DomainResource" {
+                    result.append(item)
+                    continue
+                }
+                for child in e.children where child.name == name { result.append(.element(child)) }
+            case .typeInfo(let namespace, let typeName):
+                if name == "namespace" { result.append(.string(namespace)) }
+                if name == "name" { result.append(.string(typeName)) }
+            default:
+                continue
+            }
+        }
+        return result
+    }
+
+    /// A collection of at most one item, as operators and single-item functions need it.
+    func singleton(_ items: [FHIRPathValue], _ position: SourcePosition, _ what: String) throws(FHIRPathError) -> FHIRPathValue? {
+        guard items.count <= 1 else { throw .evaluation(position, "\(what) must be a single item, found \(items.count)") }
+        return items.first
+    }
+
+    /// A collection as a boolean: empty is unknown, one boolean is itself, one other item is true.
+    func boolean(_ items: [FHIRPathValue], _ position: SourcePosition, _ what: String) throws(FHIRPathError) -> Bool? {
+        guard let item = try singleton(items, position, what) else { return nil }
+        if case .boolean(let b) = item.systemValue { return b }
+        return true
+    }
+
+    private func binary(_ op: BinaryOperator, _ lhs: ExpressionNode, _ rhs: ExpressionNode, _ input: [FHIRPathValue], _ focus: Focus,
+                        at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+        switch op {
+        case .and, .or, .xor, .implies:
+            let a = try boolean(try evaluate(lhs, input, focus), lhs.position, "the left side of '\(op.rawValue)'")
+            // Short cuts the specification allows: false and ..., true or ..., false implies ...
+            if op == .and, a == false { return [.boolean(false)] }
+            if op == .or, a == true { return [.boolean(true)] }
+            if op == .implies, a == false { return [.boolean(true)] }
+            let b = try boolean(try evaluate(rhs, input, focus), rhs.position, "the right side of '\(op.rawValue)'")
+            let result: Bool? = switch op {
+            case .and: a == true && b == true ? true : (b == false ? false : nil)
+            case .or: b == true ? true : (a == false && b == false ? false : nil)
+            case .xor: a.flatMap { x in b.map { x != $0 } }
+            default: a == true ? b : (b == true ? true : nil)
+            }
+            return result.map { [.boolean($0)] } ?? []
+        default:
+            break
+        }
+        let a = try evaluate(lhs, input, focus)
+        let b = try evaluate(rhs, input, focus)
+        switch op {
+        case .union:
+            return Functions.distinct(a + b)
+        case .equal:
+            return Operators.equal(a, b).map { [.boolean($0)] } ?? []
+        case .notEqual:
+            return Operators.equal(a, b).map { [.boolean(!$0)] } ?? []
+        case .equivalent:
+            return [.boolean(Operators.equivalent(a, b))]
+        case .notEquivalent:
+            return [.boolean(!Operators.equivalent(a, b))]
+        case .in, .contains:
+            let (element, collection) = op == .in ? (a, b) : (b, a)
+            guard let item = try singleton(element, position, "the item tested by '\(op.rawValue)'") else { return [] }
+            return [.boolean(collection.contains { Operators.equal(item, $0) == true })]
+        case .concatenate:
+            let x = try singleton(a, lhs.position, "the left side of '&'")
+            let y = try singleton(b, rhs.position, "the right side of '&'")
+            func text(_ v: FHIRPathValue?) -> String {
+                guard let v else { return "" }
+                if case .string(let s) = v.systemValue { return s }
+                return Functions.string(of: v) ?? ""
+            }
+            return [.string(text(x) + text(y))]
+        case .lessThan, .greaterThan, .lessOrEqual, .greaterOrEqual:
+            guard let x = try singleton(a, lhs.position, "the left side of '\(op.rawValue)'"),
+                  let y = try singleton(b, rhs.position, "the right side of '\(op.rawValue)'") else { return [] }
+            guard let c = try Operators.compare(x, y, at: position) else { return [] }
+            let result = switch op {
+            case .lessThan: c < 0
+            case .greaterThan: c > 0
+            case .lessOrEqual: c <= 0
+            default: c >= 0
+            }
+            return [.boolean(result)]
+        default:
+            guard let x = try singleton(a, lhs.position, "the left side of '\(op.rawValue)'"),
+                  let y = try singleton(b, rhs.position, "the right side of '\(op.rawValue)'") else { return [] }
+            return try Operators.arithmetic(op, x, y, at: position).map { [$0] } ?? []
+        }
+    }
+}

@@ -1,0 +1,451 @@
+import FHIR
+import Foundation
+
+/// FHIRPath's function library (existence, filtering, subsetting, combining, conversion, string,
+/// math, tree navigation, utility and type functions) and FHIR's additions (`extension`,
+/// `hasValue`, `resolve`...).
+enum Functions {
+    /// Arity limits per function (minimum, maximum arguments), used by the evaluator and the checker.
+    static let arity: [String: ClosedRange<Int>] = [
+        "empty": 0...0, "exists": 0...1, "all": 1...1, "allTrue": 0...0, "anyTrue": 0...0, "allFalse": 0...0, "anyFalse": 0...0,
+        "subsetOf": 1...1, "supersetOf": 1...1, "count": 0...0, "distinct": 0...0, "isDistinct": 0...0,
+        "where": 1...1, "select": 1...1, "repeat": 1...1, "ofType": 1...1, "aggregate": 1...2,
+        "single": 0...0, "first": 0...0, "last": 0...0, "tail": 0...0, "skip": 1...1, "take": 1...1,
+        "intersect": 1...1, "exclude": 1...1, "union": 1...1, "combine": 1...1,
+        "iif": 2...3, "toBoolean": 0...0, "convertsToBoolean": 0...0, "toInteger": 0...0, "convertsToInteger": 0...0,
+        "toDate": 0...0, "convertsToDate": 0...0, "toDateTime": 0...0, "convertsToDateTime": 0...0,
+        "toDecimal": 0...0, "convertsToDecimal": 0...0, "toQuantity": 0...1, "convertsToQuantity": 0...1,
+        "toString": 0...0, "convertsToString": 0...0, "toTime": 0...0, "convertsToTime": 0...0,
+        "indexOf": 1...1, "substring": 1...2, "startsWith": 1...1, "endsWith": 1...1, "contains": 1...1,
+        "upper": 0...0, "lower": 0...0, "replace": 2...2, "matches": 1...2, "matchesFull": 1...2, "replaceMatches": 2...3,
+        "length": 0...0, "toChars": 0...0, "trim": 0...0, "split": 1...1, "join": 0...1,
+        "encode": 1...1, "decode": 1...1, "escape": 1...1, "unescape": 1...1,
+        "abs": 0...0, "ceiling": 0...0, "exp": 0...0, "floor": 0...0, "ln": 0...0, "log": 1...1, "power": 1...1,
+        "round": 0...1, "sqrt": 0...0, "truncate": 0...0,
+        "children": 0...0, "descendants": 0...0, "trace": 1...2, "now": 0...0, "today": 0...0, "timeOfDay": 0...0,
+        "not": 0...0, "is": 1...1, "as": 1...1, "type": 0...0,
+        "extension": 1...1, "hasValue": 0...0, "getValue": 0...0, "resolve": 0...0, "conformsTo": 1...1,
+        "lowBoundary": 0...1, "highBoundary": 0...1, "precision": 0...0, "comparable": 1...1, "sort": 0...9,
+        "memberOf": 1...1, "subsumes": 1...1, "subsumedBy": 1...1, "htmlChecks": 0...0, "elementDefinition": 0...0,
+        "slice": 2...2, "checkModifiers": 1...1,
+    ]
+
+    static func call(_ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
+                     focus: Focus, evaluator: Evaluator, at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+        guard let range = arity[name] else { throw .evaluation(position, "unknown function \(name)()") }
+        guard range.contains(arguments.count) else {
+            let expected = range.lowerBound == range.upperBound ? "\(range.lowerBound)" : "\(range.lowerBound) to \(range.upperBound)"
+            throw .evaluation(position, "\(name)() takes \(expected) argument\(range.upperBound == 1 ? "" : "s"), found \(arguments.count)")
+        }
+        /// An ordinary argument: evaluated once, against the context the call chain started from.
+        func argument(_ i: Int) throws(FHIRPathError) -> [FHIRPathValue] {
+            try evaluator.evaluate(arguments[i], context, focus)
+        }
+        func single(_ i: Int, _ what: String) throws(FHIRPathError) -> FHIRPathValue? {
+            try evaluator.singleton(try argument(i), arguments[i].position, "the \(what) of \(name)()").map(\.systemValue)
+        }
+        func integerArgument(_ i: Int) throws(FHIRPathError) -> Int? {
+            guard let v = try single(i, "argument") else { return nil }
+            guard case .integer(let n) = v else { throw .evaluation(arguments[i].position, "\(name)() expects an integer") }
+            return n
+        }
+        func stringArgument(_ i: Int) throws(FHIRPathError) -> String? {
+            guard let v = try single(i, "argument") else { return nil }
+            guard case .string(let s) = v else { throw .evaluation(arguments[i].position, "\(name)() expects a string") }
+            return s
+        }
+        /// A lambda argument, once per input item with `$this` and `$index`.
+        func each(_ i: Int, _ item: FHIRPathValue, _ index: Int) throws(FHIRPathError) -> [FHIRPathValue] {
+            try evaluator.evaluate(arguments[i], [item], Focus(this: [item], index: index, total: focus.total))
+        }
+        func criterion(_ i: Int, _ item: FHIRPathValue, _ index: Int) throws(FHIRPathError) -> Bool? {
+            try evaluator.boolean(try each(i, item, index), arguments[i].position, "the criteria of \(name)()")
+        }
+        /// The single input item of a function on one value; nil for empty input.
+        func subject(_ what: String = "input") throws(FHIRPathError) -> FHIRPathValue? {
+            try evaluator.singleton(input, position, "the \(what) of \(name)()").map(\.systemValue)
+        }
+        func stringSubject() throws(FHIRPathError) -> String? {
+            guard let v = try subject() else { return nil }
+            guard case .string(let s) = v else { throw .evaluation(position, "\(name)() works on a string, not \(Operators.describe(v))") }
+            return s
+        }
+        func typeArgument(_ i: Int) throws(FHIRPathError) -> TypeSpecifier {
+            guard let type = typeSpecifier(arguments[i]) else { throw .evaluation(arguments[i].position, "\(name)() expects a type name") }
+            if type.namespace == nil, !FHIRPathValue.isKnownType(type) {
+                throw .evaluation(arguments[i].position, "unknown type '\(type.name)'")
+            }
+            return type
+        }
+
+        switch name {
+        // MARK: Existence
+        case "empty": return [.boolean(input.isEmpty)]
+        case "exists":
+            if arguments.isEmpty { return [.boolean(!input.isEmpty)] }
+            for (i, item) in input.enumerated() where try criterion(0, item, i) == true { return [.boolean(true)] }
+            return [.boolean(false)]
+        case "all":
+            for (i, item) in input.enumerated() where try criterion(0, item, i) != true { return [.boolean(false)] }
+            return [.boolean(true)]
+        case "allTrue", "anyTrue", "allFalse", "anyFalse":
+            var values: [Bool] = []
+            for item in input {
+                guard case .boolean(let b) = item.systemValue else { throw .evaluation(position, "\(name)() needs booleans") }
+                values.append(b)
+            }
+            switch name {
+            case "allTrue": return [.boolean(values.allSatisfy { $0 })]
+            case "anyTrue": return [.boolean(values.contains(true))]
+            case "allFalse": return [.boolean(values.allSatisfy { !$0 })]
+            default: return [.boolean(values.contains(false))]
+            }
+        case "subsetOf":
+            let other = try argument(0)
+            return [.boolean(input.allSatisfy { x in other.contains { Operators.equal(x, $0) == true } })]
+        case "supersetOf":
+            let other = try argument(0)
+            return [.boolean(other.allSatisfy { x in input.contains { Operators.equal(x, $0) == true } })]
+        case "count": return [.integer(input.count)]
+        case "distinct": return distinct(input)
+        case "isDistinct": return [.boolean(distinct(input).count == input.count)]
+
+        // MARK: Filtering and projection
+        case "where":
+            var result: [FHIRPathValue] = []
+            for (i, item) in input.enumerated() where try criterion(0, item, i) == true { result.append(item) }
+            return result
+        case "select":
+            var result: [FHIRPathValue] = []
+            for (i, item) in input.enumerated() { result.append(contentsOf: try each(0, item, i)) }
+            return result
+        case "repeat":
+            var result: [FHIRPathValue] = []
+            var queue = input
+            var guardCount = 0
+            while !queue.isEmpty {
+                var next: [FHIRPathValue] = []
+                for (i, item) in queue.enumerated() {
+                    for produced in try each(0, item, i) where !result.contains(where: { Operators.equal($0, produced) == true }) {
+                        result.append(produced)
+                        next.append(produced)
+                    }
+                }
+                queue = next
+                guardCount += 1
+                if guardCount > 10_000 { throw .evaluation(position, "repeat() did not finish after 10,000 rounds") }
+            }
+            return result
+        case "ofType":
+            let type = try typeArgument(0)
+            return input.filter { $0.isType(type, exactPrimitive: true) }
+        case "aggregate":
+            var total = arguments.count > 1 ? try argument(1) : []
+            for (i, item) in input.enumerated() {
+                total = try evaluator.evaluate(arguments[0], [item], Focus(this: [item], index: i, total: total))
+            }
+            return total
+
+        // MARK: Subsetting
+        case "single":
+            guard input.count <= 1 else { throw .evaluation(position, "single() on \(input.count) items") }
+            return input
+        case "first": return input.first.map { [$0] } ?? []
+        case "last": return input.last.map { [$0] } ?? []
+        case "tail": return Array(input.dropFirst())
+        case "skip":
+            guard let n = try integerArgument(0) else { return input }
+            return Array(input.dropFirst(max(0, n)))
+        case "take":
+            guard let n = try integerArgument(0) else { return [] }
+            return Array(input.prefix(max(0, n)))
+        case "intersect":
+            let other = try argument(0)
+            return distinct(input.filter { x in other.contains { Operators.equal(x, $0) == true } })
+        case "exclude":
+            let other = try argument(0)
+            return input.filter { x in !other.contains { Operators.equal(x, $0) == true } }
+
+        // MARK: Combining
+        case "union": return distinct(input + (try argument(0)))
+        case "combine": return input + (try argument(0))
+
+        // MARK: Conversion
+        case "iif":
+            guard input.count <= 1 else { throw .evaluation(position, "iif() on \(input.count) items") }
+            let start = input.isEmpty ? context : input
+            let condition = try evaluator.evaluate(arguments[0], start, input.isEmpty ? focus : Focus(this: input, index: 0, total: focus.total))
+            let chosen: Bool
+            switch condition.count {
+            case 0: chosen = false
+            case 1:
+                guard case .boolean(let b) = condition[0].systemValue else {
+                    throw .evaluation(arguments[0].position, "the criterion of iif() must be a boolean")
+                }
+                chosen = b
+            default: throw .evaluation(arguments[0].position, "the criterion of iif() must be a single boolean")
+            }
+            if chosen { return try evaluator.evaluate(arguments[1], start, focus) }
+            return arguments.count > 2 ? try evaluator.evaluate(arguments[2], start, focus) : []
+        case "toBoolean", "convertsToBoolean", "toInteger", "convertsToInteger", "toDecimal", "convertsToDecimal",
+             "toString", "convertsToString", "toDate", "convertsToDate", "toDateTime", "convertsToDateTime",
+             "toTime", "convertsToTime", "toQuantity", "convertsToQuantity":
+            guard let item = try subject() else { return [] }
+            let unit = arguments.isEmpty ? nil : try stringArgument(0)
+            let converted = Conversions.convert(item, name.hasPrefix("to") ? name : "to" + name.dropFirst("convertsTo".count), unit: unit)
+            if name.hasPrefix("convertsTo") { return [.boolean(converted != nil)] }
+            return converted.map { [$0] } ?? []
+
+        // MARK: Strings
+        case "indexOf":
+            guard let s = try stringSubject(), let sub = try stringArgument(0) else { return [] }
+            if sub.isEmpty { return [.integer(0)] }
+            guard let r = s.range(of: sub) else { return [.integer(-1)] }
+            return [.integer(s.distance(from: s.startIndex, to: r.lowerBound))]
+        case "substring":
+            guard let s = try stringSubject(), let start = try integerArgument(0) else { return [] }
+            let characters = Array(s)
+            guard start >= 0, start < characters.count else { return [] }
+            var length = characters.count - start
+            if arguments.count > 1 {
+                guard let l = try integerArgument(1) else { return [.string(String(characters[start...]))] }
+                length = min(max(0, l), length)
+            }
+            return [.string(String(characters[start..<(start + length)]))]
+        case "startsWith":
+            guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
+            return [.boolean(s.hasPrefix(p))]
+        case "endsWith":
+            guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
+            return [.boolean(s.hasSuffix(p))]
+        case "contains":
+            guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
+            return [.boolean(p.isEmpty || s.contains(p))]
+        case "upper":
+            return try stringSubject().map { [.string($0.uppercased())] } ?? []
+        case "lower":
+            return try stringSubject().map { [.string($0.lowercased())] } ?? []
+        case "replace":
+            guard let s = try stringSubject(), let pattern = try stringArgument(0), let substitution = try stringArgument(1) else { return [] }
+            if pattern.isEmpty {
+                return [.string(substitution + s.map { String($0) }.joined(separator: substitution) + (s.isEmpty ? "" : substitution))]
+            }
+            return [.string(s.replacingOccurrences(of: pattern, with: substitution))]
+        case "matches", "matchesFull":
+            guard let s = try stringSubject(), let pattern = try stringArgument(0) else { return [] }
+            let regex = try Functions.regex(name == "matchesFull" ? "^(?:\(pattern))$" : pattern, at: arguments[0].position)
+            return [.boolean(regex.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) != nil)]
+        case "replaceMatches":
+            guard let s = try stringSubject(), let pattern = try stringArgument(0), let substitution = try stringArgument(1) else { return [] }
+            if pattern.isEmpty { return [.string(s)] }
+            let regex = try Functions.regex(pattern, at: arguments[0].position)
+            let template = substitution.replacingOccurrences(of: "\\$", with: "\\\\$")
+            return [.string(regex.stringByReplacingMatches(in: s, range: NSRange(s.startIndex..., in: s), withTemplate: template))]
+        case "length":
+            return try stringSubject().map { [.integer($0.count)] } ?? []
+        case "toChars":
+            return try stringSubject().map { $0.map { .string(String($0)) } } ?? []
+        case "trim":
+            return try stringSubject().map { [.string($0.trimmingCharacters(in: .whitespacesAndNewlines))] } ?? []
+        case "split":
+            guard let s = try stringSubject(), let separator = try stringArgument(0) else { return [] }
+            if separator.isEmpty { return s.map { .string(String($0)) } }
+            return s.components(separatedBy: separator).map { .string($0) }
+        case "join":
+            let separator = arguments.isEmpty ? "" : (try stringArgument(0) ?? "")
+            var parts: [String] = []
+            for item in input {
+                guard case .string(let s) = item.systemValue else { throw .evaluation(position, "join() needs strings") }
+                parts.append(s)
+            }
+            return [.string(parts.joined(separator: separator))]
+        case "encode", "decode", "escape", "unescape":
+            guard let s = try stringSubject(), let format = try stringArgument(0) else { return [] }
+            return Conversions.code(name, s, format).map { [.string($0)] } ?? []
+
+        // MARK: Math
+        case "abs", "ceiling", "exp", "floor", "ln", "sqrt", "truncate", "round", "log", "power":
+            guard let item = try subject() else { return [] }
+            var extra: FHIRPathValue?
+            if arguments.count > 0 {
+                guard let a = try single(0, "argument") else { return [] }
+                extra = a
+            }
+            return try MathFunctions.apply(name, item, extra, at: position).map { [$0] } ?? []
+
+        // MARK: Tree navigation
+        case "children":
+            return input.flatMap { item -> [FHIRPathValue] in
+                guard case .element(let e) = item else { return [] }
+                return e.children.map { .element($0) }
+            }
+        case "descendants":
+            var result: [FHIRPathValue] = []
+            func walk(_ e: Element) {
+                for child in e.children {
+                    result.append(.element(child))
+                    walk(child)
+                }
+            }
+            for item in input { if case .element(let e) = item { walk(e) } }
+            return result
+
+        // MARK: Utility
+        case "trace":
+            let label = try stringArgument(0) ?? ""
+            if arguments.count > 1 {
+                var projected: [FHIRPathValue] = []
+                for (i, item) in input.enumerated() { projected.append(contentsOf: try each(1, item, i)) }
+                evaluator.environment.trace?(label, projected)
+            } else {
+                evaluator.environment.trace?(label, input)
+            }
+            return input
+        case "now":
+            return [.dateTime(Conversions.dateTime(evaluator.environment.now))]
+        case "today":
+            var d = Conversions.dateTime(evaluator.environment.now)
+            d.hour = nil; d.minute = nil; d.second = nil; d.fraction = nil; d.offset = nil; d.hasTime = false
+            return [.date(d)]
+        case "timeOfDay":
+            let d = Conversions.dateTime(evaluator.environment.now)
+            return [.time(PartialTime(d.description.split(separator: "T")[1].prefix(12).description)!)]
+        case "not":
+            guard let b = try evaluator.boolean(input, position, "the input of not()") else { return [] }
+            return [.boolean(!b)]
+
+        // MARK: Types
+        case "is":
+            guard let item = try evaluator.singleton(input, position, "the input of is()") else { return [] }
+            return [.boolean(item.isType(try typeArgument(0)))]
+        case "as":
+            guard let item = try evaluator.singleton(input, position, "the input of as()") else { return [] }
+            return item.isType(try typeArgument(0), exactPrimitive: true) ? [item] : []
+        case "type":
+            return input.map { let t = $0.typeInfo; return .typeInfo(namespace: t.namespace, name: t.name) }
+
+        // MARK: FHIR
+        case "extension":
+            guard let url = try stringArgument(0) else { return [] }
+            return input.flatMap { item -> [FHIRPathValue] in
+                guard case .element(let e) = item else { return [] }
+                return e.children.filter { $0.name == "extension" && $0.string("url") == url }.map { .element($0) }
+            }
+        case "hasValue":
+            guard input.count == 1, case .element(let e) = input[0], e.isPrimitive else { return [.boolean(false)] }
+            return [.boolean(e.value != nil)]
+        case "getValue":
+            guard input.count == 1, case .element(let e) = input[0], e.isPrimitive, e.value != nil else { return [] }
+            return [input[0].systemValue]
+        case "resolve":
+            return input.compactMap { References.resolve($0, in: evaluator.environment) }.map { .element($0) }
+        case "conformsTo":
+            guard let url = try stringArgument(0) else { return [] }
+            let prefix = "http://hl7.org/fhir/StructureDefinition/"
+            guard url.hasPrefix(prefix) else { throw .evaluation(arguments[0].position, "conformsTo() knows only the core profiles (\(prefix)...)") }
+            let type = String(url.dropFirst(prefix.count))
+            guard ModelInfo.r4.type(named: type) != nil else { throw .evaluation(arguments[0].position, "no such profile \(url)") }
+            return input.map { item in
+                guard case .element(let e) = item, let def = e.definition else { return .boolean(false) }
+                return .boolean(ModelInfo.r4.isType(def, derivedFrom: type))
+            }
+        case "lowBoundary", "highBoundary", "precision":
+            guard let item = try subject() else { return [] }
+            let digits = arguments.isEmpty ? nil : try integerArgument(0)
+            return Boundaries.apply(name, item, digits: digits).map { [$0] } ?? []
+        case "comparable":
+            guard let item = try subject(), let other = try single(0, "argument") else { return [] }
+            guard case .quantity(let p) = item, case .quantity(let q) = other else { throw .evaluation(position, "comparable() works on quantities") }
+            return [.boolean(p.compare(to: q) != nil)]
+        case "sort":
+            return try sort(input, arguments, evaluator: evaluator, focus: focus, at: position)
+        default:
+            throw .evaluation(position, "\(name)() is not supported by this engine (it needs a terminology service or profiles)")
+        }
+    }
+
+    /// A type name given as a function argument (`ofType(Quantity)`, `is(FHIR.Patient)`).
+    static func typeSpecifier(_ node: ExpressionNode) -> TypeSpecifier? {
+        switch node.kind {
+        case .member(nil, let name): TypeSpecifier(namespace: nil, name: name)
+        case .member(let base?, let name):
+            if case .member(nil, let ns) = base.kind, ns == "FHIR" || ns == "System" { TypeSpecifier(namespace: ns, name: name) } else { nil }
+        default: nil
+        }
+    }
+
+    /// Items in order with later duplicates (by `=`) removed.
+    static func distinct(_ items: [FHIRPathValue]) -> [FHIRPathValue] {
+        var result: [FHIRPathValue] = []
+        for item in items where !result.contains(where: { Operators.equal($0, item) == true }) { result.append(item) }
+        return result
+    }
+
+    /// The string form FHIRPath's `toString()` gives, or nil for items that have none.
+    static func string(of item: FHIRPathValue) -> String? {
+        switch item.systemValue {
+        case .string(let s): s
+        case .boolean(let b): b ? "true" : "false"
+        case .integer(let i): String(i)
+        case .decimal(let d): d.description
+        case .date(let d), .dateTime(let d): d.description
+        case .time(let t): t.description
+        case .quantity(let q): q.description
+        default: nil
+        }
+    }
+
+    static func regex(_ pattern: String, at position: SourcePosition) throws(FHIRPathError) -> NSRegularExpression {
+        do {
+            return try NSRegularExpression(pattern: pattern, options: [.dotMatchesLineSeparators])
+        } catch {
+            throw .evaluation(position, "invalid regular expression '\(pattern)'")
+        }
+    }
+
+    /// `sort()` (FHIRPath 2.1): by the items themselves, or by key expressions; a key prefixed
+    /// with unary minus sorts descending.
+    static func sort(_ input: [FHIRPathValue], _ arguments: [ExpressionNode], evaluator: Evaluator, focus: Focus,
+                     at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+        var keyed: [(item: FHIRPathValue, keys: [FHIRPathValue?])] = []
+        for (i, item) in input.enumerated() {
+            var keys: [FHIRPathValue?] = []
+            if arguments.isEmpty {
+                keys.append(item.systemValue)
+            } else {
+                for argument in arguments {
+                    var node = argument
+                    if case .unary(.minus, let inner) = argument.kind { node = inner }
+                    keys.append(try evaluator.evaluate(node, [item], Focus(this: [item], index: i, total: focus.total)).first?.systemValue)
+                }
+            }
+            keyed.append((item, keys))
+        }
+        let descending = arguments.map { if case .unary(.minus, _) = $0.kind { true } else { false } }
+        var failure: FHIRPathError?
+        keyed.sort { a, b in
+            for k in 0..<a.keys.count {
+                let desc = k < descending.count && descending[k]
+                switch (a.keys[k], b.keys[k]) {
+                case (nil, nil): continue
+                // Items without a key come first, in either direction.
+                case (nil, _): return true
+                case (_, nil): return false
+                case let (x?, y?):
+                    do {
+                        guard let c = try Operators.compare(x, y, at: position), c != 0 else { continue }
+                        return desc ? c > 0 : c < 0
+                    } catch let error as FHIRPathError {
+                        failure = error
+                        return false
+                    } catch {
+                        return false
+                    }
+                }
+            }
+            return false
+        }
+        if let failure { throw failure }
+        return keyed.map(\.item)
+    }
+}

@@ -1,0 +1,111 @@
+/// A position in an expression's text: 1-based line and column (in characters), for errors that
+/// point at the place (`1:14: expected ')' after where(...)`).
+public struct SourcePosition: Sendable, Hashable, CustomStringConvertible {
+    public let line: Int
+    public let column: Int
+    /// Offset from the start of the text, in UTF-8 bytes.
+    public let offset: Int
+
+    public init(line: Int, column: Int, offset: Int) {
+        self.line = line
+        self.column = column
+        self.offset = offset
+    }
+
+    public var description: String { "\(line):\(column)" }
+}
+
+/// A type named in an expression (`Quantity`, `FHIR.Patient`, `System.String`).
+public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
+    /// `FHIR`, `System`, or nil when the name is unqualified.
+    public let namespace: String?
+    public let name: String
+
+    public init(namespace: String?, name: String) {
+        self.namespace = namespace
+        self.name = name
+    }
+
+    public var description: String { namespace.map { "\($0).\(name)" } ?? name }
+}
+
+/// One node of a parsed FHIRPath expression, with the position it starts at.
+public struct ExpressionNode: Sendable, CustomStringConvertible {
+    public indirect enum Kind: Sendable {
+        /// A literal: boolean, string, integer, decimal, date, dateTime, time or quantity.
+        case literal(FHIRPathValue)
+        /// `{}`
+        case emptyCollection
+        /// A name: a child element of each input item (or the input itself, when it names its type).
+        case member(base: ExpressionNode?, name: String)
+        /// `name(arguments)`; arguments stay unevaluated until the function decides (`where`, `iif`).
+        case function(base: ExpressionNode?, name: String, arguments: [ExpressionNode])
+        case this, index, total
+        /// `%name` or `%'name'`.
+        case variable(String)
+        case indexer(base: ExpressionNode, index: ExpressionNode)
+        case unary(UnaryOperator, ExpressionNode)
+        case binary(BinaryOperator, ExpressionNode, ExpressionNode)
+        case typeTest(TypeOperator, ExpressionNode, TypeSpecifier)
+    }
+
+    public let kind: Kind
+    public let position: SourcePosition
+
+    public init(_ kind: Kind, at position: SourcePosition) {
+        self.kind = kind
+        self.position = position
+    }
+
+    /// The expression written back in FHIRPath syntax (fully parenthesised where operators nest).
+    public var description: String {
+        switch kind {
+        case .literal(let value): value.literalText
+        case .emptyCollection: "{}"
+        case .member(let base, let name): base.map { "\($0).\(name)" } ?? name
+        case .function(let base, let name, let arguments):
+            (base.map { "\($0)." } ?? "") + "\(name)(" + arguments.map(\.description).joined(separator: ", ") + ")"
+        case .this: "$this"
+        case .index: "$index"
+        case .total: "$total"
+        case .variable(let name): "%\(name)"
+        case .indexer(let base, let index): "\(base)[\(index)]"
+        case .unary(let op, let operand): "\(op.rawValue)\(operand)"
+        case .binary(let op, let lhs, let rhs): "(\(lhs) \(op.rawValue) \(rhs))"
+        case .typeTest(let op, let operand, let type): "(\(operand) \(op.rawValue) \(type))"
+        }
+    }
+}
+
+public enum UnaryOperator: String, Sendable {
+    case plus = "+", minus = "-"
+}
+
+public enum TypeOperator: String, Sendable {
+    case `is`, `as`
+}
+
+public enum BinaryOperator: String, Sendable, CaseIterable {
+    case multiply = "*", divide = "/", div, mod
+    case add = "+", subtract = "-", concatenate = "&"
+    case union = "|"
+    case lessThan = "<", greaterThan = ">", lessOrEqual = "<=", greaterOrEqual = ">="
+    case equal = "=", equivalent = "~", notEqual = "!=", notEquivalent = "!~"
+    case `in`, contains
+    case and, or, xor, implies
+
+    /// Binding power: higher binds tighter (the normative grammar's precedence).
+    var precedence: Int {
+        switch self {
+        case .implies: 1
+        case .or, .xor: 2
+        case .and: 3
+        case .in, .contains: 4
+        case .equal, .equivalent, .notEqual, .notEquivalent: 5
+        case .lessThan, .greaterThan, .lessOrEqual, .greaterOrEqual: 6
+        case .union: 7
+        case .add, .subtract, .concatenate: 9
+        case .multiply, .divide, .div, .mod: 10
+        }
+    }
+}

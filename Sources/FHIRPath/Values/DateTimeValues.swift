@@ -1,0 +1,313 @@
+import Foundation
+
+/// A FHIRPath Date or DateTime with its precision: `@2014`, `@2014-01-25T14:30`, `@2014-01-25T14:30:14.559+10:00`.
+/// Comparison follows the specification: values are compared component by component down to the
+/// precision both have; when one is more precise and they agree so far, the result is unknown.
+public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
+    public enum Precision: Int, Sendable, Comparable {
+        case year, month, day, hour, minute, second, millisecond
+        public static func < (a: Precision, b: Precision) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    public var year: Int
+    public var month: Int?
+    public var day: Int?
+    public var hour: Int?
+    public var minute: Int?
+    public var second: Int?
+    /// Fraction-of-second digits as written (`559`), nil without a fraction.
+    public var fraction: String?
+    /// Minutes east of UTC, when a zone is given.
+    public var offset: Int?
+    /// Whether the text had a `T` (a DateTime rather than a Date).
+    public var hasTime: Bool
+
+    public var precision: Precision {
+        if fraction != nil { return .millisecond }
+        if second != nil { return .second }
+        if minute != nil { return .minute }
+        if hour != nil { return .hour }
+        if day != nil { return .day }
+        if month != nil { return .month }
+        return .year
+    }
+
+    init(year: Int, month: Int? = nil, day: Int? = nil, hour: Int? = nil, minute: Int? = nil, second: Int? = nil,
+         fraction: String? = nil, offset: Int? = nil, hasTime: Bool) {
+        self.year = year; self.month = month; self.day = day; self.hour = hour; self.minute = minute
+        self.second = second; self.fraction = fraction; self.offset = offset; self.hasTime = hasTime
+    }
+
+    /// Parses the text after `@` in a FHIRPath literal, or a FHIR date/dateTime/instant value.
+    public init?(fhirPath text: String) {
+        let u = Array(text.utf8)
+        var i = 0
+        func number(_ count: Int) -> Int? {
+            guard i + count <= u.count else { return nil }
+            var n = 0
+            for k in 0..<count {
+                let b = u[i + k]
+                guard b >= 0x30 && b <= 0x39 else { return nil }
+                n = n * 10 + Int(b - 0x30)
+            }
+            i += count
+            return n
+        }
+        func consume(_ b: UInt8) -> Bool {
+            if i < u.count, u[i] == b { i += 1; return true }
+            return false
+        }
+        guard let y = number(4) else { return nil }
+        year = y; hasTime = false
+        if consume(0x2D) {
+            guard let m = number(2), (1...12).contains(m) else { return nil }
+            month = m
+            if consume(0x2D) {
+                guard let d = number(2), d >= 1, d <= PartialDateTime.daysIn(month: m, year: y) else { return nil }
+                day = d
+            }
+        }
+        if consume(0x54) {
+            hasTime = true
+            if i < u.count, u[i] != 0x5A, u[i] != 0x2B, u[i] != 0x2D {
+                guard let h = number(2), h < 24 else { return nil }
+                hour = h
+                if consume(0x3A) {
+                    guard let mi = number(2), mi < 60 else { return nil }
+                    minute = mi
+                    if consume(0x3A) {
+                        guard let s = number(2), s < 60 else { return nil }
+                        second = s
+                        if consume(0x2E) {
+                            let start = i
+                            while i < u.count, u[i] >= 0x30, u[i] <= 0x39 { i += 1 }
+                            guard i > start else { return nil }
+                            fraction = String(decoding: u[start..<i], as: UTF8.self)
+                        }
+                    }
+                }
+            }
+            if consume(0x5A) {
+                offset = 0
+            } else if i < u.count, u[i] == 0x2B || u[i] == 0x2D {
+                let sign = u[i] == 0x2D ? -1 : 1
+                i += 1
+                guard let oh = number(2), consume(0x3A), let om = number(2) else { return nil }
+                offset = sign * (oh * 60 + om)
+            }
+        }
+        guard i == u.count else { return nil }
+    }
+
+    static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
+
+    static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: isLeap(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+    static func dayNumber(_ y: Int, _ m: Int, _ d: Int) -> Int {
+        let yy = m <= 2 ? y - 1 : y
+        let era = (yy >= 0 ? yy : yy - 399) / 400
+        let yoe = yy - era * 400
+        let mp = (m + 9) % 12
+        let doy = (153 * mp + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// The civil date of a day number.
+    static func civil(_ n: Int) -> (year: Int, month: Int, day: Int) {
+        let z = n + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+    }
+
+    /// Milliseconds of the fraction (first three digits).
+    var milliseconds: Int {
+        guard let fraction else { return 0 }
+        let digits = Array(fraction.prefix(3)) + Array(repeating: Character("0"), count: max(0, 3 - fraction.count))
+        return Int(String(digits)) ?? 0
+    }
+
+    /// The same moment expressed in UTC (for values with a zone and at least an hour).
+    func inUTC() -> PartialDateTime {
+        guard let offset, offset != 0, let hour, let day, let month else { return self }
+        var minutes = PartialDateTime.dayNumber(year, month, day) * 1440 + hour * 60 + (minute ?? 0) - offset
+        let dayNumber = Int((Double(minutes) / 1440).rounded(.down))
+        minutes -= dayNumber * 1440
+        let date = PartialDateTime.civil(dayNumber)
+        var result = self
+        result.year = date.year; result.month = date.month; result.day = date.day
+        result.hour = minutes / 60
+        if self.minute != nil { result.minute = minutes % 60 }
+        result.offset = 0
+        return result
+    }
+
+    /// -1, 0 or 1, or nil when the values differ in precision and agree up to the coarser one.
+    /// Seconds and their fraction count as one precision, as the specification says.
+    func compare(to other: PartialDateTime) -> Int? {
+        var a = self, b = other
+        if a.offset != nil && b.offset != nil { a = a.inUTC(); b = b.inUTC() }
+        // One with a zone and one without, both with a time: the instant of the second is unknown.
+        if (a.offset == nil) != (b.offset == nil), a.hour != nil, b.hour != nil { return nil }
+        let left: [Int?] = [a.year, a.month, a.day, a.hour, a.minute, a.second.map { $0 * 1000 + a.milliseconds }]
+        let right: [Int?] = [b.year, b.month, b.day, b.hour, b.minute, b.second.map { $0 * 1000 + b.milliseconds }]
+        for (x, y) in zip(left, right) {
+            switch (x, y) {
+            case let (x?, y?):
+                if x != y { return x < y ? -1 : 1 }
+            case (nil, nil):
+                return 0
+            default:
+                return nil
+            }
+        }
+        return 0
+    }
+
+    /// Adds a calendar duration (`year`, `month`, `week`, `day`, `hour`, `minute`, `second`,
+    /// `millisecond`, or UCUM's definite ones); nil for a unit that is not a time.
+    func adding(_ amount: FHIRPathDecimal, unit: String) -> PartialDateTime? {
+        // UCUM's `a` and `mo` are fixed lengths (365.25 and 30.4375 days), not calendar years and
+        // months: adding them to a date is an error, as the specification says.
+        guard unit != "a", unit != "mo", let unit = CalendarUnit(unit) else { return nil }
+        var result = self
+        var amount = amount
+        // Seconds count whole; fractions of a second need the millisecond unit.
+        if unit == .second { amount = amount.value < 0 ? amount.rounded(0, .up) : amount.rounded(0, .down) }
+        let whole = Int(truncating: NSDecimalNumber(decimal: amount.rounded(0, .down).value))
+        switch unit {
+        case .year:
+            result.year += whole
+            if let m = result.month, let d = result.day { result.day = min(d, PartialDateTime.daysIn(month: m, year: result.year)) }
+        case .month:
+            guard let month else { result.year += whole / 12; return result }
+            let total = (year * 12 + month - 1) + whole
+            result.year = Int((Double(total) / 12).rounded(.down))
+            result.month = total - result.year * 12 + 1
+            if let d = result.day { result.day = min(d, PartialDateTime.daysIn(month: result.month!, year: result.year)) }
+        case .week, .day:
+            let days = unit == .week ? whole * 7 : whole
+            guard let month, let day else { return result }
+            let date = PartialDateTime.civil(PartialDateTime.dayNumber(year, month, day) + days)
+            result.year = date.year; result.month = date.month; result.day = date.day
+        case .hour, .minute, .second, .millisecond:
+            guard let month, let day, let hour else { return result }
+            let factor: Decimal = switch unit {
+            case .hour: 3_600_000
+            case .minute: 60_000
+            case .second: 1000
+            default: 1
+            }
+            let deltaMs = Int(truncating: NSDecimalNumber(decimal: (amount.value * factor)))
+            var ms = ((PartialDateTime.dayNumber(year, month, day) * 24 + hour) * 60 + (minute ?? 0)) * 60_000
+                + (second ?? 0) * 1000 + milliseconds + deltaMs
+            let dayNumber = Int((Double(ms) / 86_400_000).rounded(.down))
+            ms -= dayNumber * 86_400_000
+            let date = PartialDateTime.civil(dayNumber)
+            result.year = date.year; result.month = date.month; result.day = date.day
+            result.hour = ms / 3_600_000
+            if minute != nil { result.minute = (ms / 60_000) % 60 }
+            if second != nil { result.second = (ms / 1000) % 60 }
+            if let fraction {
+                let millis = String(ms % 1000)
+                result.fraction = String(repeating: "0", count: 3 - millis.count) + millis
+                if fraction.count > 3 { result.fraction! += String(repeating: "0", count: fraction.count - 3) }
+            }
+        }
+        return result
+    }
+
+    public var description: String {
+        func pad(_ n: Int, _ width: Int) -> String {
+            let s = String(n)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        var s = pad(year, 4)
+        if let month { s += "-" + pad(month, 2) }
+        if let day { s += "-" + pad(day, 2) }
+        if hasTime {
+            s += "T"
+            if let hour { s += pad(hour, 2) }
+            if let minute { s += ":" + pad(minute, 2) }
+            if let second { s += ":" + pad(second, 2) }
+            if let fraction { s += "." + fraction }
+            if let offset {
+                if offset == 0 { s += "Z" } else {
+                    s += (offset < 0 ? "-" : "+") + pad(abs(offset) / 60, 2) + ":" + pad(abs(offset) % 60, 2)
+                }
+            }
+        }
+        return s
+    }
+}
+
+/// A FHIRPath Time: `@T14`, `@T14:30:14.559`.
+public struct PartialTime: Sendable, Hashable, CustomStringConvertible {
+    public var hour: Int
+    public var minute: Int?
+    public var second: Int?
+    public var fraction: String?
+
+    public init?(_ text: String) {
+        guard let parsed = PartialDateTime(fhirPath: "2000-01-01T" + text), let hour = parsed.hour, parsed.offset == nil else { return nil }
+        self.hour = hour
+        minute = parsed.minute
+        second = parsed.second
+        fraction = parsed.fraction
+    }
+
+    var asDateTime: PartialDateTime {
+        PartialDateTime(year: 2000, month: 1, day: 1, hour: hour, minute: minute, second: second, fraction: fraction, hasTime: true)
+    }
+
+    func compare(to other: PartialTime) -> Int? { asDateTime.compare(to: other.asDateTime) }
+
+    func adding(_ amount: FHIRPathDecimal, unit: String) -> PartialTime? {
+        guard let unit = CalendarUnit(unit), [.hour, .minute, .second, .millisecond].contains(unit),
+              let moved = asDateTime.adding(amount, unit: unit.rawValue) else { return nil }
+        var result = self
+        result.hour = moved.hour!; result.minute = moved.minute; result.second = moved.second; result.fraction = moved.fraction
+        return result
+    }
+
+    public var description: String {
+        func pad(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        var s = pad(hour)
+        if let minute { s += ":" + pad(minute) }
+        if let second { s += ":" + pad(second) }
+        if let fraction { s += "." + fraction }
+        return s
+    }
+}
+
+/// Time units usable in date arithmetic: FHIRPath's calendar keywords and UCUM's definite durations.
+enum CalendarUnit: String, Sendable {
+    case year, month, week, day, hour, minute, second, millisecond
+
+    init?(_ unit: String) {
+        switch unit {
+        case "year", "years", "a": self = .year
+        case "month", "months", "mo": self = .month
+        case "week", "weeks", "wk": self = .week
+        case "day", "days", "d": self = .day
+        case "hour", "hours", "h": self = .hour
+        case "minute", "minutes", "min": self = .minute
+        case "second", "seconds", "s": self = .second
+        case "millisecond", "milliseconds", "ms": self = .millisecond
+        default: return nil
+        }
+    }
+}
