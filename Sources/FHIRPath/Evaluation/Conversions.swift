@@ -270,8 +270,9 @@ enum Boundaries {
     }
 }
 
-/// `resolve()`: references to contained resources, Bundle entries (by `fullUrl`, `urn:uuid:`, or
-/// a relative `Type/id`), the resource itself, or the environment's resolver.
+/// `resolve()`: references to contained resources, Bundle entries of `%rootResource` (by
+/// `fullUrl`, `urn:uuid:`, or a relative `Type/id`, versioned or not), the resource itself, or
+/// the environment's resolver.
 enum References {
     static func resolve(_ item: FHIRPathValue, in environment: EvaluationEnvironment) -> Element? {
         var reference: String?
@@ -281,35 +282,33 @@ enum References {
             reference = s
         }
         guard let reference, !reference.isEmpty else { return nil }
-        guard let root = environment.resource else { return environment.resolveReference?(reference) }
+        let root = environment.rootResource ?? environment.resource
         if reference.hasPrefix("#") {
             let id = String(reference.dropFirst())
-            var found: Element?
-            func search(_ e: Element) {
-                for c in e.children where c.name == "contained" && c.string("id") == id { found = c; return }
+            func contained(_ e: Element?) -> Element? {
+                e?.children.first { $0.name == "contained" && $0.string("id") == id }
             }
-            search(root)
-            if found == nil, root.resourceType == "Bundle" {
+            if let found = contained(environment.resource) ?? contained(root) { return found }
+            if let root, root.resourceType == "Bundle" {
                 for entry in root.children where entry.name == "entry" {
-                    if let r = entry["resource"] { search(r) }
-                    if found != nil { break }
+                    if let found = contained(entry["resource"]) { return found }
                 }
             }
-            return found
+            return nil
         }
-        if root.resourceType == "Bundle" {
+        func matches(_ resource: Element) -> Bool {
+            guard let type = resource.resourceType, let id = resource.string("id") else { return false }
+            return reference == "\(type)/\(id)" || reference.hasSuffix("/\(type)/\(id)")
+                || reference.range(of: "/\(type)/\(id)/_history/") != nil || reference.hasPrefix("\(type)/\(id)/_history/")
+        }
+        if let root, root.resourceType == "Bundle" {
             for entry in root.children where entry.name == "entry" {
                 guard let resource = entry["resource"] else { continue }
                 if let fullUrl = entry.string("fullUrl"), fullUrl == reference { return resource }
-                if let type = resource.resourceType, let id = resource.string("id"),
-                   reference == "\(type)/\(id)" || reference.hasSuffix("/\(type)/\(id)") {
-                    return resource
-                }
+                if matches(resource) { return resource }
             }
         }
-        if let type = root.resourceType, let id = root.string("id"), reference == "\(type)/\(id)" || reference.hasSuffix("/\(type)/\(id)") {
-            return root
-        }
+        for candidate in [environment.resource, root].compactMap({ $0 }) where matches(candidate) { return candidate }
         return environment.resolveReference?(reference)
     }
 }

@@ -6,8 +6,11 @@ import Foundation
 public struct EvaluationEnvironment: Sendable {
     /// `%context`: the items the expression starts from.
     public var context: [FHIRPathValue]
-    /// `%resource` and `%rootResource`: the resource holding the context (a Bundle, for entries).
+    /// `%resource`: the resource holding the context.
     public var resource: Element?
+    /// `%rootResource`: the outermost resource (the Bundle, for a resource read from one), where
+    /// `resolve()` looks for references between entries. The same as `resource` unless set.
+    public var rootResource: Element?
     /// User-supplied variables (`%dose` from `--var dose=500`), without the `%`.
     public var variables: [String: [FHIRPathValue]]
     /// Called by `trace(name)` with the name and the traced items.
@@ -17,16 +20,18 @@ public struct EvaluationEnvironment: Sendable {
     /// The clock `now()`, `today()` and `timeOfDay()` read, fixed for one evaluation.
     public var now: Date
 
-    public init(resource: Element, variables: [String: [FHIRPathValue]] = [:]) {
+    public init(resource: Element, in rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
         self.context = [.element(resource)]
         self.resource = resource
+        self.rootResource = rootResource ?? resource
         self.variables = variables
         self.now = Date()
     }
 
-    public init(context: [FHIRPathValue], resource: Element?, variables: [String: [FHIRPathValue]] = [:]) {
+    public init(context: [FHIRPathValue], resource: Element?, rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
         self.context = context
         self.resource = resource
+        self.rootResource = rootResource ?? resource
         self.variables = variables
         self.now = Date()
     }
@@ -102,7 +107,8 @@ struct Evaluator {
         if let value = environment.variables[name] { return value }
         switch name {
         case "context": return environment.context
-        case "resource", "rootResource": return environment.resource.map { [.element($0)] } ?? []
+        case "resource": return environment.resource.map { [.element($0)] } ?? []
+        case "rootResource": return (environment.rootResource ?? environment.resource).map { [.element($0)] } ?? []
         case "ucum": return [.string("http://unitsofmeasure.org")]
         case "sct": return [.string("http://snomed.info/sct")]
         case "loinc": return [.string("http://loinc.org")]

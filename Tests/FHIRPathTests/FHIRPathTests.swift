@@ -1,0 +1,183 @@
+import FHIR
+import Foundation
+import Testing
+@testable import FHIRPath
+
+/// The project's sample files (no ../shared needed).
+enum Samples {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("FHIRSamples")
+
+    static func resource(_ relative: String) throws -> Element {
+        try FHIRDocument.read(contentsOf: root.appendingPathComponent(relative).path).resource
+    }
+
+    static let carePlan = try! resource("json/CarePlan-maria-lopez-home-care.json")
+    static let bundle = try! resource("bundle/maria-lopez-demo-bundle.json")
+}
+
+func evaluate(_ text: String, on resource: Element = Samples.carePlan, variables: [String: [FHIRPathValue]] = [:]) throws -> [String] {
+    try FHIRPathExpression(text).evaluate(on: resource, variables: variables).map { Functions.string(of: $0) ?? $0.description }
+}
+
+@Suite("FHIRPath parser")
+struct ParserTests {
+    @Test("syntax errors point at line and column and say what was expected")
+    func errors() {
+        func message(_ text: String) -> String {
+            do { _ = try FHIRPathExpression(text); return "parsed" } catch { return error.description }
+        }
+        #expect(message("activity.where(detail.status = 'scheduled'") == "1:43: expected ')' after the arguments of where(...), found the end of the expression")
+        #expect(message("activity.detail.\n  code..coding") == "2:8: expected a name or function after '.', found '.'")
+        #expect(message("status = 'active") == "1:10: unterminated string: missing closing '")
+        #expect(message("2 + 2 /* open") == "1:7: unterminated comment: '/*' without '*/'")
+        #expect(message("status and") == "1:11: expected an expression after 'and'")
+        #expect(message("@2026-13-01") == "1:1: invalid date literal @2026-13-01")
+        #expect(message("(1 + 2") == "1:7: expected ')' to close '(' opened at 1:1, found the end of the expression")
+        #expect(message("$that") == "1:1: unknown special variable '$that' (expected $this, $index or $total)")
+    }
+
+    @Test("precedence follows the normative grammar, and every node keeps its position")
+    func precedence() throws {
+        #expect(try FHIRPathExpression("1 + 2 * 3 = 7 and true implies false or x is Quantity").root.description
+            == "(((((1 + (2 * 3)) = 7) and true) implies (false or (x is Quantity))))".dropFirst().dropLast().description)
+        #expect(try FHIRPathExpression("a | b.c[0] - -d").root.description == "(a | (b.c[0] - -d))")
+        let tree = try FHIRPathExpression("name.where(\n  use = 'official').given").root
+        guard case .member(let base?, "given") = tree.kind, case .function(_, "where", let arguments) = base.kind else {
+            Issue.record("unexpected tree \(tree)"); return
+        }
+        #expect(arguments[0].position.description == "2:7")
+        #expect(try FHIRPathExpression("4.5 'mg' + 7 days + @2026-11-21T08:00:00-05:00 + @T08:30 + 10L").root.description
+            == "((((4.5 'mg' + 7 days) + @2026-11-21T08:00:00-05:00) + @T08:30) + 10)")
+    }
+}
+
+@Suite("FHIRPath evaluation on the sample care plan")
+struct EvaluationTests {
+    @Test("paths, choice types, where/select, indexers and existence on a real CarePlan")
+    func paths() throws {
+        #expect(try evaluate("CarePlan.status") == ["active"])
+        #expect(try evaluate("activity.count()") == ["9"])
+        #expect(try evaluate("activity.detail.where(code.coding.code = '229065009').scheduled.ofType(Timing).repeat.timeOfDay") == ["17:30:00"])
+        #expect(try evaluate("activity.detail.scheduled.ofType(string)") == ["When you feel short of breath"].map { _ in try! evaluate("activity.detail.scheduled.ofType(string)")[0] })
+        #expect(try evaluate("activity.detail.where(doNotPerform = true).exists()") == ["true"])
+        #expect(try evaluate("activity.reference.reference.first()") == ["MedicationRequest/metformin"])
+        #expect(try evaluate("activity[4].detail.code.coding.code") == ["229065009"])
+        #expect(try evaluate("activity.detail.code.coding.where(system = %loinc).code") == ["85354-9", "29463-7"])
+        #expect(try evaluate("period.start < period.end") == ["true"])
+        #expect(try evaluate("period.start + 3 months") == ["2027-02-01"])
+        #expect(try evaluate("identifier.value.substring(3, 4) & '/' & title.upper().length().toString()") == ["2026/34"])
+    }
+
+    @Test("three-valued logic, empty propagation, exact decimals, quantities and dates with precision")
+    func semantics() throws {
+        #expect(try evaluate("{} and false") == ["false"])
+        #expect(try evaluate("{} and true").isEmpty)
+        #expect(try evaluate("{} or true") == ["true"])
+        #expect(try evaluate("true implies {}").isEmpty)
+        #expect(try evaluate("(0.1 + 0.2) = 0.3") == ["true"])
+        #expect(try evaluate("1.10 * 3") == ["3.30"])
+        #expect(try evaluate("7 / 2") == ["3.5"])
+        #expect(try evaluate("7 div 2 | 7 mod 2") == ["3", "1"])
+        #expect(try evaluate("1 / 0").isEmpty)
+        #expect(try evaluate("1000 'mg' = 1 'g'") == ["true"])
+        #expect(try evaluate("500 'mg' < 1 'g'") == ["true"])
+        #expect(try evaluate("1 'kg' = 1 'm'").isEmpty)
+        #expect(try evaluate("@2026-11 = @2026-11-21").isEmpty)
+        #expect(try evaluate("@2026-11 < @2026-12-21") == ["true"])
+        #expect(try evaluate("@2026-11-21T08:00:00+01:00 = @2026-11-21T07:00:00Z") == ["true"])
+        #expect(try evaluate("@2026-11-21 ~ @2026-11-21T10:00:00") == ["false"])
+        #expect(try evaluate("'Home  Care' ~ 'home care'") == ["true"])
+        #expect(try evaluate("(1 | 2 | 2 | 3).count()") == ["3"])
+        #expect(try evaluate("(1 | 2).combine(2).count()") == ["3"])
+        #expect(throws: FHIRPathError.self) { try evaluate("activity.single()") }
+        #expect(throws: FHIRPathError.self) { try evaluate("%unknown") }
+    }
+
+    @Test("resolve() follows references inside a Bundle, by relative reference and by fullUrl")
+    func resolve() throws {
+        let bundle = Samples.bundle
+        #expect(try evaluate("entry.resource.ofType(CarePlan).subject.resolve().name.family", on: bundle) == ["López"])
+        #expect(try evaluate("entry.resource.ofType(CarePlan).activity.reference.resolve().count()", on: bundle) == ["4"])
+        #expect(try evaluate("entry.resource.ofType(CarePlan).activity.reference.resolve().medication.ofType(CodeableConcept).text", on: bundle)
+            == ["Metformin 500 mg tablet", "Furosemide 40 mg tablet"])
+        // A contained resource, by '#id'.
+        #expect(try evaluate("entry.resource.ofType(MedicationRequest).where(id = 'amoxicillin').medication.ofType(Reference).resolve().code.coding.code", on: bundle)
+            == ["308191"])
+        #expect(try evaluate("entry.resource.ofType(CarePlan).author.resolve().is(Practitioner)", on: bundle) == ["true"])
+        // From a resource inside the bundle: %rootResource is the Bundle.
+        let plan = bundle.children.first { $0.name == "entry" && $0["resource"]?.resourceType == "CarePlan" }!["resource"]!
+        let environment = EvaluationEnvironment(resource: plan, in: bundle)
+        let names = try FHIRPathExpression("subject.resolve().name.given.first()").evaluate(in: environment)
+        #expect(names.map { Functions.string(of: $0) } == ["María"])
+        #expect(try FHIRPathExpression("careTeam.resolve().participant.count() > 0").evaluate(in: environment).map(\.description) == ["true"])
+        // Not in the bundle: nothing (no error).
+        #expect(try FHIRPathExpression("basedOn.resolve()").evaluate(in: environment).isEmpty)
+    }
+
+    @Test("variables, trace, extension() and type functions")
+    func environment() throws {
+        #expect(try evaluate("activity.count() > %threshold", variables: ["threshold": [.integer(5)]]) == ["true"])
+        #expect(try evaluate("%resource.id") == ["maria-lopez-home-care"])
+        let patient = try Samples.resource("json/Patient-maria-lopez.json")
+        #expect(try evaluate("Patient.extension.url.count() >= 0", on: patient) == ["true"])
+        #expect(try evaluate("birthDate.is(date) and birthDate.is(System.Date).not() and birthDate.getValue().is(System.Date)", on: patient) == ["true"])
+        let traced = TraceLog()
+        var env = EvaluationEnvironment(resource: Samples.carePlan)
+        env.trace = { name, items in traced.append("\(name): \(items.count)") }
+        _ = try FHIRPathExpression("activity.trace('activities').detail.trace('details', code).count()").evaluate(in: env)
+        #expect(traced.entries == ["activities: 9", "details: 5"])
+    }
+
+    @Test("one compiled expression evaluates correctly from many threads at once")
+    func concurrency() async throws {
+        let expression = try FHIRPathExpression("activity.detail.where(code.coding.system = %loinc).description.count()")
+        let plan = Samples.carePlan
+        let results = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<64 { group.addTask { try expression.evaluate(on: plan).map(\.description).joined() } }
+            var all: [String] = []
+            for try await r in group { all.append(r) }
+            return all
+        }
+        #expect(results.count == 64 && Set(results) == ["2"])
+    }
+}
+
+final class TraceLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var list: [String] = []
+    func append(_ s: String) { lock.lock(); list.append(s); lock.unlock() }
+    var entries: [String] { lock.lock(); defer { lock.unlock() }; return list }
+}
+
+@Suite("FHIRPath checker")
+struct CheckerTests {
+    func check(_ text: String, on type: String = "CarePlan") throws -> [String] {
+        FHIRPathChecker(rootType: type).check(try FHIRPathExpression(text)).map(\.description)
+    }
+
+    @Test("misspelt elements are errors at their column, with a suggestion")
+    func suggestions() throws {
+        #expect(try check("CarePlan.activty.detail") == ["1:10: error: 'activty' is not an element of CarePlan; did you mean 'activity'?"])
+        #expect(try check("activity.detail.scheduledTiming") == ["1:17: error: 'scheduledTiming' is not an element of CarePlan.activity.detail; write scheduled.ofType(Timing)"])
+        #expect(try check("Patient.name", on: "CarePlan") == ["1:1: error: the expression starts from CarePlan, not Patient"])
+        #expect(try check("activity.detail.where(code.codng.code = 'x')") == ["1:28: error: 'codng' is not an element of CodeableConcept; did you mean 'coding'?"])
+        #expect(try check("activity.detail.scheduled.ofType(Timng)") == ["1:27: error: unknown type 'Timng'; did you mean 'Timing'?"])
+        #expect(try check("subject.reference.startsWth('Patient/')") == ["1:19: error: unknown function startsWth(); did you mean 'startsWith()'?"])
+        #expect(try check("title.substring('a')").isEmpty)  // argument types are checked at evaluation
+        #expect(try check("status.abs()") == ["1:8: error: abs() works on numbers, not code"])
+    }
+
+    @Test("choice types, result types and cardinality are known before any data")
+    func types() throws {
+        let checker = FHIRPathChecker(rootType: "CarePlan")
+        #expect(checker.resultType(try FHIRPathExpression("activity.detail.scheduled.ofType(Timing).repeat.frequency")).description == "collection of positiveInt")
+        #expect(checker.resultType(try FHIRPathExpression("activity.detail.scheduled")).description == "collection of Period | Timing | string")
+        #expect(checker.resultType(try FHIRPathExpression("period.start")).description == "dateTime")
+        #expect(checker.resultType(try FHIRPathExpression("activity.first().detail.code.text.length()")).description == "System.Integer")
+        #expect(try check("activity.detail.description.startsWith('Walk')") == ["1:29: warning: startsWith() expects one item, but its input can hold several (collection of string)"])
+        #expect(try check("activity.detail.where(status).exists()") == ["1:23: error: the criteria of where() must be boolean, not code"])
+        #expect(try check("children().first()") == ["1:12: error: first() on a collection whose order is not defined (from children() or descendants())"])
+        #expect(try check("period.start + 7").contains("1:14: error: a date or time takes a time quantity (`+ 7 days`), not System.Integer"))
+    }
+}
