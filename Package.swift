@@ -52,6 +52,7 @@ let package = Package(
             name: "caregate",
             dependencies: [
                 "FHIR",
+                "FHIRPath",
                 "CareStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -63,7 +64,9 @@ let package = Package(
         ),
         .testTarget(
             name: "FHIRPathTests",
-            dependencies: ["FHIRPath", "FHIR"]
+            dependencies: ["FHIRPath", "FHIR"],
+            // Read through #filePath: the list of official-suite cases not passed, with reasons.
+            exclude: ["official-suite-failures.txt"]
         ),
         .testTarget(
             name: "CareStoreTests",

@@ -35,6 +35,16 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
         .executableTarget(
+            name: "FHIRPathBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "FHIR", package: "CareGate"),
+                .product(name: "FHIRPath", package: "CareGate"),
+            ],
+            path: "Benchmarks/FHIRPathBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+        .executableTarget(
             name: "FHIRFormats",
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),

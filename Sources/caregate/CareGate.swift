@@ -21,9 +21,10 @@ struct CareGate: ParsableCommand {
             Examples:
               caregate convert FHIRSamples/careplan.json --to xml
               caregate convert bundle.xml --to ndjson -o resources.ndjson
+              caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, Store.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, Store.self]
     )
 }
 

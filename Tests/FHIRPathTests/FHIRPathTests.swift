@@ -181,3 +181,33 @@ struct CheckerTests {
         #expect(try check("period.start + 7").contains("1:14: error: a date or time takes a time quantity (`+ 7 days`), not System.Integer"))
     }
 }
+
+@Suite("resolve() in Synthea bundles")
+struct SyntheaResolveTests {
+    @Test("every subject of every Synthea entry resolves to the bundle's Patient (urn:uuid fullUrls), with and without a BundleIndex")
+    func subjects() throws {
+        guard let root = FHIRPathShared.root else { FHIRPathShared.skipNotice("Synthea resolve()"); return }
+        let dir = root.appendingPathComponent("synthea")
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasSuffix(".json") }.sorted()
+        #expect(names.count == 20)
+        let subject = try FHIRPathExpression("subject.resolve().ofType(Patient).id")
+        var resolved = 0, withSubject = 0
+        for name in names {
+            let bundle = try FHIRDocument.read(contentsOf: dir.appendingPathComponent(name).path).resource
+            let patientID = try FHIRPathExpression("entry.resource.ofType(Patient).id").evaluate(on: bundle).first.flatMap { Functions.string(of: $0) }
+            let index = BundleIndex(bundle)
+            for entry in bundle.children where entry.name == "entry" {
+                guard let resource = entry["resource"], resource["subject"] != nil else { continue }
+                withSubject += 1
+                var indexed = EvaluationEnvironment(resource: resource, in: bundle)
+                indexed.bundleIndex = index
+                let fast = try subject.evaluate(in: indexed).compactMap { Functions.string(of: $0) }
+                let scanned = try subject.evaluate(in: EvaluationEnvironment(resource: resource, in: bundle)).compactMap { Functions.string(of: $0) }
+                #expect(fast == scanned)
+                if fast == [patientID] { resolved += 1 }
+            }
+        }
+        print("Synthea: \(resolved) of \(withSubject) subjects resolved to their bundle's Patient")
+        #expect(withSubject > 1000 && resolved == withSubject)
+    }
+}

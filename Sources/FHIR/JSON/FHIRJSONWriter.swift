@@ -26,6 +26,20 @@ public struct FHIRJSONWriter: Sendable {
         String(decoding: write(resource), as: UTF8.self)
     }
 
+    /// Any element as JSON (a FHIRPath result, for instance): a resource or datatype as an object,
+    /// a primitive as its JSON value (`"2026-11"`, `500`, `true`; `null` when it has only extensions).
+    public func writeValue(_ element: Element) -> [UInt8] {
+        var emitter = JSONEmitter(out: [], pretty: pretty)
+        if element.isResource {
+            emitter.writeResource(element, indent: 0)
+        } else if element.isPrimitive || element.isUnknown {
+            emitter.primitiveValue(element)
+        } else {
+            emitter.writeObject(element, indent: 0)
+        }
+        return emitter.out
+    }
+
     /// Appends the resource's JSON to `out`.
     public func write(_ resource: Element, into out: inout [UInt8]) {
         var emitter = JSONEmitter(out: out, pretty: pretty)

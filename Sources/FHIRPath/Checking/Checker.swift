@@ -23,6 +23,12 @@ public struct InferredType: Sendable, CustomStringConvertible, Equatable {
     /// False after `children()` and `descendants()`, whose order is not defined.
     public var isOrdered = true
 
+    public init(types: Set<StaticType>?, isCollection: Bool, isOrdered: Bool = true) {
+        self.types = types
+        self.isCollection = isCollection
+        self.isOrdered = isOrdered
+    }
+
     public static let unknown = InferredType(types: nil, isCollection: true)
     public static let empty = InferredType(types: [], isCollection: false)
     static func system(_ name: String) -> InferredType { InferredType(types: [.system(name)], isCollection: false) }

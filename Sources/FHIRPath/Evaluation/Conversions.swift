@@ -301,7 +301,9 @@ enum References {
             return reference == "\(type)/\(id)" || reference.hasSuffix("/\(type)/\(id)")
                 || reference.range(of: "/\(type)/\(id)/_history/") != nil || reference.hasPrefix("\(type)/\(id)/_history/")
         }
-        if let root, root.resourceType == "Bundle" {
+        if let index = environment.bundleIndex {
+            if let found = index.resource(for: reference) { return found }
+        } else if let root, root.resourceType == "Bundle" {
             for entry in root.children where entry.name == "entry" {
                 guard let resource = entry["resource"] else { continue }
                 if let fullUrl = entry.string("fullUrl"), fullUrl == reference { return resource }
@@ -310,5 +312,34 @@ enum References {
         }
         for candidate in [environment.resource, root].compactMap({ $0 }) where matches(candidate) { return candidate }
         return environment.resolveReference?(reference)
+    }
+}
+
+/// A Bundle's entry resources by `fullUrl` and by `Type/id`, built once so that `resolve()` over
+/// every resource of a large Bundle stays linear.
+public final class BundleIndex: Sendable {
+    private let byReference: [String: Element]
+
+    public init(_ bundle: Element) {
+        var index: [String: Element] = [:]
+        for entry in bundle.children where entry.name == "entry" {
+            guard let resource = entry["resource"] else { continue }
+            if let fullUrl = entry.string("fullUrl") { index[fullUrl] = resource }
+            if let type = resource.resourceType, let id = resource.string("id") {
+                let relative = "\(type)/\(id)"
+                if index[relative] == nil { index[relative] = resource }
+            }
+        }
+        byReference = index
+    }
+
+    /// The entry resource a reference names: its `fullUrl`, `Type/id`, or an absolute or
+    /// versioned URL ending in `Type/id`.
+    public func resource(for reference: String) -> Element? {
+        if let found = byReference[reference] { return found }
+        var parts = reference.split(separator: "/")
+        if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
+        guard parts.count >= 2 else { return nil }
+        return byReference["\(parts[parts.count - 2])/\(parts[parts.count - 1])"]
     }
 }

@@ -15,6 +15,9 @@ public struct EvaluationEnvironment: Sendable {
     public var variables: [String: [FHIRPathValue]]
     /// Called by `trace(name)` with the name and the traced items.
     public var trace: (@Sendable (String, [FHIRPathValue]) -> Void)?
+    /// An index of `rootResource`'s entries for `resolve()` (build it once per Bundle when many
+    /// expressions run over its resources; without it, each `resolve()` scans the entries).
+    public var bundleIndex: BundleIndex?
     /// Resolves references that are not inside `resource` (a server, a file set); nil for none.
     public var resolveReference: (@Sendable (String) -> Element?)?
     /// The clock `now()`, `today()` and `timeOfDay()` read, fixed for one evaluation.
