@@ -23,6 +23,7 @@ struct FHIRPathCommand: ParsableCommand {
               caregate fhirpath "value.ofType(Quantity)" FHIRSamples/json/Observation-*.json
               caregate fhirpath "entry.resource.ofType(CarePlan).subject.resolve().name" FHIRSamples/bundle/maria-lopez-demo-bundle.json
               caregate fhirpath "effective > %since" obs.json --var since=@2026-11-01
+              caregate fhirpath --check CarePlan "activity.detail.scheduled.ofType(Timing).repeat"
               caregate fhirpath --check CarePlan "activity.detail.scheduledTiming"
             """)
 
@@ -38,6 +39,9 @@ struct FHIRPathCommand: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("Type-check the expression against this resource type instead of evaluating it.", valueName: "type"))
     var check: String?
+
+    @Flag(name: .customLong("json-choice-names"), help: "With --check: accept FHIR's JSON spelling of a choice (scheduledTiming) as scheduled.ofType(Timing) instead of reporting it.")
+    var jsonChoiceNames = false
 
     func validate() throws {
         if check == nil && files.isEmpty { throw ValidationError("give at least one file to evaluate on, or --check TYPE") }
@@ -65,7 +69,7 @@ struct FHIRPathCommand: ParsableCommand {
             }
             let checker = FHIRPathChecker(rootType: type, variables: values.mapValues { items in
                 InferredType(types: Set(items.map { .system($0.systemValue.typeInfoName) }), isCollection: items.count > 1)
-            })
+            }, strict: !jsonChoiceNames)
             let diagnostics = checker.check(compiled)
             for d in diagnostics { print(d) }
             print("result: \(checker.resultType(compiled))")

@@ -61,6 +61,10 @@ struct EvaluationTests {
         #expect(try evaluate("activity.detail.where(code.coding.code = '229065009').scheduled.ofType(Timing).repeat.timeOfDay") == ["17:30:00"])
         #expect(try evaluate("activity.detail.scheduled.ofType(string)") == ["When you feel short of breath"].map { _ in try! evaluate("activity.detail.scheduled.ofType(string)")[0] })
         #expect(try evaluate("activity.detail.where(doNotPerform = true).exists()") == ["true"])
+        // FHIR's JSON spelling of a choice selects the choice when it has that type.
+        #expect(try evaluate("activity.detail.scheduledTiming.repeat.timeOfDay") == ["17:30:00"] + (try evaluate("activity.detail.scheduledTiming.repeat.timeOfDay").dropFirst()))
+        #expect(try evaluate("activity.detail.scheduledTiming.count() = activity.detail.scheduled.ofType(Timing).count()") == ["true"])
+        #expect(try evaluate("activity.detail.scheduledPeriod").isEmpty)
         #expect(try evaluate("activity.reference.reference.first()") == ["MedicationRequest/metformin"])
         #expect(try evaluate("activity[4].detail.code.coding.code") == ["229065009"])
         #expect(try evaluate("activity.detail.code.coding.where(system = %loinc).code") == ["85354-9", "29463-7"])
@@ -152,14 +156,16 @@ final class TraceLog: @unchecked Sendable {
 
 @Suite("FHIRPath checker")
 struct CheckerTests {
-    func check(_ text: String, on type: String = "CarePlan") throws -> [String] {
-        FHIRPathChecker(rootType: type).check(try FHIRPathExpression(text)).map(\.description)
+    func check(_ text: String, on type: String = "CarePlan", strict: Bool = true) throws -> [String] {
+        FHIRPathChecker(rootType: type, strict: strict).check(try FHIRPathExpression(text)).map(\.description)
     }
 
     @Test("misspelt elements are errors at their column, with a suggestion")
     func suggestions() throws {
         #expect(try check("CarePlan.activty.detail") == ["1:10: error: 'activty' is not an element of CarePlan; did you mean 'activity'?"])
         #expect(try check("activity.detail.scheduledTiming") == ["1:17: error: 'scheduledTiming' is not an element of CarePlan.activity.detail; write scheduled.ofType(Timing)"])
+        #expect(try check("activity.detail.scheduledTiming.repeat.timeOfDay", strict: false).isEmpty)
+        #expect(try check("activity.detail.scheduledTimng", strict: false) == ["1:17: error: 'scheduledTimng' is not an element of CarePlan.activity.detail; did you mean 'scheduledTiming'?"])
         #expect(try check("Patient.name", on: "CarePlan") == ["1:1: error: the expression starts from CarePlan, not Patient"])
         #expect(try check("activity.detail.where(code.codng.code = 'x')") == ["1:28: error: 'codng' is not an element of CodeableConcept; did you mean 'coding'?"])
         #expect(try check("activity.detail.scheduled.ofType(Timng)") == ["1:27: error: unknown type 'Timng'; did you mean 'Timing'?"])
@@ -173,6 +179,7 @@ struct CheckerTests {
         let checker = FHIRPathChecker(rootType: "CarePlan")
         #expect(checker.resultType(try FHIRPathExpression("activity.detail.scheduled.ofType(Timing).repeat.frequency")).description == "collection of positiveInt")
         #expect(checker.resultType(try FHIRPathExpression("activity.detail.scheduled")).description == "collection of Period | Timing | string")
+        #expect(FHIRPathChecker(rootType: "CarePlan", strict: false).resultType(try FHIRPathExpression("activity.detail.scheduledTiming.repeat.timeOfDay")).description == "collection of time")
         #expect(checker.resultType(try FHIRPathExpression("period.start")).description == "dateTime")
         #expect(checker.resultType(try FHIRPathExpression("activity.first().detail.code.text.length()")).description == "System.Integer")
         #expect(try check("activity.detail.description.startsWith('Walk')") == ["1:29: warning: startsWith() expects one item, but its input can hold several (collection of string)"])

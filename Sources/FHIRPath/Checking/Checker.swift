@@ -68,10 +68,15 @@ public struct FHIRPathChecker: Sendable {
     public let rootType: String
     /// Types of user variables (`%dose`), without the `%`; unknown variables are errors.
     public var variables: [String: InferredType]
+    /// Strict FHIRPath (the default): FHIR's JSON spelling of a choice (`scheduledTiming`) is an
+    /// error with the FHIRPath spelling as its fix, as the R4 specification has it. When false it
+    /// is understood as `scheduled.ofType(Timing)` (the evaluator selects it either way).
+    public var strict: Bool
 
-    public init(rootType: String, variables: [String: InferredType] = [:]) {
+    public init(rootType: String, variables: [String: InferredType] = [:], strict: Bool = true) {
         self.rootType = rootType
         self.variables = variables
+        self.strict = strict
     }
 
     /// The findings for `expression`, errors first.
@@ -183,6 +188,11 @@ public struct FHIRPathChecker: Sendable {
                 owners.append(typeName)
                 if let element = def.element(named: name) {
                     for t in element.typeNames { result.insert(.fhir(t)) }
+                    if element.isRepeating { collection = true }
+                    continue
+                }
+                if !checker.strict, let (element, typeIndex) = def.property(named: name), element.isChoice {
+                    result.insert(.fhir(model.types[Int(typeIndex)].name))
                     if element.isRepeating { collection = true }
                     continue
                 }

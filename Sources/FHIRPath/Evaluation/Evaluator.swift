@@ -133,7 +133,13 @@ struct Evaluator {
                     result.append(item)
                     continue
                 }
+                let before = result.count
                 for child in e.children where child.name == name { result.append(.element(child)) }
+                // FHIR's JSON spelling of a choice (`valueQuantity`, `scheduledTiming`): the choice
+                // element when it has that type. The checker flags this spelling in strict mode.
+                if result.count == before, let (base, type) = Evaluator.choiceSpelling(name, in: e) {
+                    for child in e.children where child.name == base && child.typeName == type { result.append(.element(child)) }
+                }
             case .typeInfo(let namespace, let typeName):
                 if name == "namespace" { result.append(.string(namespace)) }
                 if name == "name" { result.append(.string(typeName)) }
@@ -142,6 +148,13 @@ struct Evaluator {
             }
         }
         return result
+    }
+
+    /// `valueQuantity` on an element with `value[x]`: the element name and the type it names.
+    static func choiceSpelling(_ name: String, in element: Element) -> (String, String)? {
+        guard let definition = element.definition, definition.element(named: name) == nil,
+              let (choice, typeIndex) = definition.property(named: name), choice.isChoice else { return nil }
+        return (choice.name, ModelInfo.r4.types[Int(typeIndex)].name)
     }
 
     /// A collection of at most one item, as operators and single-item functions need it.
