@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "FHIR", targets: ["FHIR"]),
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
+        .library(name: "Mapping", targets: ["Mapping"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -43,6 +44,11 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
+        // 4. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
+        .target(
+            name: "Mapping",
+            dependencies: ["FHIR", "FHIRPath", "CareStore"]
+        ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
             name: "fhir-tablegen"
@@ -71,6 +77,10 @@ let package = Package(
         .testTarget(
             name: "CareStoreTests",
             dependencies: ["CareStore", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "MappingTests",
+            dependencies: ["Mapping", "FHIR", "CareStore"]
         ),
         .testTarget(
             name: "caregateTests",
