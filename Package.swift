@@ -18,6 +18,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
@@ -47,7 +48,7 @@ let package = Package(
         // 4. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
-            dependencies: ["FHIR", "FHIRPath", "CareStore"]
+            dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
@@ -60,6 +61,7 @@ let package = Package(
                 "FHIR",
                 "FHIRPath",
                 "CareStore",
+                "Mapping",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -81,17 +81,21 @@ public struct FHIRPathChecker: Sendable {
 
     /// The findings for `expression`, errors first.
     public func check(_ expression: FHIRPathExpression) -> [Diagnostic] {
-        var run = Run(checker: self)
-        let root = InferredType(types: [.fhir(rootType)], isCollection: false)
-        _ = run.infer(expression.root, input: root, this: root)
-        return run.diagnostics.sorted { ($0.severity == .error ? 0 : 1, $0.position.offset) < ($1.severity == .error ? 0 : 1, $1.position.offset) }
+        analyse(expression, context: InferredType(types: [.fhir(rootType)], isCollection: false)).diagnostics
     }
 
     /// The type of the whole expression's result.
     public func resultType(_ expression: FHIRPathExpression) -> InferredType {
+        analyse(expression, context: InferredType(types: [.fhir(rootType)], isCollection: false)).type
+    }
+
+    /// Findings and result type for an expression evaluated on items of `context` (an element
+    /// inside the root resource, such as `CarePlan.activity`; `%resource` stays the root type).
+    public func analyse(_ expression: FHIRPathExpression, context: InferredType) -> (type: InferredType, diagnostics: [Diagnostic]) {
         var run = Run(checker: self)
-        let root = InferredType(types: [.fhir(rootType)], isCollection: false)
-        return run.infer(expression.root, input: root, this: root)
+        let type = run.infer(expression.root, input: context, this: context)
+        let sorted = run.diagnostics.sorted { ($0.severity == .error ? 0 : 1, $0.position.offset) < ($1.severity == .error ? 0 : 1, $1.position.offset) }
+        return (type, sorted)
     }
 
     struct Run {

@@ -1,0 +1,103 @@
+import CareStore
+import FHIRPath
+
+/// A FHIRPath expression written in a mapping file, with its place there.
+public struct MappingExpression: Sendable {
+    public let text: String
+    public let location: MappingLocation
+    /// The compiled expression; nil when it does not parse (a diagnostic says where and why).
+    public let compiled: FHIRPathExpression?
+    let quoted: Bool
+
+    /// The file position of a position inside the expression (first line of the scalar).
+    func location(of position: SourcePosition) -> MappingLocation {
+        if position.line > 1 { return MappingLocation(file: location.file, line: location.line + position.line - 1, column: position.column) }
+        return MappingLocation(file: location.file, line: location.line, column: location.column + (quoted ? 1 : 0) + position.column - 1)
+    }
+}
+
+/// `{if, reason}` (and `delete` in `end`): a rule that skips or ends what matches.
+public struct MappingCondition: Sendable {
+    public let test: MappingExpression
+    public let reason: String?
+    /// For `end`: tombstone what was made instead of ending it.
+    public let delete: Bool
+    public let location: MappingLocation
+}
+
+/// `{table, key}`: a value looked up in one of the file's tables.
+public struct TableLookup: Sendable {
+    public let table: String
+    public let key: MappingExpression
+    public let location: MappingLocation
+}
+
+/// A task, contact or outcome rule: what each item of `each` becomes.
+public struct MappingRule: Sendable {
+    public enum Kind: String, Sendable {
+        case task, contact, outcome
+        case value = "outcome value"
+    }
+
+    public let kind: Kind
+    public var name: String
+    public var location: MappingLocation
+    /// The items (default: the resource itself).
+    public var each: MappingExpression?
+    public var skip: [MappingCondition] = []
+    public var end: [MappingCondition] = []
+    /// Map each item with the mapping file for its resource type, inside this care plan.
+    public var delegate = false
+    /// Expression fields by key (`id`, `title`, `timing`...).
+    public var fields: [String: MappingExpression] = [:]
+    /// List fields (`tags`).
+    public var lists: [String: [MappingExpression]] = [:]
+    /// Table lookups (`healthkit`).
+    public var lookups: [String: TableLookup] = [:]
+    /// An outcome's value rules.
+    public var values: [MappingRule] = []
+}
+
+/// A golden test: an input file and the store entities it must produce.
+public struct GoldenTest: Sendable {
+    public var input: String
+    public var expect: String
+    public var location: MappingLocation
+}
+
+/// The tables a mapping file defines or includes.
+public struct MappingTables: Sendable {
+    /// Timing codes, meal and sleep times and weekly days (the shipped defaults, overridden).
+    public var timing: TimingTables = .standard
+    /// `system|code` to a HealthKit quantity type.
+    public var healthKit: [String: HealthKitLinkage] = [:]
+    /// UCUM units to the label a CareKit app shows.
+    public var units: [String: String] = [:]
+    /// Where each entry came from, for messages (`tables.event-times.ACM`).
+    var origins: [String: MappingLocation] = [:]
+}
+
+/// One mapping file, with its includes and the file it extends applied.
+public struct MappingFile: Sendable {
+    public let path: String
+    /// The FHIR resource type it maps.
+    public var resource: String
+    public var description: String?
+    public var includes: [String] = []
+    public var extends: String?
+    public var patient: MappingExpression?
+    public var skip: [MappingCondition] = []
+    public var end: [MappingCondition] = []
+    public var patientFields: [String: MappingExpression] = [:]
+    public var carePlan: [String: MappingExpression] = [:]
+    public var tasks: [MappingRule] = []
+    public var contacts: [MappingRule] = []
+    public var outcomes: [MappingRule] = []
+    public var tables = MappingTables()
+    public var tests: [GoldenTest] = []
+    /// Where the file's `resource` key is (for file-level messages).
+    public var location: MappingLocation
+
+    /// Every rule, for checks that apply to all kinds.
+    var allRules: [MappingRule] { tasks + contacts + outcomes }
+}

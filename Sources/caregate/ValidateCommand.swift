@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import Mapping
+
+/// `caregate validate [PATH...] [--format text|github|json]`
+struct ValidateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "validate",
+        abstract: "Check mapping files without any server or data (for CI).",
+        discussion: """
+            Checks YAML structure and keys, parses and type-checks every FHIRPath expression \
+            against the R4 definitions for its context, the type each store field needs, task ids \
+            that would collide, tables (clock times, UCUM units, code system URIs) and rules that \
+            can never apply. Directories are searched for .yaml files; files of shared tables are \
+            checked as tables.
+
+            Exit status: 0 when there are no errors (warnings allowed), 1 with errors, 2 on usage errors.
+
+            Examples:
+              caregate validate Mappings/
+              caregate validate Mappings/careplan.yaml site/careplan.yaml --format github
+            """)
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case text, github, json
+    }
+
+    @Argument(help: "Mapping files or directories (default: Mappings/).", completion: .file())
+    var paths: [String] = ["Mappings"]
+
+    @Option(name: .long, help: "text (compiler-style lines), github (workflow annotations) or json.")
+    var format: Format = .text
+
+    func run() throws {
+        let files = try ValidateCommand.mappingFiles(paths)
+        var all: [MappingDiagnostic] = []
+        let validator = MappingValidator()
+        for file in files { all += validator.check(path: file).diagnostics }
+        switch format {
+        case .text:
+            for d in all { print(d) }
+            let errors = all.filter { $0.severity == .error }.count
+            let warnings = all.count - errors
+            FileHandle.standardError.write(Data("\(files.count) mapping file\(files.count == 1 ? "" : "s") checked: \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
+        case .github:
+            for d in all { print(d.githubAnnotation) }
+        case .json:
+            let items = all.map { d -> [String: Any] in
+                ["file": d.location.file, "line": d.location.line, "column": d.location.column, "severity": d.severity.rawValue, "message": d.message]
+            }
+            let data = try JSONSerialization.data(withJSONObject: ["files": files, "diagnostics": items], options: [.sortedKeys, .withoutEscapingSlashes])
+            print(String(decoding: data, as: UTF8.self))
+        }
+        if all.contains(where: { $0.severity == .error }) { throw ExitCode(1) }
+    }
+
+    /// The .yaml files named or found under the directories named, in a stable order.
+    static func mappingFiles(_ paths: [String]) throws -> [String] {
+        var files: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                FileHandle.standardError.write(Data("error: no such file or directory: \(path)\n".utf8))
+                throw ExitCode(2)
+            }
+            if isDirectory.boolValue {
+                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? [])
+                    .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
+                files += found.map { (path as NSString).appendingPathComponent($0) }
+            } else {
+                files.append(path)
+            }
+        }
+        return files
+    }
+}
