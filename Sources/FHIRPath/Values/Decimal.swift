@@ -38,7 +38,7 @@ public struct FHIRPathDecimal: Sendable, Hashable, Comparable, CustomStringConve
     public var double: Double { NSDecimalNumber(decimal: value).doubleValue }
 
     /// Whether the value has no fraction.
-    var isWhole: Bool {
+    public var isWhole: Bool {
         var v = value, r = Decimal()
         NSDecimalRound(&r, &v, 0, .plain)
         return r == value

@@ -18,7 +18,7 @@ public enum FHIRPathValue: Sendable {
     case typeInfo(namespace: String, name: String)
 
     /// The value as FHIRPath literal text (`'abc'`, `@2014-01-01`, `4 'mg'`).
-    var literalText: String {
+    public var literalText: String {
         switch self {
         case .element(let e): e.typeName ?? e.name
         case .boolean(let b): b ? "true" : "false"

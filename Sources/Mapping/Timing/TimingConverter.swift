@@ -232,8 +232,9 @@ public struct TimingConverter: Sendable {
                 }
                 return nil
             }
-            if timing.code != nil {
-                loss("code", "the repeat rule is used; the code beside it is not")
+            if let code = timing.code, codeRule == nil || (r.timeOfDay.count + r.when.count > 0 && codeRule!.timesOfDay.count != r.timeOfDay.count + r.when.count) {
+                // A code that says the same as the rule (BID beside two `when` times) is not a loss.
+                loss("code", "the repeat rule is used; the code \(code.coding.compactMap(\.code).joined(separator: ", ")) beside it is not")
             }
             var rule = TimingRule()
             rule.frequency = r.frequency ?? 1

@@ -1,0 +1,104 @@
+import Foundation
+import CareStore
+import FHIR
+
+/// Where a store entry came from: enough to find the FHIR resource again and to tell whether it
+/// changed (pushes refer back to it; re-imports compare the hash).
+public struct SourceRecord: Sendable, Hashable {
+    /// `CarePlan/maria-lopez-home-care`.
+    public var reference: String
+    /// The file (or server) it was read from.
+    public var origin: String
+    public var versionID: String?
+    /// FNV-1a 64 of the resource's compact JSON, hex.
+    public var contentHash: String
+    /// The mapping rule that made the entry (`careplan.yaml#activity-detail`).
+    public var rule: String
+
+    /// The fields as CareKit `userInfo` entries (`remoteID` holds `reference`).
+    public var userInfo: [String: String] {
+        var info = ["caregate.source": origin, "caregate.resource": reference, "caregate.hash": contentHash, "caregate.rule": rule]
+        if let versionID { info["caregate.versionId"] = versionID }
+        return info
+    }
+}
+
+/// A care plan to create or update, with the store id of its patient.
+public struct MappedCarePlan: Sendable {
+    public var plan: CarePlan
+    public var patientID: String
+    public var source: SourceRecord
+}
+
+/// A task and the store id of its care plan.
+public struct MappedTask: Sendable {
+    public var task: CareTask
+    public var carePlanID: String
+    public var source: SourceRecord
+}
+
+/// A contact and the store id of its care plan (nil for none).
+public struct MappedContact: Sendable {
+    public var contact: Contact
+    public var carePlanID: String?
+    public var source: SourceRecord
+}
+
+/// A recorded result, still to be matched to a task (by group) and occurrence (by date).
+public struct MappedOutcome: Sendable {
+    /// Codes; the task whose `groupIdentifier` is one of them records it.
+    public var taskGroups: [String]
+    public var date: Date
+    public var values: [OutcomeValue]
+    public var source: SourceRecord
+}
+
+/// An entry an earlier import made that a resource now ends (or deletes).
+public struct EndRequest: Sendable, Hashable {
+    public var type: EntityType
+    public var id: String
+    /// Tombstone instead of ending.
+    public var delete: Bool
+    public var reason: String
+    public var source: String
+}
+
+/// What one patient's resources became: written to the store in one transaction.
+public struct PatientBatch: Sendable {
+    public var patientID: String
+    public var patient: Patient?
+    public var carePlans: [MappedCarePlan] = []
+    public var tasks: [MappedTask] = []
+    public var contacts: [MappedContact] = []
+    public var outcomes: [MappedOutcome] = []
+    public var ends: [EndRequest] = []
+
+    public init(patientID: String) { self.patientID = patientID }
+}
+
+/// A line of the import report: a skip, an end, an approximation, or an error.
+public struct ImportNote: Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case skipped, ended, deleted, loss, error, warning
+    }
+
+    public var kind: Kind
+    /// `CarePlan/maria-lopez-home-care`.
+    public var resource: String
+    /// Where in the resource (`activity[8]`, `dosageInstruction[0].timing`), when it concerns a part.
+    public var path: String?
+    public var origin: String
+    public var message: String
+
+    public var description: String {
+        "\(origin): \(resource)\(path.map { " \($0)" } ?? ""): \(kind.rawValue): \(message)"
+    }
+}
+
+/// The result of mapping a set of resources.
+public struct MappingOutput: Sendable {
+    public var batches: [PatientBatch] = []
+    public var notes: [ImportNote] = []
+    /// Resources no mapping file covers, by type (counted, not errors).
+    public var unmapped: [String: Int] = [:]
+}

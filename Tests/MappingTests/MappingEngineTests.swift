@@ -1,0 +1,104 @@
+import CareStore
+import FHIR
+import FHIRPath
+import Foundation
+import Testing
+@testable import Mapping
+
+let samplesDirectory = mappingsDirectory.deletingLastPathComponent().appendingPathComponent("FHIRSamples")
+
+/// The entries of a Bundle file as sourced resources.
+func bundleResources(_ path: String) throws -> [SourcedResource] {
+    let bundle = try FHIRDocument.read(contentsOf: path).resource
+    let index = BundleIndex(bundle)
+    return bundle.children.filter { $0.name == "entry" }.enumerated().compactMap { i, entry in
+        entry["resource"].map { SourcedResource(resource: $0, container: bundle, index: index, origin: "\((path as NSString).lastPathComponent)#entry[\(i)]") }
+    }
+}
+
+let importTime = local("2026-11-01 09:00")
+
+func mapSamples() throws -> MappingOutput {
+    let set = try MappingSet.load([mappingsDirectory.path])
+    let engine = MappingEngine(mappings: set, timeZone: newYork, now: importTime)
+    return engine.map(try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path))
+}
+
+func render(_ task: CareTask, days: Int = 1, from: Date = local("2026-11-02")) -> [String] {
+    task.schedule.events(from: from, to: from.addingTimeInterval(Double(days) * 86_400)).map(render)
+}
+
+@Suite("Mapping engine on the sample patient")
+struct MappingEngineTests {
+    @Test("the demo Bundle: one patient, the care plan, a task per activity or a reported skip, contacts, outcomes")
+    func demoBundle() throws {
+        let output = try mapSamples()
+        #expect(output.batches.count == 1)
+        let batch = try #require(output.batches.first)
+        #expect(batch.patientID == "Patient/maria-lopez")
+        #expect(batch.patient?.name.givenName == "María Elena" && batch.patient?.name.familyName == "López")
+        #expect(batch.carePlans.map(\.plan.id) == ["CarePlan/maria-lopez-home-care"])
+        #expect(batch.carePlans[0].plan.title == "Home care after hospital discharge")
+        let tasks = Dictionary(uniqueKeysWithValues: batch.tasks.map { ($0.task.id, $0) })
+        // Nine activities: four details, four references to MedicationRequests, one doNotPerform (skipped).
+        #expect(tasks.count == 8)
+        #expect(Set(batch.tasks.map(\.carePlanID)) == ["CarePlan/maria-lopez-home-care"])
+        #expect(output.notes.contains { $0.kind == .skipped && $0.message.hasPrefix("doNotPerform") })
+        // Schedules from the Timings, in New York time.
+        let walk = try #require(tasks["CarePlan/maria-lopez-home-care/229065009"]?.task)
+        #expect(render(walk) == ["11-02 17:30 +30m"])
+        #expect(render(try #require(tasks["CarePlan/maria-lopez-home-care/85354-9"]?.task)) == ["11-02 08:00", "11-02 20:00"])
+        let metformin = try #require(tasks["MedicationRequest/metformin/dosage-1"]?.task)
+        #expect(metformin.title == "Metformin 500 mg tablet")
+        #expect(render(metformin) == ["11-02 07:30", "11-02 18:30"])
+        #expect(metformin.schedule.elements.allSatisfy { $0.targetValues.first?.units == "mg" })
+        let nitroglycerin = try #require(tasks["MedicationRequest/nitroglycerin-prn/dosage-0"]?.task)
+        #expect(nitroglycerin.impactsAdherence == false)
+        #expect(render(nitroglycerin) == ["11-02 all-day"])
+        // A LOINC-coded activity becomes a HealthKit task; every entry records where it came from.
+        #expect(tasks["CarePlan/maria-lopez-home-care/29463-7"]?.task.healthKitLinkage?.quantityIdentifier == "HKQuantityTypeIdentifierBodyMass")
+        #expect(metformin.version.remoteID == "MedicationRequest/metformin")
+        #expect(metformin.version.userInfo?["caregate.rule"] == "medicationrequest.yaml#dosage")
+        #expect(metformin.version.userInfo?["caregate.hash"]?.count ?? 0 >= 8)
+        // Contacts from the care team: practitioners through their roles, a related person from contained data.
+        #expect(batch.contacts.count == 3)
+        let chen = try #require(batch.contacts.first { $0.contact.name.familyName == "Chen" }?.contact)
+        #expect(chen.category == .careProvider && chen.phoneNumbers?.isEmpty == false)
+        #expect(batch.contacts.contains { $0.contact.category == .friendsAndFamily })
+        // Observations become outcomes to be matched to tasks by code.
+        #expect(batch.outcomes.count == 4)
+        let pressure = try #require(batch.outcomes.first { $0.taskGroups == ["85354-9"] })
+        #expect(pressure.values.map(\.kind) == ["8480-6", "8462-4"])
+        #expect(pressure.values.map(\.units) == ["mmHg", "mmHg"])
+    }
+
+    @Test("the same resources read from XML give the same entries as from JSON")
+    func xmlAndJSON() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        let engine = MappingEngine(mappings: set, timeZone: newYork, now: importTime)
+        let json = engine.map(try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path))
+        let xml = engine.map(try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.xml").path))
+        func summary(_ o: MappingOutput) -> [String] {
+            o.batches.flatMap { b in
+                b.tasks.map { "\($0.task.id)|\($0.task.title ?? "")|\($0.task.schedule.elements.map { "\($0.start)\($0.interval)\($0.duration)" })" }
+                    + b.contacts.map { "\($0.contact.id)|\($0.contact.name)" } + b.outcomes.map { "\($0.taskGroups)\($0.date)\($0.values.map(\.value))" }
+            }.sorted()
+        }
+        #expect(!summary(json).isEmpty)
+        #expect(summary(json) == summary(xml))
+    }
+
+    @Test("a revoked care plan ends its plan and every task it made, its references' tasks included")
+    func revoked() throws {
+        var resources = try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path)
+        let i = try #require(resources.firstIndex { $0.resource.resourceType == "CarePlan" })
+        resources[i].resource.setValue("revoked", for: "status")
+        let set = try MappingSet.load([mappingsDirectory.path])
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map(resources)
+        let batch = try #require(output.batches.first)
+        #expect(batch.carePlans.isEmpty && batch.tasks.isEmpty)
+        #expect(batch.ends.contains { $0.type == .carePlan && $0.id == "CarePlan/maria-lopez-home-care" })
+        #expect(batch.ends.filter { $0.type == .task }.count == 8)
+        #expect(output.notes.contains { $0.kind == .ended && $0.message == "the plan was revoked, completed or put on hold" })
+    }
+}
