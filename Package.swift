@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
         .library(name: "Mapping", targets: ["Mapping"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -50,6 +51,11 @@ let package = Package(
             name: "Mapping",
             dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")]
         ),
+        // 6. Import, export and push use cases (the outbox and provenance to come).
+        .target(
+            name: "Gateway",
+            dependencies: ["FHIR", "FHIRPath", "CareStore", "Mapping"]
+        ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
             name: "fhir-tablegen"
@@ -62,6 +68,7 @@ let package = Package(
                 "FHIRPath",
                 "CareStore",
                 "Mapping",
+                "Gateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -83,6 +90,10 @@ let package = Package(
         .testTarget(
             name: "MappingTests",
             dependencies: ["Mapping", "FHIR", "CareStore"]
+        ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: ["Gateway", "Mapping", "CareStore", "FHIR"]
         ),
         .testTarget(
             name: "caregateTests",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CareGate's main job on its embedded default: build the command line and run it over the demo
-# patient in FHIRSamples/. Output goes to out/ (ignored by git).
+# CareGate's main job on its embedded default: build the command line, check the shipped mappings,
+# and import the demo patient in FHIRSamples/ into an SQLite store. Output goes to out/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-system-packages.sh
@@ -19,4 +19,15 @@ for file in FHIRSamples/json/*.json FHIRSamples/xml/*.xml; do
   "$caregate" convert "$file" --to json -q > /dev/null
   count=$((count + 1))
 done
-echo "read $count sample files without errors; output in out/"
+echo "read $count sample files without errors"
+echo "== Checking the mapping files"
+"$caregate" validate Mappings
+echo "== Importing the demo patient into a fresh store (out/caregate.sqlite)"
+rm -f out/caregate.sqlite out/caregate.sqlite-wal out/caregate.sqlite-shm
+"$caregate" import "$bundle" --store out/caregate.sqlite --tz America/New_York --report out/import-report.json
+echo "== Importing it again: nothing changes"
+"$caregate" import "$bundle" --store out/caregate.sqlite --tz America/New_York | tail -1
+echo "== Monday 2 November 2026, as the patient's app shows it"
+"$caregate" store events --store out/caregate.sqlite --from 2026-11-02 --to 2026-11-03 --tz America/New_York
+"$caregate" store export --carekit --store out/caregate.sqlite -o out/caregate-revision.json
+echo "output in out/ (the store, its CareKit export, the import report)"

@@ -88,6 +88,14 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A versioned care-plan store with CareKit's rules (CareKit's `OCKStoreProtocol`): updates
 /// append versions, deletes append tombstones, nothing is overwritten.
+/// One write among several that must land together (`CarePlanStore.apply`).
+public enum StoreOperation: Sendable {
+    case add([CareEntity])
+    case update([CareEntity])
+    /// Tombstones for the current versions of these ids, effective at the date.
+    case delete(EntityType, ids: [String], at: Date)
+}
+
 public protocol CarePlanStore: Sendable {
     /// Adds first versions of new entities, all or none.
     @discardableResult
@@ -98,6 +106,8 @@ public protocol CarePlanStore: Sendable {
     /// Appends tombstones for the current versions of these ids, effective at `date`.
     @discardableResult
     func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity]
+    /// Several writes in one transaction: every one of them lands, or none does.
+    func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity]
     /// Stores versions made elsewhere (a CareKit device's revision record) as they are: new
     /// uuids are added and linked, known ones skipped; several tips for one id is a conflict.
     @discardableResult

@@ -334,7 +334,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     @discardableResult
     public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        return try write { db in
+        try write { db in try addVersions(entities, db: db) }
+    }
+
+    func addVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
+        do {
             var revision = try nextRevision(db)
             var added: [CareEntity] = []
             added.reserveCapacity(entities.count)
@@ -372,7 +376,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     @discardableResult
     public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        return try write { db in
+        try write { db in try updateVersions(entities, db: db) }
+    }
+
+    func updateVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
+        do {
             var revision = try nextRevision(db)
             var updated: [CareEntity] = []
             var batch = Batch()
@@ -405,7 +413,27 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     @discardableResult
     public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
-        return try write { db in
+        try write { db in try deleteVersions(type, ids: ids, at: date, db: db) }
+    }
+
+    /// Runs several writes as one transaction: all of them, or none (an import of one patient).
+    @discardableResult
+    public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] {
+        try write { db in
+            var written: [CareEntity] = []
+            for operation in operations {
+                switch operation {
+                case .add(let entities): written += try addVersions(entities, db: db)
+                case .update(let entities): written += try updateVersions(entities, db: db)
+                case .delete(let type, let ids, let date): written += try deleteVersions(type, ids: ids, at: date, db: db)
+                }
+            }
+            return written
+        }
+    }
+
+    func deleteVersions(_ type: EntityType, ids: [String], at date: Date, db: Database) throws -> [CareEntity] {
+        do {
             var revision = try nextRevision(db)
             var tombstones: [CareEntity] = []
             var batch = Batch()

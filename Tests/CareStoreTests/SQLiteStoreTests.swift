@@ -238,6 +238,26 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
     }
 
+    @Test("apply runs adds, updates and deletes as one transaction: a failing step leaves nothing written")
+    func applyIsAtomic() throws {
+        let t = try TemporaryStore()
+        let (patient, plan, pill, _) = try seed(t.store)
+        var renamed = plan
+        renamed.title = "Renamed"
+        renamed.version.effectiveDate = start.addingTimeInterval(3600)
+        let orphan = CareTask(id: "orphan", title: "Orphan", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone), timezone: zone)
+        #expect(throws: StoreError.self) {
+            try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])])
+        }
+        #expect(try t.store.fetchCarePlans().map(\.title) == [plan.title])
+        #expect(try t.store.fetchTasks().count == 2)
+        let written = try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200))])
+        #expect(written.count == 2)
+        #expect(try t.store.fetchCarePlans().map(\.title) == ["Renamed"])
+        #expect(try t.store.fetchTasks().map(\.id) == ["weight"])
+        _ = patient
+    }
+
     @Test("commits do not checkpoint; a log past 4 MiB is copied into the database file in the background, readable from a new connection")
     func backgroundCheckpoint() throws {
         let t = try TemporaryStore()

@@ -90,6 +90,14 @@ public struct ImportNote: Sendable, Hashable, CustomStringConvertible {
     public var origin: String
     public var message: String
 
+    public init(kind: Kind, resource: String, path: String?, origin: String, message: String) {
+        self.kind = kind
+        self.resource = resource
+        self.path = path
+        self.origin = origin
+        self.message = message
+    }
+
     public var description: String {
         "\(origin): \(resource)\(path.map { " \($0)" } ?? ""): \(kind.rawValue): \(message)"
     }

@@ -118,11 +118,8 @@ public struct MappingEngine: Sendable {
             self.origins = origins
         }
 
-        var calendar: Calendar {
-            var c = Calendar(identifier: .gregorian)
-            c.timeZone = engine.timeZone
-            return c
-        }
+        /// CareKit's calendar (Gregorian, weeks from Sunday) in the patients' time zone.
+        var calendar: Calendar { Schedule.calendar(engine.timeZone) }
 
         // MARK: Evaluation
 

@@ -53,11 +53,8 @@ public struct TimingConverter: Sendable {
         self.defaultDuration = defaultDuration
     }
 
-    var calendar: Calendar {
-        var c = Calendar(identifier: .gregorian)
-        c.timeZone = timeZone
-        return c
-    }
+    /// CareKit's calendar (Gregorian, weeks from Sunday) in the patients' time zone.
+    var calendar: Calendar { Schedule.calendar(timeZone) }
 
     /// Converts `timing`; `anchor` is where a rule starts when `boundsPeriod.start` does not say
     /// (the care plan's period start, the prescription's date, or the import time).

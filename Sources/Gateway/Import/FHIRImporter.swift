@@ -1,0 +1,89 @@
+import CareStore
+import FHIR
+import Foundation
+import Mapping
+
+/// How far an import has got, for a progress bar or progress lines.
+public struct ImportProgress: Sendable {
+    public enum Stage: String, Sendable { case reading, storing }
+    public var stage: Stage
+    public var done: Int
+    public var total: Int
+    public var item: String
+}
+
+/// What an import did: per patient, the changes (or why the patient's transaction was refused),
+/// and the report's notes (skips, ends, approximations of schedules, errors).
+public struct ImportReport: Sendable {
+    public var files = 0
+    public var resources = 0
+    public var patients: [PatientImport] = []
+    public var notes: [ImportNote] = []
+    public var unmapped: [String: Int] = [:]
+    /// Seconds spent reading and parsing, mapping, and writing the store.
+    public var seconds: (reading: Double, mapping: Double, storing: Double) = (0, 0, 0)
+
+    /// Changes counted by action.
+    public var counts: [ImportChange.Action: Int] {
+        var result: [ImportChange.Action: Int] = [:]
+        for change in patients.flatMap(\.changes) { result[change.action, default: 0] += 1 }
+        return result
+    }
+
+    public var failedPatients: [PatientImport] { patients.filter { $0.failure != nil } }
+}
+
+/// `caregate import`: reads FHIR files, applies the mappings and writes the store, one
+/// transaction per patient. A resource that fails is reported and the others go on; a patient
+/// whose transaction fails keeps nothing of it.
+public struct FHIRImporter: Sendable {
+    public var mappings: MappingSet
+    public var store: SQLiteCarePlanStore
+    public var timeZone: TimeZone
+    public var now: Date
+    public var files: ResourceFiles
+
+    public init(mappings: MappingSet, store: SQLiteCarePlanStore, timeZone: TimeZone, now: Date = Date(), files: ResourceFiles = ResourceFiles()) {
+        self.mappings = mappings
+        self.store = store
+        self.timeZone = timeZone
+        self.now = now
+        self.files = files
+    }
+
+    public func run(_ paths: [String], dryRun: Bool = false, progress: (@Sendable (ImportProgress) -> Void)? = nil) -> ImportReport {
+        var report = ImportReport()
+        let clock = ContinuousClock()
+        var start = clock.now
+        let list = files.files(paths)
+        report.files = list.count
+        var resources: [SourcedResource] = []
+        for (i, path) in list.enumerated() {
+            progress?(ImportProgress(stage: .reading, done: i, total: list.count, item: path))
+            let (found, problems) = files.read(path)
+            resources += found
+            report.notes += problems
+        }
+        progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
+        report.resources = resources.count
+        report.seconds.reading = (clock.now - start).seconds
+        start = clock.now
+        let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(resources)
+        report.notes += output.notes
+        report.unmapped = output.unmapped
+        report.seconds.mapping = (clock.now - start).seconds
+        start = clock.now
+        let importer = StoreImport(store: store, timeZone: timeZone, now: now)
+        for (i, batch) in output.batches.enumerated() {
+            progress?(ImportProgress(stage: .storing, done: i, total: output.batches.count, item: batch.patientID))
+            report.patients.append(importer.apply(batch, dryRun: dryRun, notes: &report.notes))
+        }
+        progress?(ImportProgress(stage: .storing, done: output.batches.count, total: output.batches.count, item: ""))
+        report.seconds.storing = (clock.now - start).seconds
+        return report
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

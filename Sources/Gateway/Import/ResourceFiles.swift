@@ -1,0 +1,69 @@
+import FHIR
+import FHIRPath
+import Foundation
+import Mapping
+
+/// Reads what `caregate import` is given: files and directories of FHIR JSON, XML and NDJSON;
+/// a Bundle of any type gives its entries, with the Bundle kept so references between entries
+/// resolve. A file that cannot be read is reported and the others go on.
+public struct ResourceFiles: Sendable {
+    public var options: ParseOptions
+
+    public init(options: ParseOptions = ParseOptions(lenient: true)) {
+        self.options = options
+    }
+
+    /// The files at `paths`, directories searched for .json, .xml and .ndjson, in a stable order.
+    public func files(_ paths: [String]) -> [String] {
+        var result: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? [])
+                    .filter { name in [".json", ".xml", ".ndjson"].contains { name.lowercased().hasSuffix($0) } }.sorted()
+                result += found.map { (path as NSString).appendingPathComponent($0) }
+            } else {
+                result.append(path)
+            }
+        }
+        return result
+    }
+
+    /// The resources in one file, and why any part of it could not be read.
+    public func read(_ path: String) -> (resources: [SourcedResource], problems: [ImportNote]) {
+        var problems: [ImportNote] = []
+        func problem(_ error: FHIRFormatError, _ where_: String? = nil) {
+            let first = error.issues.first { $0.severity == .error } ?? error.issues.first
+            problems.append(ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: nil, origin: path,
+                                       message: first?.description ?? "\(error)"))
+        }
+        do {
+            let format = try FHIRFormat.detect(path: path)
+            if format == .ndjson {
+                var resources: [SourcedResource] = []
+                let reader = try NDJSONReader(path: path, options: options)
+                while true {
+                    do {
+                        guard let parsed = try reader.next() else { break }
+                        resources.append(SourcedResource(resource: parsed.resource, origin: "\(path):\(reader.lineNumber)"))
+                    } catch {
+                        problem(error, "line \(reader.lineNumber)")
+                    }
+                }
+                return (resources, problems)
+            }
+            let resource = try FHIRDocument.read(contentsOf: path, format: format, options: options).resource
+            guard resource.resourceType == "Bundle" else { return ([SourcedResource(resource: resource, origin: path)], problems) }
+            let index = BundleIndex(resource)
+            var resources: [SourcedResource] = []
+            for (i, entry) in resource.children.filter({ $0.name == "entry" }).enumerated() {
+                guard let inner = entry["resource"] else { continue }
+                resources.append(SourcedResource(resource: inner, container: resource, index: index, origin: "\(path)#entry[\(i)]"))
+            }
+            return (resources, problems)
+        } catch {
+            problem(error)
+            return ([], problems)
+        }
+    }
+}

@@ -1,0 +1,304 @@
+import CareStore
+import Foundation
+import Mapping
+
+/// What an import did (or, in a dry run, would do) to one store entry.
+public struct ImportChange: Sendable, Hashable, CustomStringConvertible {
+    public enum Action: String, Sendable { case create, update, unchanged, end, delete }
+    public var action: Action
+    public var type: EntityType
+    public var id: String
+    public var detail: String?
+
+    public var description: String { "\(action.rawValue) \(type.rawValue) \(id)\(detail.map { " (\($0))" } ?? "")" }
+}
+
+/// One patient's part of an import: written in one transaction, or not at all.
+public struct PatientImport: Sendable {
+    public var patientID: String
+    public var changes: [ImportChange] = []
+    /// Why the patient's transaction was refused (nothing of it was written).
+    public var failure: String?
+}
+
+/// Writes mapped batches into the care store, one transaction per patient, versioned as CareKit
+/// does: new entries are added; changed ones get a new version that takes effect after the
+/// newest recorded outcome (history is never rewritten); unchanged ones are left alone, so
+/// importing the same data twice changes nothing; ended ones get a tombstone.
+public struct StoreImport: Sendable {
+    public let store: SQLiteCarePlanStore
+    public let timeZone: TimeZone
+    public let now: Date
+
+    public init(store: SQLiteCarePlanStore, timeZone: TimeZone, now: Date = Date()) {
+        self.store = store
+        self.timeZone = timeZone
+        self.now = now
+    }
+
+    /// CareKit's calendar (Gregorian, weeks from Sunday) in the patients' time zone.
+    var calendar: Calendar { Schedule.calendar(timeZone) }
+
+    /// Applies one patient's batch (or, with `dryRun`, only works out what would change).
+    public func apply(_ batch: PatientBatch, dryRun: Bool, notes: inout [ImportNote]) -> PatientImport {
+        var result = PatientImport(patientID: batch.patientID)
+        do {
+            var plan = Plan(importer: self, batch: batch)
+            try plan.build(notes: &notes)
+            result.changes = plan.changes
+            if !dryRun && !plan.operations.isEmpty { try store.apply(plan.operations) }
+        } catch {
+            result.failure = "\(error)"
+            result.changes = []
+        }
+        return result
+    }
+
+    /// The operations for one patient, worked out against what the store holds.
+    struct Plan {
+        let importer: StoreImport
+        let batch: PatientBatch
+        var operations: [StoreOperation] = []
+        var changes: [ImportChange] = []
+        /// Store uuids of entries by id, as they will be after this plan.
+        var patientUUID: UUID?
+        var planUUIDs: [String: UUID] = [:]
+        var tasksByID: [String: CareTask] = [:]
+
+        init(importer: StoreImport, batch: PatientBatch) {
+            self.importer = importer
+            self.batch = batch
+        }
+
+        var store: SQLiteCarePlanStore { importer.store }
+
+        mutating func change(_ action: ImportChange.Action, _ type: EntityType, _ id: String, _ detail: String? = nil) {
+            changes.append(ImportChange(action: action, type: type, id: id, detail: detail))
+        }
+
+        mutating func build(notes: inout [ImportNote]) throws {
+            var adds: [CareEntity] = []
+            var updates: [CareEntity] = []
+            // The patient.
+            let existingPatient = try store.fetchPatients(EntityQuery(ids: [batch.patientID])).first
+            patientUUID = existingPatient?.uuid
+            if let patient = batch.patient {
+                if let existing = existingPatient {
+                    if Fingerprint.of(.patient(existing)) == Fingerprint.of(.patient(patient)) {
+                        change(.unchanged, .patient, patient.id)
+                    } else {
+                        var next = patient
+                        next.version.effectiveDate = max(patient.version.effectiveDate, existing.effectiveDate)
+                        updates.append(.patient(next))
+                        patientUUID = next.uuid
+                        change(.update, .patient, patient.id)
+                    }
+                } else {
+                    adds.append(.patient(patient))
+                    patientUUID = patient.uuid
+                    change(.create, .patient, patient.id)
+                }
+            }
+            // Care plans.
+            for mapped in batch.carePlans {
+                var plan = mapped.plan
+                plan.patientUUID = patientUUID
+                if let existing = try store.fetchCarePlans(EntityQuery(ids: [plan.id])).first {
+                    planUUIDs[plan.id] = existing.uuid
+                    if Fingerprint.of(.carePlan(existing)) == Fingerprint.of(.carePlan(plan)) {
+                        change(.unchanged, .carePlan, plan.id)
+                    } else {
+                        plan.version.effectiveDate = max(plan.version.effectiveDate, existing.effectiveDate)
+                        updates.append(.carePlan(plan))
+                        planUUIDs[plan.id] = plan.uuid
+                        change(.update, .carePlan, plan.id)
+                    }
+                } else {
+                    adds.append(.carePlan(plan))
+                    planUUIDs[plan.id] = plan.uuid
+                    change(.create, .carePlan, plan.id)
+                }
+            }
+            // Tasks.
+            for mapped in batch.tasks {
+                var task = mapped.task
+                guard let planUUID = try planUUID(mapped.carePlanID) else {
+                    notes.append(ImportNote(kind: .error, resource: mapped.source.reference, path: nil, origin: mapped.source.origin,
+                                            message: "task \(task.id): its care plan \(mapped.carePlanID) is neither imported nor in the store"))
+                    continue
+                }
+                task.carePlanUUID = planUUID
+                if let existing = try store.fetchTasks(EntityQuery(ids: [task.id])).first {
+                    if Fingerprint.of(.task(existing)) == Fingerprint.of(.task(task)) || Fingerprint.sameTask(existing, task, calendar: importer.calendar) {
+                        tasksByID[task.id] = existing
+                        change(.unchanged, .task, task.id)
+                        continue
+                    }
+                    // A changed task takes effect after its newest recorded outcome, never rewriting history.
+                    let after = try dayAfterLatestOutcome(task.id)
+                    task.version.effectiveDate = [task.version.effectiveDate, existing.effectiveDate, after].compactMap { $0 }.max()!
+                    updates.append(.task(task))
+                    tasksByID[task.id] = task
+                    change(.update, .task, task.id, after.map { "from \(ISO8601DateFormatter().string(from: $0)), after the recorded outcomes" })
+                } else {
+                    adds.append(.task(task))
+                    tasksByID[task.id] = task
+                    change(.create, .task, task.id)
+                }
+            }
+            // Contacts.
+            for mapped in batch.contacts {
+                var contact = mapped.contact
+                if let planID = mapped.carePlanID { contact.carePlanUUID = try planUUID(planID) }
+                if let existing = try store.fetchContacts(EntityQuery(ids: [contact.id])).first {
+                    if Fingerprint.of(.contact(existing)) == Fingerprint.of(.contact(contact)) {
+                        change(.unchanged, .contact, contact.id)
+                    } else {
+                        contact.version.effectiveDate = max(contact.version.effectiveDate, existing.effectiveDate)
+                        updates.append(.contact(contact))
+                        change(.update, .contact, contact.id)
+                    }
+                } else {
+                    adds.append(.contact(contact))
+                    change(.create, .contact, contact.id)
+                }
+            }
+            // Outcomes: matched to a task of this patient by code, and to the nearest occurrence.
+            var outcomeAdds: [CareEntity] = []
+            var taken: Set<String> = []
+            for mapped in batch.outcomes {
+                let id = mapped.source.reference
+                if try !store.fetchOutcomes(EntityQuery(ids: [id])).isEmpty {
+                    change(.unchanged, .outcome, id)
+                    continue
+                }
+                guard let task = try taskRecording(mapped.taskGroups) else {
+                    notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
+                                            message: "no task of this patient records \(mapped.taskGroups.joined(separator: " or ")); the result is not imported"))
+                    continue
+                }
+                guard let event = nearestEvent(task, to: mapped.date) else {
+                    notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
+                                            message: "task \(task.id) has no occurrence within a day of \(ISO8601DateFormatter().string(from: mapped.date))"))
+                    continue
+                }
+                let key = "\(task.uuid)#\(event.occurrence)"
+                let recorded = try store.fetchOutcomes(EntityQuery(versions: .inEffect(DateInterval(start: event.start, end: event.start.addingTimeInterval(1))), taskIDs: [task.id]))
+                    .contains { $0.taskOccurrenceIndex == event.occurrence }
+                if taken.contains(key) || recorded {
+                    notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
+                                            message: "task \(task.id) occurrence \(event.occurrence) already has an outcome"))
+                    continue
+                }
+                taken.insert(key)
+                var outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: event.occurrence, values: mapped.values,
+                                      effectiveDate: max(event.start, task.effectiveDate), id: id, timezone: importer.timeZone)
+                outcome.version.remoteID = mapped.source.reference
+                outcome.version.userInfo = mapped.source.userInfo
+                outcome.version.source = "caregate"
+                outcomeAdds.append(.outcome(outcome))
+                change(.create, .outcome, id, "task \(task.id) occurrence \(event.occurrence)")
+            }
+            if !adds.isEmpty { operations.append(.add(adds)) }
+            if !updates.isEmpty { operations.append(.update(updates)) }
+            if !outcomeAdds.isEmpty { operations.append(.add(outcomeAdds)) }
+            // Ends: tombstones after the newest recorded outcome.
+            for end in batch.ends {
+                let exists: Bool = switch end.type {
+                case .task, .healthKitTask: try !store.fetchTasks(EntityQuery(ids: [end.id])).isEmpty
+                case .carePlan: try !store.fetchCarePlans(EntityQuery(ids: [end.id])).isEmpty
+                case .contact: try !store.fetchContacts(EntityQuery(ids: [end.id])).isEmpty
+                default: false
+                }
+                guard exists else { continue }
+                var date = importer.now
+                if end.type == .task || end.type == .healthKitTask, let after = try dayAfterLatestOutcome(end.id) { date = max(date, after) }
+                operations.append(.delete(end.type, ids: [end.id], at: date))
+                change(end.delete ? .delete : .end, end.type, end.id, end.reason)
+            }
+        }
+
+        /// The uuid of a care plan version tasks can point to: imported now or in the store.
+        func planUUID(_ id: String) throws -> UUID? {
+            if let uuid = planUUIDs[id] { return uuid }
+            return try store.fetchCarePlans(EntityQuery(ids: [id])).first?.uuid
+        }
+
+        /// The start of the day after the task's newest live outcome, when it has any.
+        func dayAfterLatestOutcome(_ taskID: String) throws -> Date? {
+            let outcomes = try store.fetchOutcomes(EntityQuery(taskIDs: [taskID]))
+            guard !outcomes.isEmpty else { return nil }
+            var latest: Date?
+            for outcome in outcomes {
+                guard let task = try store.fetchTasks(EntityQuery(versions: .history, uuids: [outcome.taskUUID])).first,
+                      let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) else { continue }
+                latest = max(latest ?? event.start, event.start)
+            }
+            guard let latest else { return nil }
+            return importer.calendar.date(byAdding: .day, value: 1, to: importer.calendar.startOfDay(for: latest))
+        }
+
+        /// This patient's task whose group is one of `groups` (imported now, or in the store).
+        func taskRecording(_ groups: [String]) throws -> CareTask? {
+            if let found = tasksByID.values.sorted(by: { $0.id < $1.id }).first(where: { $0.version.groupIdentifier.map(groups.contains) ?? false }) {
+                return found
+            }
+            let plans = try store.fetchCarePlans(EntityQuery(patientIDs: [batch.patientID])).map(\.id)
+            guard !plans.isEmpty else { return nil }
+            return try store.fetchTasks(EntityQuery(groupIdentifiers: groups, carePlanIDs: plans)).sorted { $0.id < $1.id }.first
+        }
+
+        /// The occurrence whose window holds `date`, else the nearest start within a day.
+        func nearestEvent(_ task: CareTask, to date: Date) -> ScheduleEvent? {
+            let events = task.schedule.events(from: date.addingTimeInterval(-86_400), to: date.addingTimeInterval(86_400))
+                .filter { $0.start >= task.effectiveDate }
+            if let holding = events.first(where: { $0.start <= date && date < $0.end }) { return holding }
+            return events.min { abs($0.start.timeIntervalSince(date)) < abs($1.start.timeIntervalSince(date)) }
+        }
+    }
+}
+
+/// Compares entries by what they say, not by version bookkeeping (uuids, dates, the source's hash).
+enum Fingerprint {
+    static func of(_ entity: CareEntity) -> [UInt8] {
+        var version = entity.version
+        version.uuid = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        version.effectiveDate = Date(timeIntervalSinceReferenceDate: 0)
+        version.createdDate = nil
+        version.updatedDate = nil
+        version.previousVersionUUIDs = []
+        version.nextVersionUUIDs = []
+        version.schemaVersion = nil
+        version.userInfo = version.userInfo?.filter { !["caregate.hash", "caregate.versionId", "caregate.source"].contains($0.key) }
+        var normalized: CareEntity
+        switch entity {
+        case .patient(var e): e.version = version; normalized = .patient(e)
+        case .carePlan(var e): e.version = version; e.patientUUID = nil; normalized = .carePlan(e)
+        case .contact(var e): e.version = version; e.carePlanUUID = nil; normalized = .contact(e)
+        case .task(var e): e.version = version; e.carePlanUUID = nil; normalized = .task(e)
+        case .outcome(var e): e.version = version; normalized = .outcome(e)
+        }
+        return CareKitJSON.bytes(normalized)
+    }
+
+    /// The same task apart from where its schedule starts: each new element starts at an
+    /// occurrence of the old one (a schedule anchored at the import time moves with each import).
+    static func sameTask(_ old: CareTask, _ new: CareTask, calendar: Calendar) -> Bool {
+        guard old.schedule.elements.count == new.schedule.elements.count else { return false }
+        var a = old, b = new
+        for (i, (x, y)) in zip(old.schedule.elements, new.schedule.elements).enumerated() {
+            guard x.interval == y.interval, x.duration == y.duration, x.text == y.text, x.end == y.end, x.targetValues.map(\.value) == y.targetValues.map(\.value),
+                  y.start >= x.start, let single = try? Schedule(elements: [x]) else { return false }
+            let onSeries = single.events(from: y.start.addingTimeInterval(-86_400), to: y.start.addingTimeInterval(86_400)).contains {
+                if case .allDay = x.duration { return calendar.isDate($0.start, inSameDayAs: y.start) }
+                return $0.start == y.start
+            }
+            guard onSeries else { return false }
+            _ = i
+        }
+        a.schedule = old.schedule
+        b.schedule = old.schedule
+        b.version.effectiveDate = a.version.effectiveDate
+        return Fingerprint.of(.task(a)) == Fingerprint.of(.task(b))
+    }
+}

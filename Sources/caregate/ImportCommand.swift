@@ -1,0 +1,144 @@
+import ArgumentParser
+import CareStore
+import Foundation
+import Gateway
+import Mapping
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `caregate import PATH... [--mappings DIR] [--store PATH] [--tz ZONE] [--dry-run] [--format text|json]`
+struct ImportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import FHIR resources into the care store through the mapping files.",
+        discussion: """
+            Reads files and directories of FHIR JSON, XML and NDJSON (Bundles of any type give \
+            their entries), resolves references (contained, Bundle fullUrl and urn:uuid, relative), \
+            applies the mappings and writes the store, one transaction per patient. Importing the \
+            same data again changes nothing; a changed CarePlan adds task versions that take effect \
+            after the newest recorded outcome. Skips, ends, schedule approximations (the loss \
+            report) and errors are printed, and written with --report.
+
+            Exit status: 0 when everything imported, 1 when any resource or patient failed \
+            (the others are imported) or the mappings have errors.
+
+            Examples:
+              caregate import FHIRSamples/bundle/maria-lopez-demo-bundle.json
+              caregate import exports/ --tz America/New_York --dry-run
+              caregate import bundle.xml --mappings site-mappings/ --format json
+            """)
+
+    @Argument(help: "FHIR files or directories.", completion: .file())
+    var paths: [String]
+
+    @Option(name: .long, parsing: .singleValue, help: "Mapping files or directories (default: Mappings/).", completion: .file())
+    var mappings: [String] = []
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(name: .long, help: "The patients' time zone: clock times in Timings are in it (default: this machine's).")
+    var tz: String?
+
+    @Flag(name: .customLong("dry-run"), help: "Print what would be created, changed and ended, without writing.")
+    var dryRun = false
+
+    @Option(name: .long, help: "text or json.")
+    var format: ValidateCommand.Format = .text
+
+    @Option(name: .long, help: "Also write the report (every note and change) to this file as JSON.", completion: .file())
+    var report: String?
+
+    func run() throws {
+        let zone: TimeZone
+        if let tz {
+            guard let z = TimeZone(identifier: tz) else { throw ValidationError("unknown time zone '\(tz)' (use an IANA name such as America/New_York)") }
+            zone = z
+        } else {
+            zone = .current
+        }
+        let set: MappingSet
+        do {
+            set = try MappingSet.load(mappings.isEmpty ? ["Mappings"] : mappings)
+        } catch {
+            for d in error.diagnostics { Diagnostics.standardError(d.description) }
+            throw CommandError.message("the mapping files have errors; nothing was imported")
+        }
+        let store = try options.open()
+        let terminal = isatty(2) == 1
+        let result = FHIRImporter(mappings: set, store: store, timeZone: zone).run(paths, dryRun: dryRun) { progress in
+            ImportCommand.show(progress, terminal: terminal)
+        }
+        if terminal { Diagnostics.standardError("") }
+        let json = ImportCommand.json(result, dryRun: dryRun)
+        if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
+        if format == .json {
+            print(json)
+        } else {
+            for note in result.notes { print(note) }
+            for patient in result.patients {
+                if let failure = patient.failure {
+                    print("\(patient.patientID): error: nothing written for this patient: \(failure)")
+                } else if dryRun {
+                    for change in patient.changes where change.action != .unchanged { print("\(patient.patientID): would \(change)") }
+                }
+            }
+            let counts = result.counts
+            let summary = ImportChange.Action.allCasesInOrder.compactMap { a in counts[a].map { "\($0) \(dryRun ? "to \(a.rawValue)" : ImportCommand.pastTense(a))" } }
+            print("\(dryRun ? "dry run: " : "")\(result.files) file\(result.files == 1 ? "" : "s"), \(result.resources) resources, \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
+                + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
+        }
+        if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
+    }
+
+    static func pastTense(_ action: ImportChange.Action) -> String {
+        switch action {
+        case .create: "created"
+        case .update: "updated"
+        case .unchanged: "unchanged"
+        case .end: "ended"
+        case .delete: "deleted"
+        }
+    }
+
+    static func show(_ progress: ImportProgress, terminal: Bool) {
+        guard progress.total > 0 else { return }
+        if terminal {
+            let width = 30
+            let filled = progress.done * width / progress.total
+            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+            let line = "\r\(progress.stage.rawValue) [\(bar)] \(progress.done)/\(progress.total)"
+            _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+        } else if progress.done < progress.total, progress.total >= 20, progress.done % max(1, progress.total / 10) == 0 {
+            Diagnostics.standardError("\(progress.stage.rawValue) \(progress.done)/\(progress.total)")
+        }
+    }
+
+    static func json(_ report: ImportReport, dryRun: Bool) -> String {
+        let object: [String: Any] = [
+            "dryRun": dryRun, "files": report.files, "resources": report.resources,
+            "patients": report.patients.map { p -> [String: Any] in
+                var o: [String: Any] = ["patient": p.patientID, "changes": p.changes.map { c -> [String: Any] in
+                    var d: [String: Any] = ["action": c.action.rawValue, "type": c.type.rawValue, "id": c.id]
+                    if let detail = c.detail { d["detail"] = detail }
+                    return d
+                }]
+                if let failure = p.failure { o["failure"] = failure }
+                return o
+            },
+            "notes": report.notes.map { n -> [String: Any] in
+                var d: [String: Any] = ["kind": n.kind.rawValue, "resource": n.resource, "origin": n.origin, "message": n.message]
+                if let path = n.path { d["path"] = path }
+                return d
+            },
+            "unmapped": report.unmapped,
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+extension ImportChange.Action {
+    static let allCasesInOrder: [ImportChange.Action] = [.create, .update, .unchanged, .end, .delete]
+}

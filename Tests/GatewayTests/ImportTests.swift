@@ -1,0 +1,94 @@
+import CareStore
+import FHIR
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+let projectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let newYork = TimeZone(identifier: "America/New_York")!
+
+func local(_ text: String) -> Date {
+    var c = Calendar(identifier: .gregorian)
+    c.timeZone = newYork
+    let p = text.split(whereSeparator: { $0 == "-" || $0 == " " || $0 == ":" }).map { Int($0)! }
+    return c.date(from: DateComponents(year: p[0], month: p[1], day: p[2], hour: p.count > 3 ? p[3] : 0, minute: p.count > 4 ? p[4] : 0))!
+}
+
+/// A fresh store in a temporary folder.
+func temporaryStore() throws -> SQLiteCarePlanStore {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-import-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    return try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+}
+
+func importer(_ store: SQLiteCarePlanStore, now: Date = local("2026-11-01 09:00")) throws -> FHIRImporter {
+    FHIRImporter(mappings: try MappingSet.load([projectRoot.appendingPathComponent("Mappings").path]), store: store, timeZone: newYork, now: now)
+}
+
+let demoBundle = projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path
+
+@Suite("Import into the store")
+struct ImportTests {
+    @Test("the demo Bundle: one patient, the plan, 8 tasks, 3 contacts, and the 2 results that have a task attached to its occurrences")
+    func demo() throws {
+        let store = try temporaryStore()
+        let report = try importer(store).run([demoBundle])
+        #expect(report.failedPatients.isEmpty, "\(report.failedPatients.map { $0.failure ?? "" })")
+        #expect(report.counts[.create] == 1 + 1 + 8 + 3 + 2, "\(report.patients.flatMap(\.changes))")
+        #expect(try store.fetchPatients().map(\.id) == ["Patient/maria-lopez"])
+        let plan = try #require(store.fetchCarePlans().first)
+        #expect(plan.patientUUID == (try store.fetchPatients().first?.uuid))
+        let tasks = try store.fetchTasks()
+        #expect(tasks.count == 8 && tasks.allSatisfy { $0.carePlanUUID == plan.uuid })
+        #expect(try store.fetchContacts().count == 3)
+        // The blood pressure and weight readings attach to occurrences of their tasks; steps and
+        // heart rate have no task recording them, and are reported.
+        let outcomes = try store.fetchOutcomes()
+        #expect(outcomes.count == 2)
+        #expect(report.notes.filter { $0.kind == .skipped && $0.message.hasPrefix("no task of this patient records") }.count == 2)
+        let pressure = try #require(outcomes.first { $0.id == "Observation/maria-lopez-bp-2026-11-02-am" })
+        let bpTask = try #require(tasks.first { $0.id == "CarePlan/maria-lopez-home-care/85354-9" })
+        #expect(pressure.taskUUID == bpTask.uuid)
+        let event = try #require(bpTask.schedule.event(occurrence: pressure.taskOccurrenceIndex))
+        #expect(event.start == local("2026-11-02 08:00"))
+    }
+
+    @Test("importing the same data again changes nothing; a dry run writes nothing")
+    func idempotent() throws {
+        let store = try temporaryStore()
+        _ = try importer(store).run([demoBundle])
+        let revision = try store.changes(since: 0, limit: nil).entities.count
+        // A day later, the same files: nothing new (schedules anchored at the import time included).
+        let again = try importer(store, now: local("2026-11-02 10:00")).run([demoBundle])
+        #expect(again.counts[.create] == nil && again.counts[.update] == nil, "\(again.patients.flatMap(\.changes).filter { $0.action != .unchanged })")
+        #expect(again.counts[.unchanged] == 1 + 1 + 8 + 3 + 2)
+        #expect(try store.changes(since: 0, limit: nil).entities.count == revision)
+        let fresh = try temporaryStore()
+        let dry = try importer(fresh).run([demoBundle], dryRun: true)
+        #expect(dry.counts[.create] == 15)
+        #expect(try fresh.fetchTasks().isEmpty && fresh.fetchPatients().isEmpty)
+    }
+
+    @Test("a changed care plan adds task versions after the newest recorded outcome; history stays")
+    func changedPlan() throws {
+        let store = try temporaryStore()
+        _ = try importer(store).run([demoBundle])
+        // The blood pressure activity moves to 09:00 and 21:00.
+        var text = try String(contentsOfFile: demoBundle, encoding: .utf8)
+        text = text.replacingOccurrences(of: "\"08:00:00\", \"20:00:00\"", with: "\"09:00:00\", \"21:00:00\"")
+        let changed = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-changed-\(UUID().uuidString).json").path
+        try text.write(toFile: changed, atomically: true, encoding: .utf8)
+        let report = try importer(store, now: local("2026-11-03 10:00")).run([changed])
+        let updates = report.patients.flatMap(\.changes).filter { $0.action == .update }
+        #expect(updates.map(\.id) == ["CarePlan/maria-lopez-home-care/85354-9"], "\(report.patients.flatMap(\.changes))")
+        let versions = try store.fetchTasks(EntityQuery(versions: .history, ids: ["CarePlan/maria-lopez-home-care/85354-9"]))
+        #expect(versions.count == 2)
+        // The recorded outcome (2 November, 08:00) keeps its version; the new one starts the next day.
+        let newest = try #require(versions.max { $0.effectiveDate < $1.effectiveDate })
+        #expect(newest.effectiveDate >= local("2026-11-03"))
+        #expect(try store.fetchOutcomes().count == 2)
+        let day = try store.events(from: local("2026-11-05"), to: local("2026-11-06"), tasks: EntityQuery(ids: ["CarePlan/maria-lopez-home-care/85354-9"]))
+        #expect(day.map(\.scheduleEvent.start) == [local("2026-11-05 09:00"), local("2026-11-05 21:00")])
+    }
+}
