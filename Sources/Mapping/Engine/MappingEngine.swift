@@ -418,7 +418,7 @@ public struct MappingEngine: Sendable {
                     note(.skipped, source, path, skip.reason ?? "a skip rule matched")
                     continue
                 }
-                let id: String
+                var id: String
                 do {
                     guard let value = try string(rule.fields["id"], item, source, variables) else {
                         note(.error, source, path, "the id expression of \(rule.name) gave nothing")
@@ -430,6 +430,15 @@ public struct MappingEngine: Sendable {
                     continue
                 }
                 let type: EntityType = rule.kind == .contact ? .contact : .task
+                if madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)") {
+                    // Real data repeats codes (two activities with one code, two dosages with one
+                    // sequence): number the later ones, in document order, so every item is kept.
+                    var n = 2
+                    while madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)#\(n)") { n += 1 }
+                    note(.warning, source, path, "\(rule.name) gives the id '\(id)' a second time; this one is '\(id)#\(n)'")
+                    id = "\(id)#\(n)"
+                }
+                madeIDs[patientID, default: []].insert("\(type.rawValue)/\(id)")
                 if let ending {
                     appendEnd(EndRequest(type: type, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
                     continue
@@ -439,11 +448,6 @@ public struct MappingEngine: Sendable {
                     note(itemEnd.delete ? .deleted : .ended, source, path, itemEnd.reason ?? "an end rule matched")
                     continue
                 }
-                if madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)") {
-                    note(.error, source, path, "\(rule.name) makes the id '\(id)' a second time; this one is not imported")
-                    continue
-                }
-                madeIDs[patientID, default: []].insert("\(type.rawValue)/\(id)")
                 let record = sourceRecord(source, file, rule: rule.name)
                 do {
                     if rule.kind == .task {
