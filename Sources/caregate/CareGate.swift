@@ -24,7 +24,7 @@ struct CareGate: ParsableCommand {
               caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, Store.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, TestCommand.self, Store.self]
     )
 }
 
@@ -153,7 +153,7 @@ extension CareGate {
             Glibc.exit(1)
         } catch {
             // `validate` is a CI gate: its usage errors exit 2, apart from findings (1).
-            if CommandLine.arguments.dropFirst().first == "validate", exitCode(for: error) == .validationFailure {
+            if ["validate", "test"].contains(CommandLine.arguments.dropFirst().first), exitCode(for: error) == .validationFailure {
                 Diagnostics.standardError(fullMessage(for: error))
                 Glibc.exit(2)
             }

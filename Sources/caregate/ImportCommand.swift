@@ -50,6 +50,9 @@ struct ImportCommand: ParsableCommand {
     @Option(name: .long, help: "Also write the report (every note and change) to this file as JSON.", completion: .file())
     var report: String?
 
+    @Flag(name: .shortAndLong, help: "Print every skip and end (by default the first 20 of each kind; errors, warnings and losses always).")
+    var verbose = false
+
     func run() throws {
         let zone: TimeZone
         if let tz {
@@ -76,7 +79,15 @@ struct ImportCommand: ParsableCommand {
         if format == .json {
             print(json)
         } else {
-            for note in result.notes { print(note) }
+            var shown: [ImportNote.Kind: Int] = [:]
+            for note in result.notes {
+                let quiet = [.skipped, .ended, .deleted].contains(note.kind) && !verbose
+                shown[note.kind, default: 0] += 1
+                if !quiet || shown[note.kind]! <= 20 { print(note) }
+            }
+            for kind in [ImportNote.Kind.skipped, .ended, .deleted] where !verbose && shown[kind, default: 0] > 20 {
+                print("... and \(shown[kind]! - 20) more \(kind.rawValue) (--verbose prints them, --report FILE keeps them)")
+            }
             for patient in result.patients {
                 if let failure = patient.failure {
                     print("\(patient.patientID): error: nothing written for this patient: \(failure)")

@@ -568,10 +568,18 @@ public struct MappingEngine: Sendable {
                 return result
             }
             if case .element(let e) = value, e.typeName == "Period" {
+                // One occurrence whose window is the whole period (FHIR's end is inclusive: a
+                // date-only end includes that day).
                 let period = R4.Period(unchecked: e)
-                let start = period.start?.start(in: engine.timeZone) ?? anchor
-                let end = period.end.map { calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: $0.start(in: engine.timeZone)))! }
-                return ScheduledTiming(elements: [allDay(start, end, nil)], losses: [])
+                let start = period.start.map { $0.precision == .second ? $0.start(in: engine.timeZone) : calendar.startOfDay(for: $0.start(in: engine.timeZone)) } ?? anchor
+                guard let last = period.end else {
+                    return ScheduledTiming(elements: [allDay(start, nil, nil)], losses: [TimingLoss("timing", "a period without an end: once a day, at any time, from its start")])
+                }
+                let end = last.precision == .second ? last.start(in: engine.timeZone).addingTimeInterval(1)
+                    : calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: last.start(in: engine.timeZone)))!
+                let element = ScheduleElement(start: start, end: start.addingTimeInterval(1), interval: DateComponents(day: 1),
+                                              duration: .seconds(max(1, end.timeIntervalSince(start))), targetValues: targets, calendar: calendar)
+                return ScheduledTiming(elements: [element], losses: [])
             }
             switch value.systemValue {
             case .string(let text):

@@ -58,10 +58,15 @@ public struct MappingRule: Sendable {
     public var values: [MappingRule] = []
 }
 
-/// A golden test: an input file and the store entities it must produce.
+/// A golden test: an input file and the store entities it must produce, imported at a fixed
+/// time in a fixed time zone (paths relative to the mapping file).
 public struct GoldenTest: Sendable {
     public var input: String
     public var expect: String
+    /// An IANA time zone (default UTC).
+    public var timeZone: String
+    /// The import time, ISO 8601 (default 2026-01-01T00:00:00Z).
+    public var now: String
     public var location: MappingLocation
 }
 

@@ -351,11 +351,17 @@ public struct MappingLoader: Sendable {
                     error(item.location, "a test is {input: FILE, expect: FILE}, not \(item.kindName)")
                     return nil
                 }
-                var input: String?, expect: String?
+                var input: String?, expect: String?, zone: String?, now: String?
                 for (key, keyAt, value) in pairs {
                     switch key {
                     case "input": input = scalar(value, "input")
                     case "expect": expect = scalar(value, "expect")
+                    case "time-zone":
+                        zone = scalar(value, "time-zone")
+                        if let z = zone, TimeZone(identifier: z) == nil { error(value.location, "'\(z)' is not a time zone (use an IANA name such as America/New_York)") }
+                    case "now":
+                        now = scalar(value, "now")
+                        if let n = now, ISO8601DateFormatter().date(from: n) == nil { error(value.location, "'now' is an ISO 8601 instant (2026-11-01T09:00:00-05:00)") }
                     default: unknownKey(key, keyAt, Array(MappingSchema.test), "in a test")
                     }
                 }
@@ -363,7 +369,7 @@ public struct MappingLoader: Sendable {
                     error(at, "a test needs 'input' and 'expect'")
                     return nil
                 }
-                return GoldenTest(input: input, expect: expect, location: at)
+                return GoldenTest(input: input, expect: expect, timeZone: zone ?? "UTC", now: now ?? "2026-01-01T00:00:00Z", location: at)
             }
         }
 

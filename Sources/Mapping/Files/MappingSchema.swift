@@ -45,7 +45,7 @@ enum MappingSchema {
     static let value: [String: FieldType] = ["value": .value, "kind": .string, "units": .string]
 
     static let condition: Set<String> = ["if", "reason", "delete"]
-    static let test: Set<String> = ["input", "expect"]
+    static let test: Set<String> = ["input", "expect", "time-zone", "now"]
     static let tables: Set<String> = ["timing-codes", "event-times", "weekly-days", "healthkit", "units"]
 
     static func fields(for kind: MappingRule.Kind) -> [String: FieldType] {

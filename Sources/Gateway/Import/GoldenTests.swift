@@ -1,0 +1,137 @@
+import CareStore
+import Foundation
+import Mapping
+
+/// What the store holds after an import, as readable, stable JSON: ids, titles, links by id,
+/// schedules as clock times in the test's time zone, and the report's notes. Golden files hold
+/// this, so a diff shows what a mapping change changed.
+public enum StoreSnapshot {
+    public static func json(_ store: SQLiteCarePlanStore, notes: [ImportNote], timeZone: TimeZone) throws -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = timeZone
+        formatter.formatOptions = [.withInternetDateTime]
+        func date(_ d: Date?) -> Any { d.map { formatter.string(from: $0) } ?? NSNull() }
+        let patients = try store.fetchPatients()
+        let plans = try store.fetchCarePlans()
+        let tasks = try store.fetchTasks()
+        func planID(_ uuid: UUID?) -> Any { plans.first { $0.uuid == uuid }?.id ?? NSNull() }
+        var object: [String: Any] = [:]
+        object["patients"] = patients.map { p -> [String: Any] in
+            ["id": p.id, "given": p.name.givenName ?? NSNull(), "family": p.name.familyName ?? NSNull(), "sex": p.sex ?? NSNull(),
+             "birthday": date(p.birthday), "source": p.version.remoteID ?? NSNull()]
+        }
+        object["carePlans"] = plans.map { c -> [String: Any] in
+            ["id": c.id, "title": c.title, "patient": patients.first { $0.uuid == c.patientUUID }?.id ?? NSNull(), "source": c.version.remoteID ?? NSNull()]
+        }
+        object["tasks"] = tasks.map { t -> [String: Any] in
+            var o: [String: Any] = [
+                "id": t.id, "title": t.title ?? NSNull(), "instructions": t.instructions ?? NSNull(), "carePlan": planID(t.carePlanUUID),
+                "impactsAdherence": t.impactsAdherence, "group": t.version.groupIdentifier ?? NSNull(), "tags": t.version.tags ?? [],
+                "effective": date(t.effectiveDate), "source": t.version.remoteID ?? NSNull(),
+                "schedule": t.schedule.elements.map { e -> [String: Any] in
+                    var duration: Any = "all day"
+                    if case .seconds(let s) = e.duration { duration = s }
+                    var interval: [String: Int] = [:]
+                    for (key, component) in [("year", Calendar.Component.year), ("month", .month), ("week", .weekOfYear), ("day", .day),
+                                             ("hour", .hour), ("minute", .minute), ("second", .second)] {
+                        if let v = e.interval.value(for: component), v != 0 { interval[key] = v }
+                    }
+                    return ["start": date(e.start), "end": date(e.end), "every": interval, "duration": duration, "text": e.text ?? NSNull(),
+                            "targets": e.targetValues.map { "\($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) }]
+                },
+            ]
+            if let link = t.healthKitLinkage { o["healthKit"] = link.quantityIdentifier }
+            return o
+        }
+        object["contacts"] = try store.fetchContacts().map { c -> [String: Any] in
+            ["id": c.id, "given": c.name.givenName ?? NSNull(), "family": c.name.familyName ?? NSNull(), "role": c.role ?? NSNull(),
+             "title": c.title ?? NSNull(), "category": c.category?.rawValue ?? NSNull(), "carePlan": planID(c.carePlanUUID),
+             "phones": (c.phoneNumbers ?? []).map(\.value), "messaging": (c.messagingNumbers ?? []).map(\.value), "emails": (c.emailAddresses ?? []).map(\.value)]
+        }
+        object["outcomes"] = try store.fetchOutcomes().map { o -> [String: Any] in
+            ["id": o.id, "task": tasks.first { $0.uuid == o.taskUUID }?.id ?? NSNull(), "occurrence": o.taskOccurrenceIndex,
+             "values": o.values.map { "\($0.kind ?? ""): \($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) }]
+        }
+        object["notes"] = notes.map { "\($0.resource)\($0.path.map { " \($0)" } ?? ""): \($0.kind.rawValue): \($0.message)" }
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self) + "\n"
+    }
+}
+
+/// Runs the `tests` of mapping files: each input imported into an empty store at the test's time
+/// and zone, compared with the expected snapshot.
+public struct GoldenTestRunner: Sendable {
+    public struct Outcome: Sendable {
+        public var mapping: String
+        public var input: String
+        public var expect: String
+        /// Nil when the snapshot matches; otherwise the differing lines (`- expected`, `+ actual`).
+        public var difference: [String]?
+        /// A failure before comparing (a file that cannot be read).
+        public var error: String?
+        public var passed: Bool { difference == nil && error == nil }
+    }
+
+    public var mappings: MappingSet
+
+    public init(mappings: MappingSet) {
+        self.mappings = mappings
+    }
+
+    /// Runs every test of every file; with `update`, writes the snapshots instead of comparing.
+    public func run(update: Bool = false) -> [Outcome] {
+        var outcomes: [Outcome] = []
+        for file in mappings.files.values.sorted(by: { $0.path < $1.path }) {
+            let directory = (file.path as NSString).deletingLastPathComponent
+            func resolve(_ p: String) -> String { p.hasPrefix("/") ? p : ((directory as NSString).appendingPathComponent(p) as NSString).standardizingPath }
+            for test in file.tests {
+                var outcome = Outcome(mapping: file.path, input: resolve(test.input), expect: resolve(test.expect))
+                do {
+                    let actual = try snapshot(of: outcome.input, test: test)
+                    if update {
+                        try actual.write(toFile: outcome.expect, atomically: true, encoding: .utf8)
+                    } else {
+                        let expected = (try? String(contentsOfFile: outcome.expect, encoding: .utf8)) ?? ""
+                        if expected != actual { outcome.difference = GoldenTestRunner.diff(expected, actual) }
+                    }
+                } catch {
+                    outcome.error = "\(error)"
+                }
+                outcomes.append(outcome)
+            }
+        }
+        return outcomes
+    }
+
+    func snapshot(of input: String, test: GoldenTest) throws -> String {
+        let zone = TimeZone(identifier: test.timeZone) ?? TimeZone(identifier: "UTC")!
+        let now = ISO8601DateFormatter().date(from: test.now) ?? Date(timeIntervalSince1970: 1_767_225_600)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-golden-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("store.sqlite").path)
+        let report = FHIRImporter(mappings: mappings, store: store, timeZone: zone, now: now).run([input])
+        if let failed = report.failedPatients.first { throw StoreError.database(path: input, message: failed.failure ?? "import failed") }
+        return try StoreSnapshot.json(store, notes: report.notes, timeZone: zone)
+    }
+
+    /// The lines only one side has, in order (`- ` expected, `+ ` actual), by longest common subsequence.
+    static func diff(_ expected: String, _ actual: String) -> [String] {
+        let a = expected.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let b = actual.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        var table = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in stride(from: a.count - 1, through: 0, by: -1) {
+            for j in stride(from: b.count - 1, through: 0, by: -1) {
+                table[i][j] = a[i] == b[j] ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
+            }
+        }
+        var lines: [String] = []
+        var i = 0, j = 0
+        while i < a.count || j < b.count {
+            if i < a.count, j < b.count, a[i] == b[j] { i += 1; j += 1 }
+            else if j < b.count, i == a.count || table[i][j + 1] >= table[i + 1][j] { lines.append("+ " + b[j]); j += 1 }
+            else { lines.append("- " + a[i]); i += 1 }
+        }
+        return lines
+    }
+}
