@@ -20,6 +20,16 @@ let package = Package(
             dependencies: [.product(name: "CareStore", package: "CareGate")],
             path: "Sources/store-throughput"
         ),
+        // Prints the import of all Synthea bundles: MB/s, entries/s, and the share of each phase.
+        .executableTarget(
+            name: "import-throughput",
+            dependencies: [
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+                .product(name: "CareStore", package: "CareGate"),
+            ],
+            path: "Sources/import-throughput"
+        ),
         .executableTarget(
             name: "fhir-throughput",
             dependencies: [.product(name: "FHIR", package: "CareGate")],

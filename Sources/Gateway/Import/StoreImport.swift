@@ -166,13 +166,16 @@ public struct StoreImport: Sendable {
             // Outcomes: matched to a task of this patient by code, and to the nearest occurrence.
             var outcomeAdds: [CareEntity] = []
             var taken: Set<String> = []
+            // One query for the outcomes already imported, one for the patient's stored tasks.
+            let known = batch.outcomes.isEmpty ? [] : Set(try store.fetchOutcomes(EntityQuery(ids: batch.outcomes.map(\.source.reference))).map(\.id))
+            if !batch.outcomes.isEmpty { try loadStoredTasks() }
             for mapped in batch.outcomes {
                 let id = mapped.source.reference
-                if try !store.fetchOutcomes(EntityQuery(ids: [id])).isEmpty {
+                if known.contains(id) {
                     change(.unchanged, .outcome, id)
                     continue
                 }
-                guard let task = try taskRecording(mapped.taskGroups) else {
+                guard let task = taskRecording(mapped.taskGroups) else {
                     notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
                                             message: "no task of this patient records \(mapped.taskGroups.joined(separator: " or ")); the result is not imported"))
                     continue
@@ -238,14 +241,23 @@ public struct StoreImport: Sendable {
             return importer.calendar.date(byAdding: .day, value: 1, to: importer.calendar.startOfDay(for: latest))
         }
 
+        /// This patient's stored tasks by group, loaded once per batch.
+        var storedByGroup: [String: CareTask] = [:]
+
+        mutating func loadStoredTasks() throws {
+            let plans = try store.fetchCarePlans(EntityQuery(patientIDs: [batch.patientID])).map(\.id)
+            guard !plans.isEmpty else { return }
+            for task in try store.fetchTasks(EntityQuery(carePlanIDs: plans)).sorted(by: { $0.id > $1.id }) {
+                if let group = task.version.groupIdentifier { storedByGroup[group] = task }
+            }
+        }
+
         /// This patient's task whose group is one of `groups` (imported now, or in the store).
-        func taskRecording(_ groups: [String]) throws -> CareTask? {
+        func taskRecording(_ groups: [String]) -> CareTask? {
             if let found = tasksByID.values.sorted(by: { $0.id < $1.id }).first(where: { $0.version.groupIdentifier.map(groups.contains) ?? false }) {
                 return found
             }
-            let plans = try store.fetchCarePlans(EntityQuery(patientIDs: [batch.patientID])).map(\.id)
-            guard !plans.isEmpty else { return nil }
-            return try store.fetchTasks(EntityQuery(groupIdentifiers: groups, carePlanIDs: plans)).sorted { $0.id < $1.id }.first
+            return groups.lazy.compactMap { storedByGroup[$0] }.first
         }
 
         /// The occurrence whose window holds `date`, else the nearest start within a day.
