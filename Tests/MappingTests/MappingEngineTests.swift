@@ -101,4 +101,45 @@ struct MappingEngineTests {
         #expect(batch.ends.filter { $0.type == .task }.count == 8)
         #expect(output.notes.contains { $0.kind == .ended && $0.message == "the plan was revoked, completed or put on hold" })
     }
+
+    @Test("an unknown modifierExtension stops its resource with an explanation; known-modifiers lets it through")
+    func modifierExtension() throws {
+        var resources = try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path)
+        let i = try #require(resources.firstIndex { $0.resource.resourceType == "CarePlan" })
+        var activity = resources[i].resource.children(named: "activity")[4]
+        var modifier = Element(name: "modifierExtension", type: "Extension")
+        modifier.append(Element(name: "url", type: "uri", value: "http://example.org/fhir/only-if-symptomatic"))
+        modifier.append(Element(name: "value", type: "boolean", value: "true"))
+        activity.append(modifier)
+        var plan = resources[i].resource
+        var children = plan.children
+        let position = children.indices.filter { children[$0].name == "activity" }[4]
+        children[position] = activity
+        plan.children = children
+        resources[i].resource = plan
+        var set = try MappingSet.load([mappingsDirectory.path])
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map(resources)
+        let note = try #require(output.notes.first { $0.kind == .error })
+        #expect(note.resource == "CarePlan/maria-lopez-home-care")
+        #expect(note.path == "CarePlan.activity[4].modifierExtension[0]")
+        #expect(note.message.contains("http://example.org/fhir/only-if-symptomatic"))
+        #expect(output.batches.first?.carePlans.isEmpty == true)
+        set.files["CarePlan"]!.knownModifiers.append("http://example.org/fhir/only-if-symptomatic")
+        let allowed = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map(resources)
+        #expect(allowed.batches.first?.tasks.count == 8)
+    }
+
+    @Test("a reference to a resource that was not imported is reported; unit labels come from the units table")
+    func unresolvedAndUnits() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        let plan = try FHIRDocument.read(contentsOf: samplesDirectory.appendingPathComponent("json/CarePlan-maria-lopez-home-care.json").path).resource
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map([SourcedResource(resource: plan, origin: "plan.json")])
+        let warnings = output.notes.filter { $0.kind == .warning }.map(\.message)
+        #expect(warnings.contains("MedicationRequest/metformin is not in the imported data; what it names is not imported"))
+        #expect(warnings.contains("CareTeam/maria-lopez-care-team is not in the imported data; what it names is not imported"))
+        #expect(output.batches.first?.tasks.count == 4)
+        let pressure = try FHIRDocument.read(contentsOf: samplesDirectory.appendingPathComponent("json/Observation-maria-lopez-heart-rate.json").path).resource
+        let outcome = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map([SourcedResource(resource: pressure, origin: "hr.json")])
+        #expect(outcome.batches.first?.outcomes.first?.values.first?.units == "beats/min")
+    }
 }

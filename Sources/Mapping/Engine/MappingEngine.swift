@@ -222,10 +222,20 @@ public struct MappingEngine: Sendable {
                 guard let type = source.resource.resourceType, let file = engine.mappings.files[type] else { continue }
                 for rule in file.tasks + file.contacts where rule.delegate {
                     guard let each = rule.each, let items = try? evaluate(each, source.resource, source, baseVariables(patientID: "", plan: nil)) else { continue }
-                    for case .element(let e) in items { if let key = MappingEngine.key(e) { result.insert(key) } }
+                    for case .element(let e) in items {
+                        let target = e.isResource ? e : resolve(e, source)
+                        if let target, let key = MappingEngine.key(target) { result.insert(key) }
+                    }
                 }
             }
             return result
+        }
+
+        /// The resource a Reference names: contained, in the Bundle, or in another imported file.
+        func resolve(_ reference: Element, _ source: SourcedResource) -> Element? {
+            var environment = environment(reference, in: source, variables: [:])
+            environment.context = [.element(reference)]
+            return (try? FHIRPathExpression("resolve()").evaluate(in: environment))?.first?.element
         }
 
         func baseVariables(patientID: String, plan: String?, index: Int = 0) -> [String: [FHIRPathValue]] {
@@ -255,8 +265,31 @@ public struct MappingEngine: Sendable {
             return nil
         }
 
+        /// Stops a resource holding a modifierExtension the mapping does not know (FHIR forbids ignoring it).
+        mutating func unknownModifier(_ source: SourcedResource, _ file: MappingFile) -> Bool {
+            var found: [(String, String)] = []
+            func walk(_ e: Element, _ path: String) {
+                var counts: [String: Int] = [:]
+                for child in e.children {
+                    let i = counts[child.name, default: 0]
+                    counts[child.name] = i + 1
+                    let here = "\(path).\(child.name)[\(i)]"
+                    if child.name == "modifierExtension", let url = child.string("url"), !file.knownModifiers.contains(url) {
+                        found.append((here, url))
+                    } else if !child.isResource {
+                        walk(child, here)
+                    }
+                }
+            }
+            walk(source.resource, source.resource.resourceType ?? source.resource.name)
+            guard let (path, url) = found.first else { return false }
+            note(.error, source, path, "a modifierExtension CareGate does not know (\(url)) may change what the resource means; the resource is not imported (list the url under known-modifiers once the mapping handles it)")
+            return true
+        }
+
         mutating func mapPatient(_ source: SourcedResource, _ file: MappingFile) {
             let resource = source.resource
+            if unknownModifier(source, file) { return }
             if let skip = firstMatch(file.skip, resource, source, [:], path: nil) {
                 note(.skipped, source, nil, skip.reason ?? "a skip rule matched")
                 return
@@ -340,6 +373,7 @@ public struct MappingEngine: Sendable {
         /// Maps a resource (on its own, or inside a care plan when `carePlanID` is given).
         mutating func mapResource(_ source: SourcedResource, _ file: MappingFile, carePlanID: String?, patientID given: String?, inheritedEnd: MappingCondition?) {
             let resource = source.resource
+            if unknownModifier(source, file) { return }
             if inheritedEnd == nil, let skip = firstMatch(file.skip, resource, source, [:], path: nil) {
                 note(.skipped, source, nil, skip.reason ?? "a skip rule matched")
                 return
@@ -399,9 +433,19 @@ public struct MappingEngine: Sendable {
                 failed(source, nil, "'each' of \(rule.name)", error)
                 return
             }
-            for (index, item) in items.enumerated() {
+            for (index, element) in items.enumerated() {
                 let path = rule.each == nil ? nil : "\(rule.each!.text)[\(index)]"
+                var item = element
                 if rule.delegate {
+                    // A Reference is resolved here, so that one to nothing imported is reported.
+                    if !item.isResource {
+                        guard let resolved = resolve(item, source) else {
+                            let reference = item.string("reference") ?? item.string("display") ?? "a reference without a target"
+                            note(.warning, source, path, "\(reference) is not in the imported data; what it names is not imported")
+                            continue
+                        }
+                        item = resolved
+                    }
                     guard let type = item.resourceType else { continue }
                     guard let file = engine.mappings.files[type] else {
                         note(.warning, source, path, "\(type) has no mapping file: the referenced resource is not imported")
@@ -485,7 +529,7 @@ public struct MappingEngine: Sendable {
             let anchor = try date(rule.fields["anchor"], item, source, variables) ?? calendar.startOfDay(for: engine.now)
             let asNeeded = try boolean(rule.fields["as-needed"], item, source, variables) ?? false
             let title = try string(rule.fields["title"], item, source, variables)
-            let targets = try targetValues(rule.fields["targets"], item, source, variables)
+            let targets = try targetValues(rule.fields["targets"], item, source, variables, file: fileFor(rule))
             let converter = TimingConverter(tables: fileFor(rule)?.tables.timing ?? .standard, timeZone: engine.timeZone)
             var scheduled: ScheduledTiming
             let timing = try rule.fields["timing"].map { e throws(FHIRPathError) in try evaluate(e, item, source, variables) } ?? []
@@ -538,11 +582,18 @@ public struct MappingEngine: Sendable {
             engine.mappings.files.values.first { file in file.allRules.contains { $0.location == rule.location && $0.name == rule.name } }
         }
 
-        func targetValues(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> [OutcomeValue] {
+        /// The label for a unit: the mapping's `units` table for the UCUM code, else the Quantity's
+        /// own `unit` text, else the code.
+        func unitLabel(_ value: FHIRPathValue, _ q: FHIRPathQuantity, _ file: MappingFile?) -> String {
+            file?.tables.units[q.unit] ?? value.element.flatMap { $0.string("unit") } ?? q.unit
+        }
+
+        func targetValues(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]],
+                          file: MappingFile?) throws(FHIRPathError) -> [OutcomeValue] {
             guard let e else { return [] }
             return try evaluate(e, item, source, variables).compactMap { value in
                 guard case .quantity(let q) = value.systemValue else { return nil }
-                let unit = value.element.flatMap { $0.string("unit") } ?? q.unit
+                let unit = unitLabel(value, q, file)
                 return OutcomeValue(.double(q.value.double), kind: nil, units: unit == "1" ? nil : unit, createdDate: engine.now)
             }
         }
@@ -672,7 +723,7 @@ public struct MappingEngine: Sendable {
                         for valueItem in valueItems {
                             let kind = try string(valueRule.fields["kind"], valueItem, source, vars)
                             for v in try valueRule.fields["value"].map({ e throws(FHIRPathError) in try evaluate(e, valueItem, source, vars) }) ?? [] {
-                                if let value = outcomeValue(v, kind: kind, units: try string(valueRule.fields["units"], valueItem, source, vars)) { values.append(value) }
+                                if let value = outcomeValue(v, kind: kind, units: try string(valueRule.fields["units"], valueItem, source, vars), file: file) { values.append(value) }
                             }
                         }
                     }
@@ -689,10 +740,10 @@ public struct MappingEngine: Sendable {
             }
         }
 
-        func outcomeValue(_ v: FHIRPathValue, kind: String?, units: String?) -> OutcomeValue? {
+        func outcomeValue(_ v: FHIRPathValue, kind: String?, units: String?, file: MappingFile) -> OutcomeValue? {
             switch v.systemValue {
             case .quantity(let q):
-                let unit = units ?? v.element.flatMap { $0.string("unit") } ?? q.unit
+                let unit = units ?? unitLabel(v, q, file)
                 return OutcomeValue(q.value.isWhole && q.value.scale == 0 ? .integer(Int(q.value.double)) : .double(q.value.double), kind: kind, units: unit, createdDate: engine.now)
             case .integer(let i): return OutcomeValue(.integer(i), kind: kind, units: units, createdDate: engine.now)
             case .decimal(let d): return OutcomeValue(.double(d.double), kind: kind, units: units, createdDate: engine.now)

@@ -89,6 +89,9 @@ public struct MappingFile: Sendable {
     public var resource: String
     public var description: String?
     public var includes: [String] = []
+    /// modifierExtension urls this mapping understands; any other stops the resource (FHIR
+    /// requires that a modifier it does not know is not ignored).
+    public var knownModifiers: [String] = []
     public var extends: String?
     public var patient: MappingExpression?
     public var skip: [MappingCondition] = []

@@ -100,6 +100,12 @@ public struct MappingLoader: Sendable {
                     }
                 case "description": file.description = scalar(value, "description")
                 case "include": file.includes = list(value, "include").compactMap { scalar($0, "include") }
+                case "known-modifiers":
+                    for item in list(value, "known-modifiers") {
+                        guard let url = scalar(item, "known-modifiers") else { continue }
+                        if !isURI(url) { error(item.location, "'\(url)' is not a URI (a modifierExtension url)") }
+                        file.knownModifiers.append(url)
+                    }
                 case "extends": file.extends = scalar(value, "extends")
                 case "tables": ownTables = value
                 case "patient": file.patient = expression(value)
@@ -166,6 +172,7 @@ public struct MappingLoader: Sendable {
             if present.contains("skip") { merged.skip = override.skip }
             if present.contains("end") { merged.end = override.end }
             if present.contains("tests") { merged.tests = override.tests }
+            merged.knownModifiers += override.knownModifiers
             for (key, value) in override.patientFields { merged.patientFields[key] = value }
             for (key, value) in override.carePlan { merged.carePlan[key] = value }
             // Tables: the override's entries (its own and its includes') over the base's.

@@ -16,7 +16,7 @@ enum FieldType: String, Sendable {
 /// The keys each block of a mapping file takes.
 enum MappingSchema {
     static let topLevel: [String] = [
-        "caregate-mapping", "resource", "description", "include", "extends", "tables", "patient", "skip", "end",
+        "caregate-mapping", "resource", "description", "include", "extends", "known-modifiers", "tables", "patient", "skip", "end",
         "patient-fields", "care-plan", "tasks", "contacts", "outcomes", "tests",
     ]
 
