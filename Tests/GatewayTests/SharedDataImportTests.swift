@@ -31,6 +31,24 @@ func storeSummary(_ store: SQLiteCarePlanStore) throws -> [String] {
     return lines.sorted()
 }
 
+/// Every activity of every imported CarePlan has exactly one disposition (a task, a delegation to
+/// the resource it references, a skip, an end, an unresolved reference reported, an error reported).
+func checkNoSilentDrop(_ report: ImportReport, _ paths: [String]) throws -> Int {
+    var activities = 0
+    for path in paths {
+        for sourced in ResourceFiles().read(path).resources where sourced.resource.resourceType == "CarePlan" {
+            guard let id = sourced.resource.string("id") else { continue }
+            let count = sourced.resource.children(named: "activity").count
+            let accounted = report.dispositions.filter { $0.resource == "CarePlan/\(id)" && $0.rule.hasPrefix("activity") }.count
+            // A plan stopped before its activities (skipped as a whole, or an unknown modifier) says so in a note.
+            let stoppedWhole = report.notes.contains { $0.resource == "CarePlan/\(id)" && $0.path == nil && ($0.kind == .skipped || $0.kind == .error) }
+            #expect(accounted == count || (accounted == 0 && stoppedWhole), "CarePlan/\(id): \(count) activities, \(accounted) accounted for")
+            activities += count
+        }
+    }
+    return activities
+}
+
 @Suite("Import evidence on the shared FHIR data")
 struct SharedDataImportTests {
     static let types = ["CarePlan", "MedicationRequest", "Patient", "Practitioner", "PractitionerRole", "CareTeam"]
@@ -64,6 +82,8 @@ struct SharedDataImportTests {
         print("R4 examples: \(json.count) files, \(report.resources) resources, \(tasks) tasks, \(try jsonStore.fetchContacts().count) contacts, "
               + "\(report.notes.count) notes (\(Dictionary(grouping: report.notes, by: \.kind).mapValues(\.count)))")
         #expect(tasks == 37)
+        let activities = try checkNoSilentDrop(report, json)
+        print("R4 examples: \(activities) CarePlan activities, each a task, a delegation, a skip, an end or a reported reference")
         #expect(!report.notes.contains { $0.kind == .error })
         let again = try importer(jsonStore, now: local("2026-11-05 09:00")).run(json)
         #expect(again.counts[.create] == nil && again.counts[.update] == nil, "\(again.patients.flatMap(\.changes).filter { $0.action != .unchanged }.prefix(5))")
@@ -77,6 +97,8 @@ struct SharedDataImportTests {
         #expect(report.files == 20)
         #expect(report.failedPatients.isEmpty, "\(report.failedPatients.map { "\($0.patientID): \($0.failure ?? "")" })")
         #expect(report.patients.count == 20)
+        let activities = try checkNoSilentDrop(report, ResourceFiles().files([root.appendingPathComponent("synthea").path]))
+        print("Synthea: \(activities) CarePlan activities accounted for")
         for note in report.notes where note.kind == .error { print("ERROR NOTE", note) }
         #expect(!report.notes.contains { $0.kind == .error }, "\(report.notes.filter { $0.kind == .error }.prefix(5))")
         print("Synthea: \(report.seconds) s, \(report.resources) resources, \(report.patients.count) patients, changes \(report.counts), "

@@ -19,6 +19,8 @@ public struct ImportReport: Sendable {
     public var resources = 0
     public var patients: [PatientImport] = []
     public var notes: [ImportNote] = []
+    /// What became of every item of every mapping rule (each activity, dosage, participant).
+    public var dispositions: [ItemDisposition] = []
     public var unmapped: [String: Int] = [:]
     /// Seconds spent reading and parsing, mapping, and writing the store.
     public var seconds: (reading: Double, mapping: Double, storing: Double) = (0, 0, 0)
@@ -70,6 +72,7 @@ public struct FHIRImporter: Sendable {
         start = clock.now
         let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(resources)
         report.notes += output.notes
+        report.dispositions = output.dispositions
         report.unmapped = output.unmapped
         report.seconds.mapping = (clock.now - start).seconds
         start = clock.now

@@ -103,10 +103,35 @@ public struct ImportNote: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// What became of one item of a rule's `each` (an activity, a dosage): every item gets exactly
+/// one, so a test can show that nothing is dropped silently.
+public struct ItemDisposition: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// A task or contact with this id.
+        case made(String)
+        /// Mapped by the file for the resource it references (`Type/id`).
+        case delegated(String)
+        case skipped
+        /// An end (or delete) for this id.
+        case ended(String)
+        /// A reference to nothing imported, reported.
+        case unresolved
+        /// An error, reported.
+        case failed
+    }
+
+    public var resource: String
+    public var rule: String
+    public var index: Int
+    public var kind: Kind
+}
+
 /// The result of mapping a set of resources.
 public struct MappingOutput: Sendable {
     public var batches: [PatientBatch] = []
     public var notes: [ImportNote] = []
+    /// What became of every item of every rule.
+    public var dispositions: [ItemDisposition] = []
     /// Resources no mapping file covers, by type (counted, not errors).
     public var unmapped: [String: Int] = [:]
 }

@@ -434,85 +434,95 @@ public struct MappingEngine: Sendable {
                 return
             }
             for (index, element) in items.enumerated() {
-                let path = rule.each == nil ? nil : "\(rule.each!.text)[\(index)]"
-                var item = element
-                if rule.delegate {
-                    // A Reference is resolved here, so that one to nothing imported is reported.
-                    if !item.isResource {
-                        guard let resolved = resolve(item, source) else {
-                            let reference = item.string("reference") ?? item.string("display") ?? "a reference without a target"
-                            note(.warning, source, path, "\(reference) is not in the imported data; what it names is not imported")
-                            continue
-                        }
-                        item = resolved
+                let kind = mapItem(rule, source, file, element, index: index, patientID: patientID, planID: planID, ending: ending)
+                output.dispositions.append(ItemDisposition(resource: MappingEngine.key(resource) ?? resource.name, rule: rule.name, index: index, kind: kind))
+            }
+        }
+
+        /// Maps one item of a rule's `each`; says what became of it.
+        mutating func mapItem(_ rule: MappingRule, _ source: SourcedResource, _ file: MappingFile, _ element: Element, index: Int,
+                              patientID: String, planID: String?, ending: MappingCondition?) -> ItemDisposition.Kind {
+            let resource = source.resource
+            let path = rule.each == nil ? nil : "\(rule.each!.text)[\(index)]"
+            var item = element
+            if rule.delegate {
+                // A Reference is resolved here, so that one to nothing imported is reported.
+                if !item.isResource {
+                    guard let resolved = resolve(item, source) else {
+                        let reference = item.string("reference") ?? item.string("display") ?? "a reference without a target"
+                        note(.warning, source, path, "\(reference) is not in the imported data; what it names is not imported")
+                        return .unresolved
                     }
-                    guard let type = item.resourceType else { continue }
-                    guard let file = engine.mappings.files[type] else {
-                        note(.warning, source, path, "\(type) has no mapping file: the referenced resource is not imported")
-                        continue
+                    item = resolved
+                }
+                guard let type = item.resourceType else { return .unresolved }
+                guard let file = engine.mappings.files[type] else {
+                    note(.warning, source, path, "\(type) has no mapping file: the referenced resource is not imported")
+                    return .unresolved
+                }
+                let inner = SourcedResource(resource: item, container: source.container, index: source.index,
+                                            origin: MappingEngine.key(item).flatMap { origins[$0] } ?? source.origin)
+                // When the plan ends, so does what its references made.
+                mapResource(inner, file, carePlanID: planID, patientID: patientID, inheritedEnd: ending)
+                return .delegated(MappingEngine.key(item) ?? type)
+            }
+            let variables = baseVariables(patientID: patientID, plan: planID, index: index)
+            if let skip = firstMatch(rule.skip, item, source, variables, path: path) {
+                note(.skipped, source, path, skip.reason ?? "a skip rule matched")
+                return .skipped
+            }
+            var id: String
+            do {
+                guard let value = try string(rule.fields["id"], item, source, variables) else {
+                    note(.error, source, path, "the id expression of \(rule.name) gave nothing")
+                    return .failed
+                }
+                id = value
+            } catch {
+                failed(source, path, "id", error)
+                return .failed
+            }
+            let type: EntityType = rule.kind == .contact ? .contact : .task
+            if madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)") {
+                // Real data repeats codes (two activities with one code, two dosages with one
+                // sequence): number the later ones, in document order, so every item is kept.
+                var n = 2
+                while madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)#\(n)") { n += 1 }
+                note(.warning, source, path, "\(rule.name) gives the id '\(id)' a second time; this one is '\(id)#\(n)'")
+                id = "\(id)#\(n)"
+            }
+            madeIDs[patientID, default: []].insert("\(type.rawValue)/\(id)")
+            if let ending {
+                appendEnd(EndRequest(type: type, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
+                return .ended(id)
+            }
+            if let itemEnd = firstMatch(rule.end, item, source, variables, path: path) {
+                appendEnd(EndRequest(type: type, id: id, delete: itemEnd.delete, reason: itemEnd.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
+                note(itemEnd.delete ? .deleted : .ended, source, path, itemEnd.reason ?? "an end rule matched")
+                return .ended(id)
+            }
+            let record = sourceRecord(source, file, rule: rule.name)
+            do {
+                if rule.kind == .task {
+                    guard let planID else {
+                        note(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
+                        return .failed
                     }
-                    let inner = SourcedResource(resource: item, container: source.container, index: source.index,
-                                                origin: MappingEngine.key(item).flatMap { origins[$0] } ?? source.origin)
-                    // When the plan ends, so does what its references made.
-                    mapResource(inner, file, carePlanID: planID, patientID: patientID, inheritedEnd: ending)
-                    continue
+                    guard let task = try makeTask(rule, id: id, item: item, source: source, variables: variables, path: path, record: record) else { return .failed }
+                    var b = batch(patientID)
+                    b.tasks.append(MappedTask(task: task, carePlanID: planID, source: record))
+                    store(b)
+                    return .made(id)
+                } else {
+                    let contact = try makeContact(rule, id: id, item: item, source: source, variables: variables, record: record)
+                    var b = batch(patientID)
+                    b.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record))
+                    store(b)
+                    return .made(id)
                 }
-                let variables = baseVariables(patientID: patientID, plan: planID, index: index)
-                if let skip = firstMatch(rule.skip, item, source, variables, path: path) {
-                    note(.skipped, source, path, skip.reason ?? "a skip rule matched")
-                    continue
-                }
-                var id: String
-                do {
-                    guard let value = try string(rule.fields["id"], item, source, variables) else {
-                        note(.error, source, path, "the id expression of \(rule.name) gave nothing")
-                        continue
-                    }
-                    id = value
-                } catch {
-                    failed(source, path, "id", error)
-                    continue
-                }
-                let type: EntityType = rule.kind == .contact ? .contact : .task
-                if madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)") {
-                    // Real data repeats codes (two activities with one code, two dosages with one
-                    // sequence): number the later ones, in document order, so every item is kept.
-                    var n = 2
-                    while madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)#\(n)") { n += 1 }
-                    note(.warning, source, path, "\(rule.name) gives the id '\(id)' a second time; this one is '\(id)#\(n)'")
-                    id = "\(id)#\(n)"
-                }
-                madeIDs[patientID, default: []].insert("\(type.rawValue)/\(id)")
-                if let ending {
-                    appendEnd(EndRequest(type: type, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
-                    continue
-                }
-                if let itemEnd = firstMatch(rule.end, item, source, variables, path: path) {
-                    appendEnd(EndRequest(type: type, id: id, delete: itemEnd.delete, reason: itemEnd.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
-                    note(itemEnd.delete ? .deleted : .ended, source, path, itemEnd.reason ?? "an end rule matched")
-                    continue
-                }
-                let record = sourceRecord(source, file, rule: rule.name)
-                do {
-                    if rule.kind == .task {
-                        guard let planID else {
-                            note(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
-                            continue
-                        }
-                        if let task = try makeTask(rule, id: id, item: item, source: source, variables: variables, path: path, record: record) {
-                            var b = batch(patientID)
-                            b.tasks.append(MappedTask(task: task, carePlanID: planID, source: record))
-                            store(b)
-                        }
-                    } else {
-                        let contact = try makeContact(rule, id: id, item: item, source: source, variables: variables, record: record)
-                        var b = batch(patientID)
-                        b.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record))
-                        store(b)
-                    }
-                } catch {
-                    failed(source, path, rule.name, error)
-                }
+            } catch {
+                failed(source, path, rule.name, error)
+                return .failed
             }
         }
 
