@@ -142,4 +142,15 @@ struct MappingEngineTests {
         let outcome = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map([SourcedResource(resource: pressure, origin: "hr.json")])
         #expect(outcome.batches.first?.outcomes.first?.values.first?.units == "beats/min")
     }
+
+    @Test("a task-codes table gives the site's words for a code")
+    func taskCodes() throws {
+        var set = try MappingSet.load([mappingsDirectory.path])
+        set.files["CarePlan"]!.tables.taskCodes["http://snomed.info/sct|229065009"] = TaskCodeEntry(title: "Walk", instructions: "Half an hour, any pace.", group: nil, impactsAdherence: false)
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime)
+            .map(try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path))
+        let walk = try #require(output.batches.first?.tasks.first { $0.task.id == "CarePlan/maria-lopez-home-care/229065009" }?.task)
+        #expect(walk.title == "Walk" && walk.instructions == "Half an hour, any pace." && walk.impactsAdherence == false)
+        #expect(walk.version.groupIdentifier == "229065009")
+    }
 }

@@ -21,7 +21,7 @@ struct MappingFileTests {
     func shipped() throws {
         let paths = try shippedMappingPaths()
         #expect(paths.count == 6)
-        for path in paths + ["shared/timing.yaml", "shared/healthkit.yaml"].map({ mappingsDirectory.appendingPathComponent($0).path }) {
+        for path in paths + ["shared/timing.yaml", "shared/healthkit.yaml", "shared/task-codes.yaml"].map({ mappingsDirectory.appendingPathComponent($0).path }) {
             #expect(diagnostics(path).isEmpty, "\(path)")
         }
         #expect(MappingLoader().isTableFile(mappingsDirectory.appendingPathComponent("shared/timing.yaml").path))
@@ -125,6 +125,8 @@ struct MappingValidationTests {
                 milligram: mg
               healthkit:
                 loinc|29463-7: {identifier: HKQuantityTypeIdentifierBodyMass, type: discrete, unit: kg}
+              task-codes:
+                http://snomed.info/sct|1: {title: One, colour: red}
             """)
         #expect(found.contains("main.yaml:7:5: warning: never reached: the skip rule at line 5 applies to everything"))
         #expect(found.contains("main.yaml:14:9: error: this id does not depend on the item: every item of 'each' would get the same id (use a path from the item, or %index)"))
@@ -133,6 +135,7 @@ struct MappingValidationTests {
         #expect(found.contains("main.yaml:20:10: error: a clock time is written hh:mm (\"07:30\"), not '7:30'"))
         #expect(found.contains("main.yaml:23:5: error: 'milligram' is not a valid UCUM unit"))
         #expect(found.contains("main.yaml:25:5: error: the code system 'loinc' is not a URI"))
+        #expect(found.contains("main.yaml:27:44: error: unknown key 'colour' in a task-codes entry"))
         #expect(!found.contains { $0.contains("mg/dL") })
     }
 
@@ -162,6 +165,7 @@ struct MappingValidationTests {
             "careplan.yaml": base,
             "shared/timing.yaml": try String(contentsOfFile: mappingsDirectory.appendingPathComponent("shared/timing.yaml").path, encoding: .utf8),
             "shared/healthkit.yaml": try String(contentsOfFile: mappingsDirectory.appendingPathComponent("shared/healthkit.yaml").path, encoding: .utf8),
+            "shared/task-codes.yaml": try String(contentsOfFile: mappingsDirectory.appendingPathComponent("shared/task-codes.yaml").path, encoding: .utf8),
         ])
         let (file, found) = MappingLoader().load(path)
         let merged = try #require(file)
@@ -171,7 +175,7 @@ struct MappingValidationTests {
         #expect(errors == ["\(path):9:19: error: 'category' is not an element of CarePlan.activity.detail"])
         #expect(merged.tables.timing.eventTimes["ACM"] == 6 * 60 + 45)
         #expect(merged.tables.timing.eventTimes["ACV"] == 18 * 60 + 30)
-        #expect(merged.tasks.map(\.name) == ["activity-detail", "activity-reference"])
+        #expect(merged.tasks.map(\.name) == ["activity-detail", "activity-reference", "activity-without-content"])
         #expect(merged.tasks[0].fields["group"]?.text == "detail.category.coding.code.first()")
         #expect(merged.tasks[0].fields["timing"]?.text == "detail.scheduled")
         #expect(merged.skip.count == 3)

@@ -575,6 +575,17 @@ public struct MappingEngine: Sendable {
             task.version.remoteID = record.reference
             task.version.userInfo = record.userInfo
             task.version.source = "caregate"
+            // The site's words for the task's code, over what the expressions gave.
+            if let lookup = rule.lookups["code-table"], let table = fileFor(rule)?.tables.taskCodes {
+                for key in try strings(lookup.key, item, source, variables) {
+                    guard let entry = table[key] else { continue }
+                    if let title = entry.title { task.title = title }
+                    if let instructions = entry.instructions { task.instructions = instructions }
+                    if let group = entry.group { task.version.groupIdentifier = group }
+                    if let impacts = entry.impactsAdherence { task.impactsAdherence = impacts }
+                    break
+                }
+            }
             if let lookup = rule.lookups["healthkit"] {
                 for key in try strings(lookup.key, item, source, variables) {
                     if let linkage = fileFor(rule)?.tables.healthKit[key] {

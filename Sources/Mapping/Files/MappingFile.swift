@@ -70,6 +70,14 @@ public struct GoldenTest: Sendable {
     public var location: MappingLocation
 }
 
+/// What a site says about tasks with a code: its own title, instructions, group, adherence.
+public struct TaskCodeEntry: Sendable, Hashable {
+    public var title: String?
+    public var instructions: String?
+    public var group: String?
+    public var impactsAdherence: Bool?
+}
+
 /// The tables a mapping file defines or includes.
 public struct MappingTables: Sendable {
     /// Timing codes, meal and sleep times and weekly days (the shipped defaults, overridden).
@@ -78,6 +86,8 @@ public struct MappingTables: Sendable {
     public var healthKit: [String: HealthKitLinkage] = [:]
     /// UCUM units to the label a CareKit app shows.
     public var units: [String: String] = [:]
+    /// `system|code` to the site's words for a task with that code.
+    public var taskCodes: [String: TaskCodeEntry] = [:]
     /// Where each entry came from, for messages (`tables.event-times.ACM`).
     var origins: [String: MappingLocation] = [:]
 }

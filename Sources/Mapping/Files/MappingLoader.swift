@@ -181,6 +181,7 @@ public struct MappingLoader: Sendable {
             merged.tables.timing.weeklyDays.merge(override.tables.timing.weeklyDays.filter { override.tables.origins["weekly-days.\($0.key)"] != nil }) { $1 }
             merged.tables.healthKit.merge(override.tables.healthKit) { $1 }
             merged.tables.units.merge(override.tables.units) { $1 }
+            merged.tables.taskCodes.merge(override.tables.taskCodes) { $1 }
             merged.tables.origins.merge(override.tables.origins) { $1 }
             func mergeRules(_ base: [MappingRule], _ overrides: [MappingRule]) -> [MappingRule] {
                 var result = base
@@ -430,6 +431,8 @@ public struct MappingLoader: Sendable {
                         if let rule = timingCode(value, key) { tables.timing.codes[key] = rule }
                     case "healthkit":
                         if let linkage = healthKit(value, key, keyAt) { tables.healthKit[key] = linkage }
+                    case "task-codes":
+                        if let entry = taskCode(value, key, keyAt) { tables.taskCodes[key] = entry }
                     default:  // units
                         if !UCUMSyntax.isValid(key) { error(keyAt, "'\(key)' is not a valid UCUM unit") }
                         if let label = scalar(value, key) { tables.units[key] = label }
@@ -471,13 +474,39 @@ public struct MappingLoader: Sendable {
             return hasRule ? rule : nil
         }
 
-        mutating func healthKit(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> HealthKitLinkage? {
+        /// Checks a `system|code` table key.
+        mutating func codeKey(_ key: String, _ keyAt: MappingLocation, _ table: String) {
             let parts = key.split(separator: "|", maxSplits: 1)
             if parts.count != 2 {
-                error(keyAt, "a healthkit entry is keyed by SYSTEM|CODE ('http://loinc.org|29463-7')")
+                error(keyAt, "a \(table) entry is keyed by SYSTEM|CODE ('http://loinc.org|29463-7')")
             } else if !isURI(String(parts[0])) {
                 error(keyAt, "the code system '\(parts[0])' is not a URI")
             }
+        }
+
+        mutating func taskCode(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> TaskCodeEntry? {
+            codeKey(key, keyAt, "task-codes")
+            guard case .mapping(let pairs, _) = node else {
+                error(node.location, "a task-codes entry is {title, instructions, group, impacts-adherence}, not \(node.kindName)")
+                return nil
+            }
+            var entry = TaskCodeEntry()
+            for (k, kAt, value) in pairs {
+                switch k {
+                case "title": entry.title = scalar(value, k)
+                case "instructions": entry.instructions = scalar(value, k)
+                case "group": entry.group = scalar(value, k)
+                case "impacts-adherence":
+                    guard let v = value.scalar, ["true", "false"].contains(v) else { error(value.location, "impacts-adherence is true or false"); continue }
+                    entry.impactsAdherence = v == "true"
+                default: unknownKey(k, kAt, ["title", "instructions", "group", "impacts-adherence"], "in a task-codes entry")
+                }
+            }
+            return entry
+        }
+
+        mutating func healthKit(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> HealthKitLinkage? {
+            codeKey(key, keyAt, "healthkit")
             guard case .mapping(let pairs, let at) = node else {
                 error(node.location, "a healthkit entry is {identifier, type, unit}, not \(node.kindName)")
                 return nil

@@ -34,7 +34,8 @@ enum MappingSchema {
         "as-needed": .boolean, "impacts-adherence": .boolean, "group": .string, "targets": .quantity,
     ]
     static let taskLists: [String: FieldType] = ["tags": .string]
-    static let taskLookups: [String: String] = ["healthkit": "healthkit"]
+    /// Lookup keys of a task rule and the table each reads.
+    static let taskLookups: [String: String] = ["healthkit": "healthkit", "code-table": "task-codes"]
 
     static let contact: [String: FieldType] = [
         "id": .string, "person-name": .humanName, "title": .string, "role": .string, "organization": .string,
@@ -46,7 +47,7 @@ enum MappingSchema {
 
     static let condition: Set<String> = ["if", "reason", "delete"]
     static let test: Set<String> = ["input", "expect", "time-zone", "now"]
-    static let tables: Set<String> = ["timing-codes", "event-times", "weekly-days", "healthkit", "units"]
+    static let tables: Set<String> = ["timing-codes", "event-times", "weekly-days", "healthkit", "units", "task-codes"]
 
     static func fields(for kind: MappingRule.Kind) -> [String: FieldType] {
         switch kind {

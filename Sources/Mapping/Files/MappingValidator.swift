@@ -165,12 +165,13 @@ public struct MappingValidator: Sendable {
             for (key, list) in rule.lists.sorted(by: { $0.key < $1.key }) {
                 for e in list { check(e, MappingSchema.taskLists[key]!, context: itemType) }
             }
-            for (_, lookup) in rule.lookups.sorted(by: { $0.key < $1.key }) {
+            for (key, lookup) in rule.lookups.sorted(by: { $0.key < $1.key }) {
                 check(lookup.key, .string, context: itemType)
-                if lookup.table != "healthkit" {
-                    error(lookup.location, "no table '\(lookup.table)' for this lookup (healthkit lookups use the 'healthkit' table)")
-                } else if file.tables.healthKit.isEmpty {
-                    warning(lookup.location, "the 'healthkit' table is empty: include shared/healthkit.yaml or define entries")
+                let expected = MappingSchema.taskLookups[key] ?? key
+                if lookup.table != expected {
+                    error(lookup.location, "'\(key)' looks up the '\(expected)' table, not '\(lookup.table)'")
+                } else if (expected == "healthkit" && file.tables.healthKit.isEmpty) || (expected == "task-codes" && file.tables.taskCodes.isEmpty) {
+                    warning(lookup.location, "the '\(expected)' table is empty: include a file that defines it, or add entries")
                 }
             }
             if rule.kind == .outcome {
