@@ -153,4 +153,19 @@ struct MappingEngineTests {
         #expect(walk.title == "Walk" && walk.instructions == "Half an hour, any pace." && walk.impactsAdherence == false)
         #expect(walk.version.groupIdentifier == "229065009")
     }
+
+    @Test("a Patient record replaced by another is reported, not imported")
+    func replacedPatient() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        var patient = try FHIRDocument.read(contentsOf: samplesDirectory.appendingPathComponent("json/Patient-maria-lopez.json").path).resource
+        var link = Element(name: "link", type: "Patient.link")
+        var other = Element(name: "other", type: "Reference")
+        other.append(Element(name: "reference", type: "string", value: "Patient/maria-lopez-2"))
+        link.append(other)
+        link.append(Element(name: "type", type: "code", value: "replaced-by"))
+        patient.append(link)
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map([SourcedResource(resource: patient, origin: "p.json")])
+        #expect(output.batches.isEmpty)
+        #expect(output.notes.map(\.message) == ["this record is replaced by Patient/maria-lopez-2; import that record instead"])
+    }
 }
