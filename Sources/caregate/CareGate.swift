@@ -24,7 +24,7 @@ struct CareGate: ParsableCommand {
               caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, TestCommand.self, Store.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, ExportCommand.self, TestCommand.self, Store.self]
     )
 }
 

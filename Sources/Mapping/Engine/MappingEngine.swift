@@ -6,9 +6,12 @@ import Foundation
 /// The mapping files in use, by the resource type each maps.
 public struct MappingSet: Sendable {
     public var files: [String: MappingFile]
+    /// The tables of the shared table files among the paths (what export reads).
+    public var sharedTables: MappingTables
 
-    public init(files: [String: MappingFile]) {
+    public init(files: [String: MappingFile], sharedTables: MappingTables = MappingTables()) {
         self.files = files
+        self.sharedTables = sharedTables
     }
 
     /// Loads and validates the mapping files at `paths` (files or directories); a set with any
@@ -18,6 +21,13 @@ public struct MappingSet: Sendable {
         var problems: [MappingDiagnostic] = []
         let validator = MappingValidator()
         let loader = MappingLoader()
+        var shared = MappingTables()
+        for path in MappingSet.yamlFiles(paths) where loader.isTableFile(path) {
+            let (tables, found) = loader.loadTables(path)
+            problems += found.filter { $0.severity == .error }
+            shared.observationCodes.merge(tables.observationCodes) { $1 }
+            shared.units.merge(tables.units) { $1 }
+        }
         for path in MappingSet.yamlFiles(paths) where !loader.isTableFile(path) {
             let (file, found) = validator.check(path: path)
             problems += found.filter { $0.severity == .error }
@@ -28,7 +38,7 @@ public struct MappingSet: Sendable {
             files[file.resource] = file
         }
         if !problems.isEmpty { throw MappingError(problems) }
-        return MappingSet(files: files)
+        return MappingSet(files: files, sharedTables: shared)
     }
 
     /// The .yaml files at `paths`, directories searched (a missing path is kept, to be reported when read).

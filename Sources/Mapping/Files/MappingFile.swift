@@ -88,8 +88,14 @@ public struct MappingTables: Sendable {
     public var units: [String: String] = [:]
     /// `system|code` to the site's words for a task with that code.
     public var taskCodes: [String: TaskCodeEntry] = [:]
+    /// A task's group code to what its outcomes become when exported (an Observation's code,
+    /// category and component codes).
+    public var observationCodes: [String: ObservationCode] = [:]
     /// Where each entry came from, for messages (`tables.event-times.ACM`).
     var origins: [String: MappingLocation] = [:]
+
+    /// No tables beyond the shipped timing defaults.
+    public init() {}
 }
 
 /// One mapping file, with its includes and the file it extends applied.

@@ -182,6 +182,7 @@ public struct MappingLoader: Sendable {
             merged.tables.healthKit.merge(override.tables.healthKit) { $1 }
             merged.tables.units.merge(override.tables.units) { $1 }
             merged.tables.taskCodes.merge(override.tables.taskCodes) { $1 }
+            merged.tables.observationCodes.merge(override.tables.observationCodes) { $1 }
             merged.tables.origins.merge(override.tables.origins) { $1 }
             func mergeRules(_ base: [MappingRule], _ overrides: [MappingRule]) -> [MappingRule] {
                 var result = base
@@ -433,6 +434,8 @@ public struct MappingLoader: Sendable {
                         if let linkage = healthKit(value, key, keyAt) { tables.healthKit[key] = linkage }
                     case "task-codes":
                         if let entry = taskCode(value, key, keyAt) { tables.taskCodes[key] = entry }
+                    case "observation-codes":
+                        if let entry = observationCode(value, key) { tables.observationCodes[key] = entry }
                     default:  // units
                         if !UCUMSyntax.isValid(key) { error(keyAt, "'\(key)' is not a valid UCUM unit") }
                         if let label = scalar(value, key) { tables.units[key] = label }
@@ -482,6 +485,67 @@ public struct MappingLoader: Sendable {
             } else if !isURI(String(parts[0])) {
                 error(keyAt, "the code system '\(parts[0])' is not a URI")
             }
+        }
+
+        /// `{system, code, display, unit}`.
+        mutating func exportCoding(_ node: YAMLTree, _ what: String) -> ExportCoding? {
+            guard case .mapping(let pairs, let at) = node else {
+                error(node.location, "\(what) is {system, code, display, unit}, not \(node.kindName)")
+                return nil
+            }
+            var system: String?, code: String?, display: String?, unit: String?
+            for (k, kAt, value) in pairs {
+                switch k {
+                case "system":
+                    system = scalar(value, k)
+                    if let s = system, !isURI(s) { error(value.location, "the code system '\(s)' is not a URI") }
+                case "code": code = scalar(value, k)
+                case "display": display = scalar(value, k)
+                case "unit":
+                    unit = scalar(value, k)
+                    if let u = unit, !UCUMSyntax.isValid(u) { error(value.location, "'\(u)' is not a valid UCUM unit") }
+                default: unknownKey(k, kAt, ["system", "code", "display", "unit"], "in \(what)")
+                }
+            }
+            guard let system, let code else {
+                error(at, "\(what) needs a system and a code")
+                return nil
+            }
+            return ExportCoding(system: system, code: code, display: display, unit: unit)
+        }
+
+        mutating func observationCode(_ node: YAMLTree, _ key: String) -> ObservationCode? {
+            guard case .mapping(let pairs, let at) = node else {
+                error(node.location, "an observation-codes entry is {code, category, unit, components}, not \(node.kindName)")
+                return nil
+            }
+            var code: ExportCoding?, category: String?, unit: String?
+            var components: [String: ExportCoding] = [:]
+            for (k, kAt, value) in pairs {
+                switch k {
+                case "code": code = exportCoding(value, "the code of '\(key)'")
+                case "category":
+                    category = scalar(value, k)
+                    let known = ModelInfo.r4.type(named: "Observation")?.element(named: "category") != nil
+                    let categories = ["social-history", "vital-signs", "imaging", "laboratory", "procedure", "survey", "exam", "therapy", "activity"]
+                    if known, let c = category, !categories.contains(c) {
+                        error(value.location, "'\(c)' is not an observation-category code (\(categories.joined(separator: ", ")))")
+                    }
+                case "unit":
+                    unit = scalar(value, k)
+                    if let u = unit, !UCUMSyntax.isValid(u) { error(value.location, "'\(u)' is not a valid UCUM unit") }
+                case "components":
+                    guard case .mapping(let entries, _) = value else { error(value.location, "components are keyed by outcome value kind"); continue }
+                    for (kind, _, coding) in entries { if let c = exportCoding(coding, "the component '\(kind)'") { components[kind] = c } }
+                default: unknownKey(k, kAt, ["code", "category", "unit", "components"], "in an observation-codes entry")
+                }
+            }
+            guard var code else {
+                error(at, "the observation-codes entry '\(key)' needs a code")
+                return nil
+            }
+            if code.unit == nil { code.unit = unit }
+            return ObservationCode(code: code, category: category, components: components)
         }
 
         mutating func taskCode(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> TaskCodeEntry? {

@@ -1,0 +1,112 @@
+import CareStore
+import FHIR
+import Foundation
+import Mapping
+
+/// One outcome version as an Observation, with what had to be approximated.
+public struct ExportedObservation: Sendable {
+    public var observation: Element
+    /// The outcome version it comes from (what the outbox queues once).
+    public var outcomeVersion: UUID
+    /// The stable identifier value (`system|value` finds it on a server).
+    public var identifier: String
+    public var notes: [String]
+}
+
+/// Turns the store's outcomes into R4 Observations: the current version of every outcome
+/// (`final`, `amended` when it has earlier versions, `entered-in-error` when deleted).
+public struct OutcomeExport: Sendable {
+    public let store: SQLiteCarePlanStore
+    public let builder: ObservationBuilder
+
+    /// Also export outcomes that came from the EHR (imported Observations), which it already has.
+    public var includeImported = false
+
+    public init(store: SQLiteCarePlanStore, builder: ObservationBuilder) {
+        self.store = store
+        self.builder = builder
+    }
+
+    /// Whether an outcome was imported from a FHIR Observation rather than recorded in the app.
+    public static func isImported(_ outcome: Outcome) -> Bool {
+        outcome.version.source == "caregate" && (outcome.version.remoteID?.hasPrefix("Observation/") ?? false)
+    }
+
+    /// The current version of every outcome, with its task version and patient.
+    public func records() throws(StoreError) -> [OutcomeRecord] {
+        let versions = try store.fetchOutcomes(EntityQuery(versions: .history))
+        var tasks: [UUID: CareTask] = [:]
+        var patients: [UUID: Patient?] = [:]
+        var records: [OutcomeRecord] = []
+        for outcome in versions where outcome.version.nextVersionUUIDs.isEmpty && (includeImported || !OutcomeExport.isImported(outcome)) {
+            let task: CareTask
+            if let cached = tasks[outcome.taskUUID] {
+                task = cached
+            } else {
+                guard let found = try store.fetchTasks(EntityQuery(versions: .history, uuids: [outcome.taskUUID])).first else { continue }
+                tasks[outcome.taskUUID] = found
+                task = found
+            }
+            var patient: Patient?
+            if let planUUID = task.carePlanUUID {
+                if let cached = patients[planUUID] {
+                    patient = cached
+                } else {
+                    let plan = try store.fetchCarePlans(EntityQuery(versions: .history, uuids: [planUUID])).first
+                    if let patientUUID = plan?.patientUUID {
+                        patient = try store.fetchPatients(EntityQuery(versions: .history, uuids: [patientUUID])).first
+                    }
+                    patients[planUUID] = patient
+                }
+            }
+            records.append(OutcomeRecord(outcome: outcome, task: task, patient: patient,
+                                         amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil))
+        }
+        return records.sorted { ($0.outcome.effectiveDate, $0.outcome.id) < ($1.outcome.effectiveDate, $1.outcome.id) }
+    }
+
+    public func observations() throws(StoreError) -> [ExportedObservation] {
+        try records().map { record in
+            let (observation, notes) = builder.observation(record)
+            return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
+                                       identifier: builder.identifierValue(record.outcome), notes: notes)
+        }
+    }
+
+    /// A transaction Bundle that creates each Observation unless one with its identifier exists
+    /// (`If-None-Exist`), and updates amended and entered-in-error ones by identifier: posting it
+    /// twice changes nothing the second time.
+    public func transactionBundle(_ exported: [ExportedObservation]) -> Element {
+        var bundle = Element(resourceType: "Bundle")
+        bundle.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(UUID().uuidString.lowercased())))
+        bundle.append(Element(name: "type", type: "code", value: "transaction"))
+        for item in exported {
+            let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
+            let status = item.observation.string("status")
+            var request = Element(name: "request", type: "Bundle.entry.request")
+            if status == "final" {
+                request.append(Element(name: "method", type: "code", value: "POST"))
+                request.append(Element(name: "url", type: "uri", value: "Observation"))
+                request.append(Element(name: "ifNoneExist", type: "string", value: query))
+            } else {
+                request.append(Element(name: "method", type: "code", value: "PUT"))
+                request.append(Element(name: "url", type: "uri", value: "Observation?\(query)"))
+            }
+            var resource = item.observation
+            resource.name = "resource"
+            resource.removeChildren(named: "id")
+            var entry = Element(name: "entry", type: "Bundle.entry")
+            entry.append(Element(name: "fullUrl", type: "uri", value: "urn:uuid:\(item.outcomeVersion.uuidString.lowercased())"))
+            entry.append(resource)
+            entry.append(request)
+            bundle.append(entry)
+        }
+        return bundle
+    }
+
+    func percentEncoded(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~:/")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}

@@ -1,0 +1,208 @@
+import CareStore
+import FHIR
+import Foundation
+
+/// A code the export writes: system, code, display, and the UCUM unit of its values.
+public struct ExportCoding: Sendable, Hashable {
+    public var system: String
+    public var code: String
+    public var display: String?
+    public var unit: String?
+
+    public init(system: String, code: String, display: String? = nil, unit: String? = nil) {
+        self.system = system
+        self.code = code
+        self.display = display
+        self.unit = unit
+    }
+}
+
+/// What a task's outcomes become (a ConceptMap-style entry keyed by the task's group code): the
+/// Observation's code and category, and a code per outcome value kind for panels (components).
+public struct ObservationCode: Sendable, Hashable {
+    public var code: ExportCoding
+    /// An `observation-category` code (`vital-signs`, `activity`, `survey`...).
+    public var category: String?
+    /// Codes for the outcome's values by their `kind` (blood pressure's systolic and diastolic).
+    public var components: [String: ExportCoding]
+
+    public init(code: ExportCoding, category: String? = nil, components: [String: ExportCoding] = [:]) {
+        self.code = code
+        self.category = category
+        self.components = components
+    }
+}
+
+/// An outcome version with what the Observation needs from around it.
+public struct OutcomeRecord: Sendable {
+    public var outcome: Outcome
+    /// The task version the outcome belongs to.
+    public var task: CareTask
+    public var patient: Patient?
+    /// True when earlier versions of the outcome exist (the Observation is `amended`).
+    public var amended: Bool
+    /// True when this version is a tombstone (the Observation is `entered-in-error`).
+    public var deleted: Bool
+
+    public init(outcome: Outcome, task: CareTask, patient: Patient?, amended: Bool, deleted: Bool) {
+        self.outcome = outcome
+        self.task = task
+        self.patient = patient
+        self.amended = amended
+        self.deleted = deleted
+    }
+}
+
+/// Builds R4 Observations from store outcomes: code and category from the task (through the
+/// `observation-codes` table), the value by its type, several values as components, `effective`
+/// from the occurrence's window, the patient as subject and performer, `basedOn` the resource the
+/// task came from, a status from the outcome's history, and a stable identifier (the gateway's
+/// system, the outcome's id) that makes every push idempotent.
+public struct ObservationBuilder: Sendable {
+    public static let defaultIdentifierSystem = "urn:caregate:outcome"
+
+    public var codes: [String: ObservationCode]
+    public var identifierSystem: String
+    public var timeZone: TimeZone
+
+    public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone) {
+        self.codes = codes
+        self.identifierSystem = identifierSystem
+        self.timeZone = timeZone
+    }
+
+    /// The identifier value of an outcome's Observation: the outcome's logical id (stable across
+    /// its versions, so an amended outcome updates the same Observation).
+    public func identifierValue(_ outcome: Outcome) -> String { outcome.id }
+
+    /// The Observation, and notes on what had to be approximated.
+    public func observation(_ record: OutcomeRecord) -> (Element, [String]) {
+        var notes: [String] = []
+        let outcome = record.outcome
+        let task = record.task
+        var o = Element(resourceType: "Observation")
+        o.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(outcome.id)))
+        o.append(Element(name: "identifier", type: "Identifier", children: [
+            Element(name: "system", type: "uri", value: identifierSystem),
+            Element(name: "value", type: "string", value: identifierValue(outcome)),
+        ]))
+        if let source = task.version.remoteID, source.contains("/") {
+            o.append(reference("basedOn", source))
+        }
+        o.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : record.amended ? "amended" : "final"))
+        let entry = task.version.groupIdentifier.flatMap { codes[$0] }
+        if let category = entry?.category {
+            o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
+                system: "http://terminology.hl7.org/CodeSystem/observation-category", code: category, display: nil))]))
+        }
+        if let entry {
+            o.append(Element(name: "code", type: "CodeableConcept", children: [coding(entry.code), Element(name: "text", type: "string", value: task.title ?? entry.code.display ?? entry.code.code)]))
+        } else {
+            notes.append("no observation-codes entry for the task's group \(task.version.groupIdentifier.map { "'\($0)'" } ?? "(none)"): the code is the task's title as text")
+            o.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: task.title ?? task.id)]))
+        }
+        let patientReference = record.patient.map { $0.version.remoteID ?? $0.id }
+        if let patientReference { o.append(reference("subject", patientReference)) }
+        if let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) {
+            if event.end.timeIntervalSince(event.start) > 1 {
+                o.append(Element(name: "effective", type: "Period", children: [
+                    Element(name: "start", type: "dateTime", value: dateTime(event.start)),
+                    Element(name: "end", type: "dateTime", value: dateTime(event.end)),
+                ]))
+            } else {
+                o.append(Element(name: "effective", type: "dateTime", value: dateTime(event.start)))
+            }
+        } else {
+            notes.append("the task has no occurrence \(outcome.taskOccurrenceIndex): no effective time")
+        }
+        o.append(Element(name: "issued", type: "instant", value: instant(outcome.version.createdDate ?? outcome.effectiveDate)))
+        if let patientReference { o.append(reference("performer", patientReference)) }
+        let values = outcome.values
+        if values.count == 1, let value = value(values[0], unit: entry?.code.unit, notes: &notes) {
+            o.append(value)
+        } else if values.count > 1 {
+            for v in values.sorted(by: { ($0.kind ?? "") < ($1.kind ?? "") }) {
+                let componentCode = v.kind.flatMap { entry?.components[$0] }
+                var component = Element(name: "component", type: "Observation.component")
+                if let componentCode {
+                    component.append(Element(name: "code", type: "CodeableConcept", children: [coding(componentCode)]))
+                } else {
+                    notes.append("no component code for the value kind \(v.kind.map { "'\($0)'" } ?? "(none)"): its code is text")
+                    component.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: v.kind ?? "value")]))
+                }
+                if let value = value(v, unit: componentCode?.unit, notes: &notes) { component.append(value) }
+                o.append(component)
+            }
+        } else if values.isEmpty {
+            // Done, with nothing measured: a boolean says so.
+            o.append(Element(name: "value", type: "boolean", value: "true"))
+        }
+        return (o, notes)
+    }
+
+    /// An id for the Observation from the outcome's id (FHIR ids allow 64 of A-Z a-z 0-9 - .).
+    public static func resourceID(_ id: String) -> String {
+        let allowed = id.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") ? $0 : "-" }
+        return String(String(allowed).prefix(64))
+    }
+
+    func coding(_ c: ExportCoding) -> Element {
+        var children = [Element(name: "system", type: "uri", value: c.system), Element(name: "code", type: "code", value: c.code)]
+        if let display = c.display { children.append(Element(name: "display", type: "string", value: display)) }
+        return Element(name: "coding", type: "Coding", children: children)
+    }
+
+    func reference(_ name: String, _ target: String) -> Element {
+        Element(name: name, type: "Reference", children: [Element(name: "reference", type: "string", value: target)])
+    }
+
+    func dateTime(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.timeZone = timeZone
+        f.formatOptions = [.withInternetDateTime]
+        return f.string(from: date)
+    }
+
+    func instant(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: date)
+    }
+
+    /// A value element by the outcome value's type: a Quantity with UCUM units, integer, boolean, string, dateTime.
+    func value(_ v: OutcomeValue, unit: String?, notes: inout [String]) -> Element? {
+        func decimal(_ d: Double) -> String {
+            d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)
+        }
+        switch v.value {
+        case .integer(let i):
+            if let units = unit ?? v.units { return quantity(decimal(Double(i)), units) }
+            return Element(name: "value", type: "integer", value: String(i))
+        case .double(let d):
+            return quantity(decimal(d), unit ?? v.units)
+        case .boolean(let b):
+            return Element(name: "value", type: "boolean", value: b ? "true" : "false")
+        case .text(let t):
+            return Element(name: "value", type: "string", value: t)
+        case .date(let d):
+            return Element(name: "value", type: "dateTime", value: dateTime(d))
+        case .binary:
+            notes.append("a binary outcome value has no Observation value type; left out")
+            return nil
+        }
+    }
+
+    /// A Quantity, with UCUM system and code when the unit is valid UCUM.
+    func quantity(_ value: String, _ unit: String?) -> Element {
+        var children = [Element(name: "value", type: "decimal", value: value)]
+        if let unit {
+            children.append(Element(name: "unit", type: "string", value: unit))
+            if UCUMSyntax.isValid(unit) {
+                children.append(Element(name: "system", type: "uri", value: "http://unitsofmeasure.org"))
+                children.append(Element(name: "code", type: "code", value: unit))
+            }
+        }
+        return Element(name: "value", type: "Quantity", children: children)
+    }
+}

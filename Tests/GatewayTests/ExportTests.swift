@@ -1,0 +1,110 @@
+import CareStore
+import FHIR
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+/// The demo patient imported, then what her app recorded: a walk (done), a blood pressure
+/// reading (two values), a weight, and a dose of metformin.
+func storeWithAppOutcomes() throws -> SQLiteCarePlanStore {
+    let store = try temporaryStore()
+    _ = try importer(store).run([demoBundle])
+    let tasks = Dictionary(uniqueKeysWithValues: try store.fetchTasks().map { ($0.id, $0) })
+    func outcome(_ task: String, _ occurrence: Int, _ values: [OutcomeValue]) -> CareEntity {
+        .outcome(Outcome(taskUUID: tasks[task]!.uuid, taskOccurrenceIndex: occurrence, values: values,
+                         effectiveDate: local("2026-11-03 22:00"), timezone: newYork))
+    }
+    let done = local("2026-11-03 21:00")
+    try store.add([
+        outcome("CarePlan/maria-lopez-home-care/229065009", 2, [OutcomeValue(.boolean(true), createdDate: done)]),
+        outcome("CarePlan/maria-lopez-home-care/85354-9", 5, [OutcomeValue(.integer(131), kind: "8480-6", units: "mmHg", createdDate: done),
+                                                              OutcomeValue(.integer(82), kind: "8462-4", units: "mmHg", createdDate: done)]),
+        outcome("MedicationRequest/metformin/dosage-1", 6, [OutcomeValue(.double(500), kind: "dose", units: "mg", createdDate: done)]),
+    ])
+    return store
+}
+
+func builder() throws -> ObservationBuilder {
+    let set = try MappingSet.load([projectRoot.appendingPathComponent("Mappings").path])
+    return ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: newYork)
+}
+
+@Suite("Export of outcomes as Observations")
+struct ExportTests {
+    @Test("app outcomes become valid R4 Observations: codes from the table, values by type, a blood pressure panel, effective from the window")
+    func observations() throws {
+        let store = try storeWithAppOutcomes()
+        let exported = try OutcomeExport(store: store, builder: try builder()).observations()
+        // The two outcomes imported from the EHR's Observations are not sent back.
+        #expect(exported.count == 3)
+        for item in exported { #expect(ResourceValidator().validate(item.observation).isEmpty, "\(ResourceValidator().validate(item.observation))") }
+        let pressure = try #require(exported.first { $0.observation.first("code.coding.code")?.value == "85354-9" }?.observation)
+        let components = pressure.children(named: "component")
+        #expect(components.map { $0.first("code.coding.code")?.value } == ["8462-4", "8480-6"])
+        #expect(components.map { $0.first("value.value")?.value } == ["82", "131"])
+        #expect(components.map { $0.first("value.code")?.value } == ["mm[Hg]", "mm[Hg]"])
+        #expect(pressure.first("effective.start")?.value == "2026-11-03T20:00:00-05:00")
+        #expect(pressure.first("subject.reference")?.value == "Patient/maria-lopez")
+        #expect(pressure.first("performer.reference")?.value == "Patient/maria-lopez")
+        #expect(pressure.first("basedOn.reference")?.value == "CarePlan/maria-lopez-home-care")
+        #expect(pressure.string("status") == "final")
+        #expect(pressure.first("category.coding.code")?.value == "vital-signs")
+        let walk = try #require(exported.first { $0.observation.first("code.coding.code")?.value == "229065009" }?.observation)
+        #expect(walk["value"]?.typeName == "boolean" && walk.first("value")?.value == "true")
+        let dose = try #require(exported.first { $0.observation.first("basedOn.reference")?.value == "MedicationRequest/metformin" })
+        #expect(dose.observation.first("value.value")?.value == "500" && dose.observation.first("value.code")?.value == "mg")
+        #expect(dose.notes.first?.hasPrefix("no observation-codes entry for the task's group") == true)
+        // The identifier is the outcome's logical id: stable across its versions.
+        #expect(Set(exported.map(\.identifier)).count == 3)
+    }
+
+    @Test("an updated outcome is amended and keeps its identifier; a deleted one is entered-in-error")
+    func statuses() throws {
+        let store = try storeWithAppOutcomes()
+        let export = OutcomeExport(store: store, builder: try builder())
+        let before = try export.observations()
+        var walk = try #require(store.fetchOutcomes().first { $0.values.first?.value == .boolean(true) })
+        let walkID = walk.id
+        walk.values = [OutcomeValue(.boolean(false), createdDate: local("2026-11-04 08:00"))]
+        walk.version.effectiveDate = local("2026-11-04 08:00")
+        try store.update([.outcome(walk)])
+        let dose = try #require(store.fetchOutcomes().first { $0.values.first?.units == "mg" })
+        try store.delete(.outcome, ids: [dose.id], at: local("2026-11-04 09:00"))
+        let after = try export.observations()
+        let statuses = Dictionary(uniqueKeysWithValues: after.map { ($0.identifier, $0.observation.string("status") ?? "") })
+        #expect(statuses[walkID] == "amended")
+        #expect(statuses[dose.id] == "entered-in-error")
+        #expect(Set(after.map(\.identifier)) == Set(before.map(\.identifier)))
+        #expect(after.first { $0.identifier == walkID }?.observation.first("value")?.value == "false")
+    }
+
+    @Test("the transaction Bundle creates by identifier unless present and updates amended ones; valid R4 and valid against the XML schema")
+    func bundle() throws {
+        let store = try storeWithAppOutcomes()
+        let export = OutcomeExport(store: store, builder: try builder())
+        let bundle = export.transactionBundle(try export.observations())
+        #expect(ResourceValidator().validate(bundle).isEmpty, "\(ResourceValidator().validate(bundle))")
+        let requests = bundle.children(named: "entry").map { "\($0.first("request.method")?.value ?? "") \($0.first("request.ifNoneExist")?.value ?? "")" }
+        #expect(requests.allSatisfy { $0.hasPrefix("POST identifier=urn:caregate:outcome%7C") })
+        // JSON and XML round trip, and the XML validates against the R4 schema when it is at hand.
+        let json = FHIRJSONWriter().write(bundle)
+        #expect(FHIRJSONWriter().write(try FHIRJSONReader().read(json).resource) == json)
+        guard let shared = sharedRoot, FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint") else {
+            skipNotice("XSD validation of exported Observations")
+            return
+        }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-export-\(UUID().uuidString).xml").path
+        try Data(FHIRXMLWriter().write(bundle)).write(to: URL(fileURLWithPath: path))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/xmllint")
+        process.arguments = ["--noout", "--schema", shared.appendingPathComponent("fhir-r4/xsd/fhir-single.xsd").path, path]
+        let pipe = Pipe()
+        process.standardError = pipe
+        try process.run()
+        process.waitUntilExit()
+        let message = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(message)")
+        #expect(message.contains("validates"))
+    }
+}
