@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
         .library(name: "Mapping", targets: ["Mapping"]),
+        .library(name: "FHIRClient", targets: ["FHIRClient"]),
         .library(name: "Gateway", targets: ["Gateway"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
@@ -27,6 +28,12 @@ let package = Package(
             name: "CLibXML2",
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
+        ),
+        // libcurl, used by the FHIR client (URLSession cannot set a CA bundle or client certificate on Linux).
+        .systemLibrary(
+            name: "CLibCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         // 1. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
         .target(
@@ -51,10 +58,15 @@ let package = Package(
             name: "Mapping",
             dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")]
         ),
+        // 5. FHIR REST over libcurl: auth, paging, retries.
+        .target(
+            name: "FHIRClient",
+            dependencies: ["FHIR", "CLibCurl"]
+        ),
         // 6. Import, export and push use cases (the outbox and provenance to come).
         .target(
             name: "Gateway",
-            dependencies: ["FHIR", "FHIRPath", "CareStore", "Mapping"]
+            dependencies: ["FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
@@ -90,6 +102,10 @@ let package = Package(
         .testTarget(
             name: "MappingTests",
             dependencies: ["Mapping", "FHIR", "CareStore"]
+        ),
+        .testTarget(
+            name: "FHIRClientTests",
+            dependencies: ["FHIRClient", "FHIR"]
         ),
         .testTarget(
             name: "GatewayTests",

@@ -1,0 +1,249 @@
+import FHIR
+import Foundation
+
+/// Why a FHIR interaction failed: the HTTP status and the server's OperationOutcome, a network
+/// fault, or something the server cannot do. Never carries credentials.
+public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
+    /// The server answered with an error status; `outcome` is its OperationOutcome's issues.
+    case http(status: Int, method: String, url: String, outcome: String?)
+    case transport(TransportError)
+    /// The answer was not what FHIR promises (not a resource, not a Bundle).
+    case invalidResponse(url: String, reason: String)
+    /// The server's CapabilityStatement says it cannot do this.
+    case unsupported(String)
+    /// Paging went round in a circle (a `next` link seen before).
+    case pagingLoop(url: String)
+    /// Retries used up their count or time.
+    case gaveUp(attempts: Int, last: String)
+
+    public var description: String {
+        switch self {
+        case .http(let status, let method, let url, let outcome): "\(method) \(url): HTTP \(status)\(outcome.map { ": \($0)" } ?? "")"
+        case .transport(let error): error.description
+        case .invalidResponse(let url, let reason): "\(url): \(reason)"
+        case .unsupported(let what): "the server cannot \(what)"
+        case .pagingLoop(let url): "paging loops back to \(url)"
+        case .gaveUp(let attempts, let last): "gave up after \(attempts) attempts: \(last)"
+        }
+    }
+
+    /// Whether trying again may succeed (408, 429, 5xx, network faults).
+    public var isTransient: Bool {
+        switch self {
+        case .http(let status, _, _, _): status == 408 || status == 429 || (500...599).contains(status) && status != 501
+        case .transport: true
+        default: false
+        }
+    }
+}
+
+/// When and how often to try again: exponential backoff with jitter, honouring `Retry-After`,
+/// bounded in count and in total time.
+public struct RetryPolicy: Sendable {
+    public var maxAttempts: Int
+    public var baseDelay: TimeInterval
+    public var maxDelay: TimeInterval
+    /// No retry starts after this many seconds from the first attempt.
+    public var maxTotal: TimeInterval
+
+    public init(maxAttempts: Int = 6, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 30, maxTotal: TimeInterval = 120) {
+        self.maxAttempts = maxAttempts
+        self.baseDelay = baseDelay
+        self.maxDelay = maxDelay
+        self.maxTotal = maxTotal
+    }
+
+    public static let standard = RetryPolicy()
+    public static let none = RetryPolicy(maxAttempts: 1)
+
+    /// The wait before attempt `n + 1` (n from 1): the server's `Retry-After` when given, else
+    /// base × 2^(n-1) with ±50% jitter, capped.
+    public func delay(after attempt: Int, retryAfter: TimeInterval?) -> TimeInterval {
+        if let retryAfter { return min(max(0, retryAfter), maxDelay) }
+        let exponential = min(maxDelay, baseDelay * pow(2, Double(attempt - 1)))
+        return exponential * Double.random(in: 0.5...1.5)
+    }
+}
+
+/// How the client proves who it is.
+public enum Authentication: Sendable {
+    case none
+    /// A static bearer token (from a file or environment variable, not the command line).
+    case bearer(String)
+    /// A token source (SMART Backend Services): asked for a token before each request.
+    case tokens(@Sendable () async throws(FHIRClientError) -> String)
+}
+
+/// FHIR REST against one server: reads, searches with paging, conditional creates and updates,
+/// transactions, with retries for transient failures. Resources go and come as FHIR JSON.
+public struct FHIRRESTClient: Sendable {
+    /// The service base URL (`https://ehr.example.org/fhir`), without a trailing slash.
+    public let base: String
+    public let transport: any HTTPTransport
+    public var authentication: Authentication
+    public var retry: RetryPolicy
+    public var timeout: TimeInterval
+    /// The most pages a search follows.
+    public var maxPages = 1000
+
+    public init(base: String, transport: any HTTPTransport = CurlTransport(), authentication: Authentication = .none,
+                retry: RetryPolicy = .standard, timeout: TimeInterval = 60) {
+        self.base = base.hasSuffix("/") ? String(base.dropLast()) : base
+        self.transport = transport
+        self.authentication = authentication
+        self.retry = retry
+        self.timeout = timeout
+    }
+
+    /// A server answer: the status, headers, and the resource in the body (if any).
+    public struct Answer: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var resource: Element?
+        /// `Location`, for creates.
+        public var location: String? { headers["location"] ?? headers["content-location"] }
+    }
+
+    // MARK: Interactions
+
+    /// The server's CapabilityStatement (`GET [base]/metadata`).
+    public func capabilities() async throws(FHIRClientError) -> Element {
+        let answer = try await execute("GET", url("metadata"))
+        guard let resource = answer.resource, resource.resourceType == "CapabilityStatement" else {
+            throw .invalidResponse(url: url("metadata"), reason: "the metadata answer is not a CapabilityStatement")
+        }
+        return resource
+    }
+
+    public func read(_ type: String, _ id: String) async throws(FHIRClientError) -> Element {
+        let answer = try await execute("GET", url("\(type)/\(id)"))
+        guard let resource = answer.resource, resource.resourceType == type else {
+            throw .invalidResponse(url: url("\(type)/\(id)"), reason: "the answer is not a \(type)")
+        }
+        return resource
+    }
+
+    /// Every resource a search finds, following `next` links exactly as given (with a guard
+    /// against loops and a page limit). `parameters` are name/value pairs (`_count`, `_include`).
+    public func search(_ type: String, _ parameters: [(String, String)] = []) async throws(FHIRClientError) -> [Element] {
+        var next: String? = url(type) + (parameters.isEmpty ? "" : "?" + parameters.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&"))
+        var seen: Set<String> = []
+        var found: [Element] = []
+        var pages = 0
+        while let page = next {
+            guard seen.insert(page).inserted else { throw .pagingLoop(url: page) }
+            pages += 1
+            if pages > maxPages { throw .invalidResponse(url: page, reason: "more than \(maxPages) pages") }
+            let answer = try await execute("GET", page)
+            guard let bundle = answer.resource, bundle.resourceType == "Bundle" else {
+                throw .invalidResponse(url: page, reason: "a search answer must be a Bundle")
+            }
+            for entry in bundle.children(named: "entry") { if let r = entry["resource"] { found.append(r) } }
+            next = bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url")
+        }
+        return found
+    }
+
+    /// Creates a resource; with `ifNoneExist` (a search query), only when nothing matches it.
+    public func create(_ resource: Element, ifNoneExist: String? = nil) async throws(FHIRClientError) -> Answer {
+        var headers: [(String, String)] = []
+        if let ifNoneExist { headers.append(("If-None-Exist", ifNoneExist)) }
+        return try await execute("POST", url(resource.resourceType ?? resource.name), body: resource, headers: headers)
+    }
+
+    /// Updates a resource by id, or by a conditional search (`Observation?identifier=s|v`); with
+    /// `ifMatch` (a version), only when the server's version is still that one.
+    public func update(_ resource: Element, at path: String, ifMatch version: String? = nil) async throws(FHIRClientError) -> Answer {
+        var headers: [(String, String)] = []
+        if let version { headers.append(("If-Match", "W/\"\(version)\"")) }
+        return try await execute("PUT", url(path), body: resource, headers: headers)
+    }
+
+    /// Posts a transaction or batch Bundle; returns the response Bundle (one entry per request).
+    public func transaction(_ bundle: Element) async throws(FHIRClientError) -> Element {
+        let answer = try await execute("POST", base, body: bundle)
+        guard let response = answer.resource, response.resourceType == "Bundle" else {
+            throw .invalidResponse(url: base, reason: "a transaction answer must be a Bundle")
+        }
+        return response
+    }
+
+    // MARK: Plumbing
+
+    public func url(_ path: String) -> String {
+        path.hasPrefix("http://") || path.hasPrefix("https://") ? path : "\(base)/\(path)"
+    }
+
+    func encode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~:,")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
+    }
+
+    /// One interaction with retries; the answer's body read as a resource when it is one.
+    public func execute(_ method: String, _ url: String, body: Element? = nil, headers extra: [(String, String)] = []) async throws(FHIRClientError) -> Answer {
+        var headers: [(String, String)] = [("Accept", "application/fhir+json")]
+        var bytes: [UInt8]?
+        if let body {
+            headers.append(("Content-Type", "application/fhir+json"))
+            bytes = FHIRJSONWriter(pretty: false).write(body)
+        }
+        headers += extra
+        let started = Date()
+        var attempt = 0
+        var lastError: FHIRClientError?
+        while true {
+            attempt += 1
+            var request = HTTPRequest(method: method, url: url, headers: headers, body: bytes, timeout: timeout)
+            switch authentication {
+            case .none: break
+            case .bearer(let token): request.headers.append(("Authorization", "Bearer \(token)"))
+            case .tokens(let source): request.headers.append(("Authorization", "Bearer \(try await source())"))
+            }
+            var retryAfter: TimeInterval?
+            do {
+                let response = try await transport.send(request)
+                let resource = response.body.isEmpty ? nil : try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(response.body).resource
+                if (200...299).contains(response.status) || response.status == 304 {
+                    return Answer(status: response.status, headers: response.headers, resource: resource)
+                }
+                let error = FHIRClientError.http(status: response.status, method: method, url: url, outcome: resource.flatMap(FHIRRESTClient.outcomeSummary))
+                guard error.isTransient else { throw error }
+                lastError = error
+                retryAfter = response.headers["retry-after"].flatMap(FHIRRESTClient.retryAfterSeconds)
+            } catch let error as FHIRClientError {
+                throw error
+            } catch let error as TransportError {
+                lastError = .transport(error)
+            } catch {
+                lastError = .invalidResponse(url: url, reason: "\(error)")
+            }
+            let wait = retry.delay(after: attempt, retryAfter: retryAfter)
+            if attempt >= retry.maxAttempts || Date().timeIntervalSince(started) + wait > retry.maxTotal {
+                if retry.maxAttempts == 1, let lastError { throw lastError }
+                throw .gaveUp(attempts: attempt, last: lastError?.description ?? "no answer")
+            }
+            try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000))
+        }
+    }
+
+    /// An OperationOutcome's issues in a line: `error (invalid): Observation.status is required`.
+    public static func outcomeSummary(_ resource: Element) -> String? {
+        guard resource.resourceType == "OperationOutcome" else { return nil }
+        let issues = resource.children(named: "issue").map { issue -> String in
+            let text = issue.string("diagnostics") ?? issue.first("details.text")?.value ?? ""
+            return "\(issue.string("severity") ?? "error") (\(issue.string("code") ?? "?")): \(text)"
+        }
+        return issues.isEmpty ? nil : issues.joined(separator: "; ")
+    }
+
+    /// `Retry-After` as seconds: a number, or an HTTP date.
+    public static func retryAfterSeconds(_ value: String) -> TimeInterval? {
+        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    }
+}

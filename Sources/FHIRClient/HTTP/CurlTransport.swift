@@ -1,0 +1,180 @@
+internal import CLibCurl
+import Foundation
+
+/// One HTTP request.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: String
+    /// Header fields in order (names as sent).
+    public var headers: [(String, String)]
+    public var body: [UInt8]?
+    /// The whole exchange, connection included, must finish within this many seconds.
+    public var timeout: TimeInterval
+
+    public init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: TimeInterval = 60) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+
+    /// The first header field with this name (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.0.lowercased() == name.lowercased() }?.1
+    }
+}
+
+/// One HTTP response: status, header fields (names lowercased) and the (decompressed) body.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why no response arrived.
+public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The connection failed or broke (libcurl's code and message).
+    case network(code: Int32, message: String, url: String)
+    case timedOut(url: String)
+
+    public var description: String {
+        switch self {
+        case .network(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
+        case .timedOut(let url): "\(url): no answer in time"
+        }
+    }
+}
+
+/// Sends HTTP requests: libcurl in production, other transports in tests.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse
+}
+
+/// TLS settings: verification is on unless turned off; a CA bundle, and a client certificate
+/// and key for mutual TLS, can be given as PEM files.
+public struct TLSOptions: Sendable {
+    public var verify = true
+    public var caBundle: String?
+    public var clientCertificate: String?
+    public var clientKey: String?
+
+    public init(verify: Bool = true, caBundle: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+        self.verify = verify
+        self.caBundle = caBundle
+        self.clientCertificate = clientCertificate
+        self.clientKey = clientKey
+    }
+}
+
+/// HTTP through libcurl: one easy handle per transport, reused so that connections are kept
+/// alive between requests, on its own serial queue (requests from many tasks wait their turn);
+/// gzip and deflate answers are decompressed; proxies come from the environment (`https_proxy`,
+/// `no_proxy`), as libcurl reads them.
+public final class CurlTransport: HTTPTransport, @unchecked Sendable {
+    private let queue = DispatchQueue(label: "caregate.curl")
+    private let handle: UnsafeMutableRawPointer
+    public let tls: TLSOptions
+    public let connectTimeout: TimeInterval
+    public let userAgent: String
+
+    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
+
+    public init(tls: TLSOptions = TLSOptions(), connectTimeout: TimeInterval = 10, userAgent: String = "CareGate/0.1") {
+        _ = CurlTransport.globalInit
+        handle = curl_easy_init()!
+        self.tls = tls
+        self.connectTimeout = connectTimeout
+        self.userAgent = userAgent
+    }
+
+    deinit { curl_easy_cleanup(handle) }
+
+    public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
+        let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: self.perform(request)) }
+        }
+        return try result.get()
+    }
+
+    /// Collects what libcurl hands back.
+    final class Collector {
+        var body: [UInt8] = []
+        var headers: [String: String] = [:]
+    }
+
+    private func perform(_ request: HTTPRequest) -> Result<HTTPResponse, TransportError> {
+        let h = handle
+        curl_easy_reset(h)
+        let collector = Collector()
+        let context = Unmanaged.passUnretained(collector).toOpaque()
+        var list: UnsafeMutablePointer<curl_slist>?
+        defer { curl_slist_free_all(list) }
+        for (name, value) in request.headers { list = curl_slist_append(list, "\(name): \(value)") }
+        // libcurl adds "Expect: 100-continue" to larger bodies; FHIR servers do not need the round trip.
+        list = curl_slist_append(list, "Expect:")
+        _ = caregate_curl_setopt_string(h, CURLOPT_URL, request.url)
+        _ = caregate_curl_setopt_slist(h, CURLOPT_HTTPHEADER, list)
+        _ = caregate_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
+        _ = caregate_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
+        _ = caregate_curl_setopt_string(h, CURLOPT_ACCEPT_ENCODING, "")
+        _ = caregate_curl_setopt_string(h, CURLOPT_USERAGENT, userAgent)
+        _ = caregate_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
+        _ = caregate_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout * 1000))
+        _ = caregate_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, tls.verify ? 1 : 0)
+        _ = caregate_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, tls.verify ? 2 : 0)
+        if let ca = tls.caBundle { _ = caregate_curl_setopt_string(h, CURLOPT_CAINFO, ca) }
+        if let cert = tls.clientCertificate { _ = caregate_curl_setopt_string(h, CURLOPT_SSLCERT, cert) }
+        if let key = tls.clientKey { _ = caregate_curl_setopt_string(h, CURLOPT_SSLKEY, key) }
+        _ = caregate_curl_setopt_callback(h, CURLOPT_WRITEFUNCTION) { data, size, count, context in
+            let n = size * count
+            guard let data, let context else { return n }
+            let collector = Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue()
+            data.withMemoryRebound(to: UInt8.self, capacity: n) { collector.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n)) }
+            return n
+        }
+        _ = caregate_curl_setopt_pointer(h, CURLOPT_WRITEDATA, context)
+        _ = caregate_curl_setopt_callback(h, CURLOPT_HEADERFUNCTION) { data, size, count, context in
+            let n = size * count
+            guard let data, let context else { return n }
+            let collector = Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue()
+            let line = data.withMemoryRebound(to: UInt8.self, capacity: n) { String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self) }
+            if line.hasPrefix("HTTP/") {
+                collector.headers = [:]  // a new response (after a 100 Continue or a redirect)
+            } else if let colon = line.firstIndex(of: ":") {
+                let name = line[..<colon].lowercased()
+                let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+                collector.headers[name] = collector.headers[name].map { "\($0), \(value)" } ?? value
+            }
+            return n
+        }
+        _ = caregate_curl_setopt_pointer(h, CURLOPT_HEADERDATA, context)
+        let method = request.method.uppercased()
+        let code: CURLcode
+        if let body = request.body {
+            _ = caregate_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, method)
+            _ = caregate_curl_setopt_long(h, CURLOPT_POSTFIELDSIZE, body.count)
+            code = body.withUnsafeBytes { raw in
+                _ = caregate_curl_setopt_pointer(h, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!))
+                return curl_easy_perform(h)
+            }
+        } else {
+            if method == "HEAD" { _ = caregate_curl_setopt_long(h, CURLOPT_NOBODY, 1) }
+            else if method != "GET" { _ = caregate_curl_setopt_string(h, CURLOPT_CUSTOMREQUEST, method) }
+            code = curl_easy_perform(h)
+        }
+        guard code == CURLE_OK else {
+            if code == CURLE_OPERATION_TIMEDOUT { return .failure(.timedOut(url: request.url)) }
+            return .failure(.network(code: Int32(code.rawValue), message: String(cString: curl_easy_strerror(code)), url: request.url))
+        }
+        var status = 0
+        _ = caregate_curl_getinfo_long(h, CURLINFO_RESPONSE_CODE, &status)
+        return .success(HTTPResponse(status: status, headers: collector.headers, body: collector.body))
+    }
+}

@@ -1,0 +1,115 @@
+import FHIR
+import Foundation
+import Testing
+@testable import FHIRClient
+
+let fast = RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 2, maxTotal: 10)
+
+@Suite("FHIR client over libcurl")
+struct FHIRClientTests {
+    @Test("reads a resource (gzip-compressed), sends Accept and the bearer token, and never puts the token in errors")
+    func read() async throws {
+        let server = try ScriptedServer([["path": "/fhir/Patient/p1", "responses": [["status": 200, "body": patient("p1"), "gzip": true]]]])
+        let client = FHIRRESTClient(base: server.base, authentication: .bearer("s3cret-token"), retry: fast)
+        let read = try await client.read("Patient", "p1")
+        #expect(read.first("name.family")?.value == "López")
+        let headers = try #require(server.requests.first?["headers"] as? [String: String])
+        #expect(headers["Authorization"] == "Bearer s3cret-token")
+        #expect(headers["Accept"] == "application/fhir+json")
+        #expect(headers["Accept-Encoding"]?.contains("gzip") == true)
+        do {
+            _ = try await client.read("Patient", "missing")
+            Issue.record("read a missing patient")
+        } catch {
+            #expect(error.description.contains("HTTP 404") && error.description.contains("no rule for /fhir/Patient/missing"))
+            #expect(!error.description.contains("s3cret"))
+            #expect(server.requests.count == 2)  // a 404 is not retried
+        }
+    }
+
+    @Test("503 and 429 are retried, honouring Retry-After; repeated failures give up after the limit")
+    func retries() async throws {
+        let server = try ScriptedServer([
+            ["path": "/fhir/Patient/p1", "responses": [["status": 503, "headers": ["Retry-After": "1"]], ["status": 429, "headers": ["Retry-After": "0"]], ["status": 200, "body": patient("p1")]]],
+            ["path": "/fhir/Patient/down", "responses": [["status": 500]]],
+        ])
+        let client = FHIRRESTClient(base: server.base, retry: fast)
+        let started = Date()
+        #expect(try await client.read("Patient", "p1").string("id") == "p1")
+        #expect(Date().timeIntervalSince(started) >= 1)
+        #expect(server.requests.count == 3)
+        do {
+            _ = try await client.read("Patient", "down")
+            Issue.record("no failure")
+        } catch {
+            guard case .gaveUp(let attempts, let last) = error else { Issue.record("\(error)"); return }
+            #expect(attempts == 4 && last.contains("HTTP 500"))
+        }
+    }
+
+    @Test("a dropped connection and a closed port are network errors, retried")
+    func network() async throws {
+        let server = try ScriptedServer([["path": "/fhir/Patient/p1", "responses": [["drop": true], ["status": 200, "body": patient("p1")]]]])
+        let client = FHIRRESTClient(base: server.base, retry: fast)
+        #expect(try await client.read("Patient", "p1").string("id") == "p1")
+        let closed = FHIRRESTClient(base: "http://127.0.0.1:9/fhir", retry: RetryPolicy(maxAttempts: 2, baseDelay: 0.01, maxDelay: 0.1, maxTotal: 5))
+        do {
+            _ = try await closed.read("Patient", "p1")
+            Issue.record("no failure")
+        } catch {
+            guard case .gaveUp(2, let last) = error else { Issue.record("\(error)"); return }
+            #expect(last.contains("libcurl error"))
+        }
+    }
+
+    @Test("search follows next links as given, and refuses a loop")
+    func paging() async throws {
+        let server = try ScriptedServer([])
+        let base = server.base
+        try server.replaceRules([
+            ["path": "/fhir/Patient?_count=2", "responses": [["status": 200, "body": searchBundle(["a", "b"], next: "\(base)/Patient?page=2&_count=2")]]],
+            ["path": "/fhir/Patient?page=2&_count=2", "responses": [["status": 200, "body": searchBundle(["c", "d"], next: "\(base)/Patient?page=3&_count=2")]]],
+            ["path": "/fhir/Patient?page=3&_count=2", "responses": [["status": 200, "body": searchBundle(["e"], next: nil)]]],
+            ["path": "/fhir/Observation?_count=2", "responses": [["status": 200, "body": searchBundle([], next: "\(base)/Observation?page=2")]]],
+            ["path": "/fhir/Observation?page=2", "responses": [["status": 200, "body": searchBundle([], next: "\(base)/Observation?_count=2")]]],
+        ])
+        let client = FHIRRESTClient(base: base, retry: fast)
+        let found = try await client.search("Patient", [("_count", "2")])
+        #expect(found.compactMap { $0.string("id") } == ["a", "b", "c", "d", "e"])
+        do {
+            _ = try await client.search("Observation", [("_count", "2")])
+            Issue.record("no loop detected")
+        } catch {
+            guard case .pagingLoop = error else { Issue.record("\(error)"); return }
+        }
+    }
+
+    @Test("conditional create sends If-None-Exist; update sends If-Match; transaction posts to the base")
+    func writes() async throws {
+        let outcome: [String: Any] = ["resourceType": "Bundle", "type": "transaction-response", "entry": [["response": ["status": "201 Created"]]]]
+        let server = try ScriptedServer([
+            ["path": "/fhir/Observation", "method": "POST", "responses": [["status": 201, "headers": ["Location": "Observation/o1/_history/1"], "body": ["resourceType": "Observation", "id": "o1", "status": "final", "code": ["text": "x"]]]]],
+            ["path": "/fhir/Observation/o1", "method": "PUT", "responses": [["status": 412, "body": ["resourceType": "OperationOutcome", "issue": [["severity": "error", "code": "conflict", "diagnostics": "version conflict"]]]]]],
+            ["path": "/fhir", "method": "POST", "responses": [["status": 200, "body": outcome]]],
+        ])
+        let client = FHIRRESTClient(base: server.base, retry: fast)
+        var observation = Element(resourceType: "Observation")
+        observation.append(Element(name: "status", type: "code", value: "final"))
+        observation.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: "x")]))
+        let created = try await client.create(observation, ifNoneExist: "identifier=urn:caregate:outcome|abc")
+        #expect(created.status == 201 && created.location == "Observation/o1/_history/1")
+        let first = server.requests[0]
+        #expect((first["headers"] as? [String: String])?["If-None-Exist"] == "identifier=urn:caregate:outcome|abc")
+        #expect((first["body"] as? String)?.contains("\"resourceType\":\"Observation\"") == true)
+        do {
+            _ = try await client.update(observation, at: "Observation/o1", ifMatch: "3")
+            Issue.record("no conflict")
+        } catch {
+            #expect(error.description == "PUT \(server.base)/Observation/o1: HTTP 412: error (conflict): version conflict")
+        }
+        #expect((server.requests[1]["headers"] as? [String: String])?["If-Match"] == "W/\"3\"")
+        let response = try await client.transaction(Element(resourceType: "Bundle"))
+        #expect(response.string("type") == "transaction-response")
+    }
+}
+
