@@ -96,6 +96,24 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 ) WITHOUT ROWID;
                 """)
         }
+        // The push outbox: one row per outcome version, queued once (see `Outbox`).
+        migrator.registerMigration("v2-outbox") { db in
+            try db.execute(sql: """
+                CREATE TABLE push_outbox (
+                    version_uuid BLOB PRIMARY KEY NOT NULL,
+                    entity_id TEXT NOT NULL,
+                    idempotency_key TEXT NOT NULL,
+                    payload BLOB NOT NULL,
+                    state TEXT NOT NULL DEFAULT 'queued',
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    last_error TEXT,
+                    remote_location TEXT,
+                    queued_at REAL NOT NULL,
+                    finished_at REAL
+                );
+                CREATE INDEX push_outbox_state ON push_outbox(state, queued_at);
+                """)
+        }
         return migrator
     }
 

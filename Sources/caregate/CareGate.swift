@@ -8,7 +8,7 @@ import Glibc
 
 /// The `caregate` command: a FHIR R4 gateway for CareKit care-plan stores.
 @main
-struct CareGate: ParsableCommand {
+struct CareGate: AsyncParsableCommand {
     static let version = "0.1.0"
 
     static let configuration = CommandConfiguration(
@@ -24,7 +24,7 @@ struct CareGate: ParsableCommand {
               caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, ExportCommand.self, TestCommand.self, Store.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, ExportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self]
     )
 }
 
@@ -144,10 +144,14 @@ enum Diagnostics {
 
 extension CareGate {
     /// Prints failures as `error:` lines and exits 1, usage errors as argument-parser does.
-    static func main() {
+    static func main() async {
         do {
             var command = try parseAsRoot()
-            try command.run()
+            if var asynchronous = command as? AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
         } catch let failure as CommandError {
             for line in failure.lines { Diagnostics.standardError(line) }
             Glibc.exit(1)

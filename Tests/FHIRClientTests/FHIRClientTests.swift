@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import FHIRClient
 
-let fast = RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 2, maxTotal: 10)
+let fast = RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 2, maxTotal: 60)
 
 @Suite("FHIR client over libcurl")
 struct FHIRClientTests {

@@ -1,0 +1,121 @@
+import Foundation
+import GRDB
+
+/// One entry of the push outbox: an entity version to deliver once, with the key that makes its
+/// delivery idempotent on the receiving side, and the payload to send (opaque to the store).
+public struct OutboxItem: Sendable, Hashable {
+    public enum State: String, Sendable { case queued, pushed, failed }
+
+    /// The entity version (an outcome version): queued at most once.
+    public var versionUUID: UUID
+    /// The entity's logical id.
+    public var entityID: String
+    /// What the receiver knows it by (`urn:caregate:outcome|<id>`).
+    public var idempotencyKey: String
+    public var payload: [UInt8]
+    public var state: State = .queued
+    public var attempts = 0
+    public var lastError: String?
+    /// Where the receiver keeps it, once delivered.
+    public var remoteLocation: String?
+
+    public init(versionUUID: UUID, entityID: String, idempotencyKey: String, payload: [UInt8]) {
+        self.versionUUID = versionUUID
+        self.entityID = entityID
+        self.idempotencyKey = idempotencyKey
+        self.payload = payload
+    }
+}
+
+/// Outbox counts by state.
+public struct OutboxCounts: Sendable, Equatable {
+    public var queued = 0
+    public var pushed = 0
+    public var failed = 0
+
+    public init(queued: Int = 0, pushed: Int = 0, failed: Int = 0) {
+        self.queued = queued
+        self.pushed = pushed
+        self.failed = failed
+    }
+}
+
+/// The durable push outbox, in the store's own database: entries survive crashes, a version is
+/// queued only once (so a re-run never sends it twice as a new item), and every change of state
+/// is one committed write.
+extension SQLiteCarePlanStore {
+    /// Queues items whose versions are not queued yet; returns how many were new.
+    @discardableResult
+    public func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int {
+        try write { db in
+            let statement = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at) VALUES (?, ?, ?, ?, ?)
+                """)
+            var added = 0
+            let now = Date().timeIntervalSinceReferenceDate
+            for item in items {
+                try statement.execute(arguments: [item.versionUUID, item.entityID, item.idempotencyKey, Data(item.payload), now])
+                added += db.changesCount
+            }
+            return added
+        }
+    }
+
+    /// Queued items, oldest first.
+    public func queuedOutbox(limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
+        try outbox(state: .queued, limit: limit)
+    }
+
+    public func outbox(state: OutboxItem.State, limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY queued_at, rowid LIMIT ?", arguments: [state.rawValue, limit]).map { row in
+                    var item = OutboxItem(versionUUID: row["version_uuid"], entityID: row["entity_id"], idempotencyKey: row["idempotency_key"],
+                                          payload: [UInt8]((row["payload"] as Data?) ?? Data()))
+                    item.state = OutboxItem.State(rawValue: row["state"]) ?? .queued
+                    item.attempts = row["attempts"]
+                    item.lastError = row["last_error"]
+                    item.remoteLocation = row["remote_location"]
+                    return item
+                }
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    /// Records a delivery.
+    public func markPushed(_ version: UUID, location: String?) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE push_outbox SET state = 'pushed', attempts = attempts + 1, remote_location = ?, last_error = NULL, finished_at = ? WHERE version_uuid = ?",
+                           arguments: [location, Date().timeIntervalSinceReferenceDate, version])
+        }
+    }
+
+    /// Records a failed attempt: `dead` moves the item to the dead-letter list (the receiver
+    /// refused it); otherwise it stays queued for the next run.
+    public func markAttempt(_ version: UUID, error: String, dead: Bool) throws(StoreError) {
+        try write { db in
+            try db.execute(sql: "UPDATE push_outbox SET state = ?, attempts = attempts + 1, last_error = ?, finished_at = ? WHERE version_uuid = ?",
+                           arguments: [dead ? "failed" : "queued", error, dead ? Date().timeIntervalSinceReferenceDate : nil, version])
+        }
+    }
+
+    public func outboxCounts() throws(StoreError) -> OutboxCounts {
+        do {
+            return try pool.read { db in
+                var counts = OutboxCounts()
+                for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM push_outbox GROUP BY state") {
+                    switch row["state"] as String {
+                    case "queued": counts.queued = row["n"]
+                    case "pushed": counts.pushed = row["n"]
+                    default: counts.failed = row["n"]
+                    }
+                }
+                return counts
+            }
+        } catch {
+            throw wrap(error)
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+import Mapping
+
+/// What a push did.
+public struct PushReport: Sendable {
+    /// Outcome versions queued by this run (new since the last).
+    public var newlyQueued = 0
+    /// Delivered now: identifier and the server's location.
+    public var pushed: [(identifier: String, location: String?)] = []
+    /// Refused by the server (dead-lettered), with its OperationOutcome.
+    public var failed: [(identifier: String, error: String)] = []
+    /// Left queued for the next run (the server or the network failed).
+    public var deferred: [(identifier: String, error: String)] = []
+    /// For a dry run: what would be sent (`create Observation <id>`, `amend ...`).
+    public var planned: [String] = []
+    /// The Provenance naming the gateway as author of this run's pushes.
+    public var provenanceLocation: String?
+}
+
+/// Pushes exported Observations through the durable outbox: every current outcome version is
+/// queued once with its identifier; each queued item is sent so that the server ends with exactly
+/// one Observation per outcome (a conditional create by identifier, which a retry after a lost
+/// answer cannot duplicate; amended and entered-in-error ones as conditional updates); refusals go
+/// to the dead-letter list with the server's OperationOutcome, transient failures stay queued.
+public struct OutcomePush: Sendable {
+    public let store: SQLiteCarePlanStore
+    public let export: OutcomeExport
+    public let client: FHIRRESTClient
+    /// Stop after this many transient failures in a row (the server is down: try again later).
+    public var maxConsecutiveFailures = 3
+
+    public init(store: SQLiteCarePlanStore, export: OutcomeExport, client: FHIRRESTClient) {
+        self.store = store
+        self.export = export
+        self.client = client
+    }
+
+    /// Queues the current outcome versions not queued yet.
+    public func enqueue() throws(StoreError) -> Int {
+        let items = try export.observations().map { item in
+            OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
+                       payload: FHIRJSONWriter(pretty: false).write(item.observation))
+        }
+        return try store.enqueue(items)
+    }
+
+    public func run(dryRun: Bool = false) async throws -> PushReport {
+        var report = PushReport()
+        report.newlyQueued = try enqueue()
+        let queued = try store.queuedOutbox(limit: 100_000)
+        if dryRun {
+            for item in queued {
+                let status = (try? FHIRJSONReader().read(item.payload).resource.string("status")) ?? nil
+                let action = status == "final" ? "create (unless an Observation with its identifier exists)" : status == "amended" ? "amend" : "mark entered-in-error"
+                report.planned.append("\(action): Observation \(item.idempotencyKey)")
+            }
+            return report
+        }
+        guard !queued.isEmpty else { return report }
+        let strategy = try await Strategy(client.capabilities())
+        var failuresInARow = 0
+        for item in queued {
+            let identifier = item.idempotencyKey
+            var observation: Element
+            do {
+                observation = try FHIRJSONReader().read(item.payload).resource
+            } catch {
+                // A payload that cannot be read will never go: dead-letter it.
+                try store.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
+                report.failed.append((identifier, "\(error)"))
+                continue
+            }
+            do {
+                observation.removeChildren(named: "id")
+                let location = try await deliver(observation, key: identifier, strategy: strategy)
+                try store.markPushed(item.versionUUID, location: location)
+                report.pushed.append((identifier, location))
+                failuresInARow = 0
+            } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
+                try store.markAttempt(item.versionUUID, error: error.description, dead: true)
+                report.failed.append((identifier, error.description))
+            } catch {
+                try store.markAttempt(item.versionUUID, error: "\(error)", dead: false)
+                report.deferred.append((identifier, "\(error)"))
+                failuresInARow += 1
+                if failuresInARow >= maxConsecutiveFailures { break }
+            }
+        }
+        if !report.pushed.isEmpty {
+            report.provenanceLocation = try? await client.create(provenance(targets: report.pushed.compactMap(\.location))).location
+        }
+        return report
+    }
+
+    func isGaveUp(_ error: FHIRClientError) -> Bool {
+        if case .gaveUp = error { return true }
+        return false
+    }
+
+    /// How the server lets us write idempotently, read from its CapabilityStatement.
+    struct Strategy {
+        var conditionalCreate: Bool
+        var conditionalUpdate: Bool
+
+        init(_ capabilities: Element) throws(FHIRClientError) {
+            let observation = capabilities.children(named: "rest").flatMap { $0.children(named: "resource") }.first { $0.string("type") == "Observation" }
+            guard let observation else { throw .unsupported("store Observations (its CapabilityStatement does not list them)") }
+            let interactions = Set(observation.children(named: "interaction").compactMap { $0.string("code") })
+            guard interactions.contains("create") || interactions.isEmpty else { throw .unsupported("create Observations") }
+            conditionalCreate = observation.string("conditionalCreate") == "true"
+            conditionalUpdate = observation.string("conditionalUpdate") == "true"
+            let searchable = Set(observation.children(named: "searchParam").compactMap { $0.string("name") })
+            if !conditionalCreate && !searchable.isEmpty && !searchable.contains("identifier") {
+                throw .unsupported("find Observations by identifier (neither conditional create nor an identifier search)")
+            }
+        }
+    }
+
+    /// Sends one Observation; returns where the server keeps it.
+    func deliver(_ observation: Element, key: String, strategy: Strategy) async throws(FHIRClientError) -> String? {
+        let query = "identifier=" + (key.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "|&=+"))) ?? key)
+        let status = observation.string("status")
+        if status == "final" {
+            if strategy.conditionalCreate {
+                return try await client.create(observation, ifNoneExist: query).location
+            }
+            if let existing = try await client.search("Observation", [("identifier", key)]).first, let id = existing.string("id") {
+                return "Observation/\(id)"
+            }
+            return try await client.create(observation).location
+        }
+        if strategy.conditionalUpdate {
+            return try await client.update(observation, at: "Observation?\(query)").location
+        }
+        guard let existing = try await client.search("Observation", [("identifier", key)]).first, let id = existing.string("id") else {
+            return try await client.create(observation).location
+        }
+        var updated = observation
+        updated.append(Element(name: "id", type: "id", value: id))
+        return try await client.update(updated, at: "Observation/\(id)").location ?? "Observation/\(id)"
+    }
+
+    /// A Provenance naming the gateway as author of the pushed Observations.
+    func provenance(targets: [String]) -> Element {
+        var p = Element(resourceType: "Provenance")
+        for target in targets {
+            let reference = target.components(separatedBy: "/_history/").first ?? target
+            let relative = reference.range(of: "Observation/").map { String(reference[$0.lowerBound...]) } ?? reference
+            p.append(Element(name: "target", type: "Reference", children: [Element(name: "reference", type: "string", value: relative)]))
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        p.append(Element(name: "recorded", type: "instant", value: formatter.string(from: Date())))
+        var agent = Element(name: "agent", type: "Provenance.agent")
+        agent.append(Element(name: "type", type: "CodeableConcept", children: [Element(name: "coding", type: "Coding", children: [
+            Element(name: "system", type: "uri", value: "http://terminology.hl7.org/CodeSystem/provenance-participant-type"),
+            Element(name: "code", type: "code", value: "author"),
+        ])]))
+        agent.append(Element(name: "who", type: "Reference", children: [Element(name: "display", type: "string", value: "CareGate (patient-reported outcomes from a CareKit app)")]))
+        p.append(agent)
+        return p
+    }
+}

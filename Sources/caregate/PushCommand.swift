@@ -1,0 +1,122 @@
+import ArgumentParser
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+import Gateway
+import Mapping
+
+/// Options for talking to a FHIR server: TLS and authentication (secrets from files or the environment).
+struct ServerOptions: ParsableArguments {
+    @Option(name: .customLong("ca-bundle"), help: "PEM file of the CAs to trust (default: the system's).", completion: .file())
+    var caBundle: String?
+
+    @Option(name: .customLong("client-cert"), help: "PEM client certificate for mutual TLS.", completion: .file())
+    var clientCertificate: String?
+
+    @Option(name: .customLong("client-key"), help: "PEM private key of the client certificate.", completion: .file())
+    var clientKey: String?
+
+    @Flag(help: "Do not verify the server's certificate (testing only).")
+    var insecure = false
+
+    @Option(name: .customLong("token-file"), help: "A file holding a bearer token (first line).", completion: .file())
+    var tokenFile: String?
+
+    @Option(name: .customLong("token-env"), help: "An environment variable holding a bearer token.")
+    var tokenEnvironment: String?
+
+    func client(_ base: String) throws -> FHIRRESTClient {
+        var authentication = Authentication.none
+        if let tokenFile {
+            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8), let token = text.split(separator: "\n").first else {
+                throw CommandError.message("cannot read a token from \(tokenFile)")
+            }
+            authentication = .bearer(String(token).trimmingCharacters(in: .whitespaces))
+        } else if let tokenEnvironment {
+            guard let token = ProcessInfo.processInfo.environment[tokenEnvironment], !token.isEmpty else {
+                throw CommandError.message("the environment variable \(tokenEnvironment) is not set")
+            }
+            authentication = .bearer(token)
+        }
+        let tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
+        return FHIRRESTClient(base: base, transport: CurlTransport(tls: tls), authentication: authentication)
+    }
+}
+
+/// `caregate push --to URL [--dry-run]`
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Push recorded outcomes to a FHIR server as Observations, exactly once.",
+        discussion: """
+            Every current outcome version is queued once in the store's outbox; each queued item \
+            is sent as a conditional create by its identifier (amended and entered-in-error ones as \
+            conditional updates), so that after any crash, lost answer or 429/503 storm a re-run \
+            leaves exactly one Observation per outcome on the server. Refused Observations go to \
+            the dead-letter list with the server's OperationOutcome (see caregate status); \
+            transient failures stay queued for the next run. A Provenance names the gateway as \
+            author of each run's pushes.
+
+            Examples:
+              caregate push --to https://ehr.example.org/fhir --token-file ehr.token
+              caregate push --to http://127.0.0.1:8090/fhir --dry-run
+            """)
+
+    @Option(name: .long, help: "The FHIR server's base URL.")
+    var to: String
+
+    @OptionGroup var options: StoreOptions
+    @OptionGroup var server: ServerOptions
+
+    @Option(name: .long, parsing: .singleValue, help: "Mapping files with the observation-codes table (default: Mappings/).", completion: .file())
+    var mappings: [String] = []
+
+    @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).")
+    var tz: String?
+
+    @Flag(name: .customLong("dry-run"), help: "Queue and show what would be sent, without contacting the server.")
+    var dryRun = false
+
+    func run() async throws {
+        let zone = tz.flatMap(TimeZone.init(identifier:)) ?? .current
+        let set: MappingSet
+        do { set = try MappingSet.load(mappings.isEmpty ? ["Mappings"] : mappings) } catch {
+            for d in error.diagnostics { Diagnostics.standardError(d.description) }
+            throw CommandError.message("the mapping files have errors; nothing was pushed")
+        }
+        let store = try options.open()
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: zone))
+        let push = OutcomePush(store: store, export: export, client: try server.client(to))
+        let report: PushReport
+        do { report = try await push.run(dryRun: dryRun) } catch {
+            throw CommandError.message("\(error)")
+        }
+        for line in report.planned { print("would \(line)") }
+        for item in report.pushed { print("pushed \(item.identifier)\(item.location.map { " → \($0)" } ?? "")") }
+        for item in report.failed { print("refused \(item.identifier): \(item.error)") }
+        for item in report.deferred { print("deferred \(item.identifier): \(item.error)") }
+        let counts = try store.outboxCounts()
+        print("\(dryRun ? "dry run: " : "")\(report.newlyQueued) newly queued, \(report.pushed.count) pushed, \(report.failed.count) refused, \(report.deferred.count) deferred; outbox: \(counts.queued) queued, \(counts.pushed) pushed, \(counts.failed) failed")
+        if !report.failed.isEmpty || !report.deferred.isEmpty { throw ExitCode(1) }
+    }
+}
+
+/// `caregate status`
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show the push outbox: queued, pushed and failed outcomes, with the failures' reasons.")
+
+    @OptionGroup var options: StoreOptions
+
+    func run() throws {
+        let store = try options.open()
+        let counts = try store.outboxCounts()
+        print("outbox: \(counts.queued) queued, \(counts.pushed) pushed, \(counts.failed) failed")
+        for item in try store.outbox(state: .failed) { print("failed \(item.idempotencyKey) after \(item.attempts) attempt(s): \(item.lastError ?? "")") }
+        for item in try store.outbox(state: .queued) where item.attempts > 0 {
+            print("queued \(item.idempotencyKey), \(item.attempts) attempt(s) so far: \(item.lastError ?? "")")
+        }
+    }
+}

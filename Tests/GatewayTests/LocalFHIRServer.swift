@@ -1,0 +1,127 @@
+import FHIRClient
+import Foundation
+
+/// A child process killed (SIGKILL: the child may inherit a mask that blocks SIGTERM) when released.
+final class ChildProcess {
+    let process = Process()
+    let output = Pipe()
+
+    init(_ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// The first line the child printed.
+    func firstLine() -> String {
+        String(decoding: output.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+
+/// Runs a shell command, returning its status.
+@discardableResult
+func run(_ arguments: [String]) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
+/// A real FHIR R4 server on 127.0.0.1 for the tests: sekmet-fhir from PyPI, installed once into a
+/// virtual environment, bound to 127.0.0.1 with its workflow simulator off. Nil (with a visible
+/// notice) when it cannot be installed here.
+final class LocalFHIRServer {
+    let child: ChildProcess
+    let port: Int
+    var base: String { "http://127.0.0.1:\(port)/fhir" }
+
+    static let venv = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-sekmet-venv-0.1.1")
+    private static let installLock = NSLock()
+
+    /// The sekmet executable, installing it when missing.
+    static func executable() -> String? {
+        installLock.lock()
+        defer { installLock.unlock() }
+        let sekmet = venv.appendingPathComponent("bin/sekmet").path
+        if FileManager.default.isExecutableFile(atPath: sekmet) { return sekmet }
+        guard run(["python3", "-m", "venv", venv.path]) == 0,
+              run([venv.appendingPathComponent("bin/pip").path, "install", "-q", "sekmet-fhir==0.1.1"]) == 0 else { return nil }
+        return FileManager.default.isExecutableFile(atPath: sekmet) ? sekmet : nil
+    }
+
+    init?() async {
+        guard let sekmet = LocalFHIRServer.executable() else {
+            print("SKIPPED the tests against a real FHIR server: sekmet-fhir could not be installed from PyPI here")
+            return nil
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-sekmet-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        for attempt in 0..<5 {
+            let port = Int.random(in: 20_000...50_000)
+            let settings = """
+                base_url: http://127.0.0.1:\(port)/fhir
+                host: 127.0.0.1
+                port: \(port)
+                data_dir: \(directory.path)/data-\(attempt)
+                simulator:
+                  enabled: false
+                log_inbound: false
+                """
+            let path = directory.appendingPathComponent("settings-\(attempt).yaml").path
+            try? settings.write(toFile: path, atomically: true, encoding: .utf8)
+            guard let child = try? ChildProcess([sekmet, "serve", "--config", path], environment: ["SEKMET_CONFIG": path]) else { continue }
+            let client = FHIRRESTClient(base: "http://127.0.0.1:\(port)/fhir", retry: .none, timeout: 2)
+            for _ in 0..<60 {
+                if (try? await client.capabilities()) != nil {
+                    self.child = child
+                    self.port = port
+                    return
+                }
+                try? await Task.sleep(nanoseconds: 250_000_000)
+            }
+        }
+        print("SKIPPED the tests against a real FHIR server: sekmet-fhir did not start")
+        return nil
+    }
+}
+
+/// `Fixtures/fault_proxy.py` in front of a server.
+final class FaultProxy {
+    let child: ChildProcess
+    let port: Int
+    let configURL: URL
+    let countsURL: URL
+    var base: String { "http://127.0.0.1:\(port)/fhir" }
+
+    init(upstream: Int) throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-proxy-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        configURL = directory.appendingPathComponent("config.json")
+        countsURL = directory.appendingPathComponent("counts.json")
+        try "{}".write(to: configURL, atomically: true, encoding: .utf8)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/fault_proxy.py")
+        child = try ChildProcess(["python3", script.path, String(upstream), configURL.path, countsURL.path])
+        port = Int(child.firstLine()) ?? 0
+    }
+
+    func configure(_ config: [String: Any]) throws {
+        try JSONSerialization.data(withJSONObject: config).write(to: configURL, options: .atomic)
+    }
+
+    var counts: [String: Int] {
+        ((try? JSONSerialization.jsonObject(with: Data(contentsOf: countsURL))) as? [String: Int]) ?? [:]
+    }
+}
