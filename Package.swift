@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // JWT signing (RS384, ES384) for SMART Backend Services.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
@@ -58,12 +60,16 @@ let package = Package(
             name: "Mapping",
             dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")]
         ),
-        // 5. FHIR REST over libcurl: auth, paging, retries.
+        // 5. FHIR REST over libcurl: auth (bearer, SMART Backend Services), paging, retries.
         .target(
             name: "FHIRClient",
-            dependencies: ["FHIR", "CLibCurl"]
+            dependencies: [
+                "FHIR", "CLibCurl",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
         ),
-        // 6. Import, export and push use cases (the outbox and provenance to come).
+        // 6. Import, export and push use cases, the outbox, provenance.
         .target(
             name: "Gateway",
             dependencies: ["FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]

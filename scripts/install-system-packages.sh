@@ -5,9 +5,11 @@
 #   libsqlite3-dev        the care store
 #   libxml2-utils         xmllint, which the tests use to check written XML against the R4 schemas
 #   pkg-config            finds libxml2's headers for the build
+#   ca-certificates       the system's CAs, which libcurl verifies EHR servers against
+#   openssl               the SMART tests' token endpoint verifies JWT signatures with it
 set -euo pipefail
 
-packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config)
+packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config ca-certificates openssl)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

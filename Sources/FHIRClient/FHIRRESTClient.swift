@@ -15,6 +15,8 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
     case pagingLoop(url: String)
     /// Retries used up their count or time.
     case gaveUp(attempts: Int, last: String)
+    /// No access token: the key, the token endpoint or its answer (never the secret itself).
+    case authorization(String)
 
     public var description: String {
         switch self {
@@ -24,6 +26,7 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
         case .unsupported(let what): "the server cannot \(what)"
         case .pagingLoop(let url): "paging loops back to \(url)"
         case .gaveUp(let attempts, let last): "gave up after \(attempts) attempts: \(last)"
+        case .authorization(let reason): "authorization: \(reason)"
         }
     }
 
@@ -70,8 +73,9 @@ public enum Authentication: Sendable {
     case none
     /// A static bearer token (from a file or environment variable, not the command line).
     case bearer(String)
-    /// A token source (SMART Backend Services): asked for a token before each request.
-    case tokens(@Sendable () async throws(FHIRClientError) -> String)
+    /// A token source (SMART Backend Services): asked for a token before each request, told
+    /// when the server refuses it with 401 (the request is then tried once more with a new one).
+    case provider(any AccessTokenProvider)
 }
 
 /// FHIR REST against one server: reads, searches with paging, conditional creates and updates,
@@ -175,7 +179,7 @@ public struct FHIRRESTClient: Sendable {
     }
 
     func encode(_ s: String) -> String {
-        var allowed = CharacterSet.alphanumerics
+        var allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
         allowed.insert(charactersIn: "-._~:,")
         return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
@@ -192,17 +196,27 @@ public struct FHIRRESTClient: Sendable {
         let started = Date()
         var attempt = 0
         var lastError: FHIRClientError?
+        var renewedAfter401 = false
         while true {
             attempt += 1
             var request = HTTPRequest(method: method, url: url, headers: headers, body: bytes, timeout: timeout)
+            var token: String?
             switch authentication {
             case .none: break
-            case .bearer(let token): request.headers.append(("Authorization", "Bearer \(token)"))
-            case .tokens(let source): request.headers.append(("Authorization", "Bearer \(try await source())"))
+            case .bearer(let value): token = value
+            case .provider(let provider): token = try await provider.accessToken()
             }
+            if let token { request.headers.append(("Authorization", "Bearer \(token)")) }
             var retryAfter: TimeInterval?
             do {
                 let response = try await transport.send(request)
+                if response.status == 401, case .provider(let provider) = authentication, let token, !renewedAfter401 {
+                    // The token expired early or was revoked: one more try with a new one.
+                    await provider.invalidate(token)
+                    renewedAfter401 = true
+                    attempt -= 1
+                    continue
+                }
                 let resource = response.body.isEmpty ? nil : try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(response.body).resource
                 if (200...299).contains(response.status) || response.status == 304 {
                     return Answer(status: response.status, headers: response.headers, resource: resource)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CareStore
+import FHIRClient
 import Foundation
 import Gateway
 import Mapping
@@ -8,8 +9,8 @@ import Mapping
 import Glibc
 #endif
 
-/// `caregate import PATH... [--mappings DIR] [--store PATH] [--tz ZONE] [--dry-run] [--format text|json]`
-struct ImportCommand: ParsableCommand {
+/// `caregate import PATH... | --from URL --patient ID [--mappings DIR] [--store PATH] [--tz ZONE] [--dry-run] [--format text|json]`
+struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Import FHIR resources into the care store through the mapping files.",
@@ -21,17 +22,32 @@ struct ImportCommand: ParsableCommand {
             after the newest recorded outcome. Skips, ends, schedule approximations (the loss \
             report) and errors are printed, and written with --report.
 
+            With --from and --patient, the resources come from an EHR's FHIR endpoint instead: \
+            the Patient, the patient's CarePlans with the resources their activities reference \
+            (MedicationRequests, ServiceRequests...), the CareTeams and their Practitioners and \
+            PractitionerRoles. They are imported exactly as the same files would be.
+
             Exit status: 0 when everything imported, 1 when any resource or patient failed \
-            (the others are imported) or the mappings have errors.
+            (the others are imported), the server could not be read, or the mappings have errors.
 
             Examples:
               caregate import FHIRSamples/bundle/maria-lopez-demo-bundle.json
               caregate import exports/ --tz America/New_York --dry-run
               caregate import bundle.xml --mappings site-mappings/ --format json
+              caregate import --from https://ehr.example.org/fhir --patient maria-lopez \\
+                  --smart-client-id caregate --smart-key keys/caregate-es384.pem
             """)
 
     @Argument(help: "FHIR files or directories.", completion: .file())
-    var paths: [String]
+    var paths: [String] = []
+
+    @Option(name: .long, help: "Read from this FHIR server's base URL instead of files (with --patient).")
+    var from: String?
+
+    @Option(name: .long, parsing: .singleValue, help: "The id of a Patient on the --from server (repeatable).")
+    var patient: [String] = []
+
+    @OptionGroup var server: ServerOptions
 
     @Option(name: .long, parsing: .singleValue, help: "Mapping files or directories (default: Mappings/).", completion: .file())
     var mappings: [String] = []
@@ -53,7 +69,14 @@ struct ImportCommand: ParsableCommand {
     @Flag(name: .shortAndLong, help: "Print every skip and end (by default the first 20 of each kind; errors, warnings and losses always).")
     var verbose = false
 
-    func run() throws {
+    func validate() throws {
+        if from == nil && paths.isEmpty { throw ValidationError("give FHIR files or directories, or --from URL --patient ID") }
+        if from != nil && !paths.isEmpty { throw ValidationError("give either files or --from, not both") }
+        if from != nil && patient.isEmpty { throw ValidationError("--from needs --patient ID (the Patient's id on that server)") }
+        if from == nil && !patient.isEmpty { throw ValidationError("--patient needs --from URL") }
+    }
+
+    func run() async throws {
         let zone: TimeZone
         if let tz {
             guard let z = TimeZone(identifier: tz) else { throw ValidationError("unknown time zone '\(tz)' (use an IANA name such as America/New_York)") }
@@ -70,8 +93,25 @@ struct ImportCommand: ParsableCommand {
         }
         let store = try options.open()
         let terminal = isatty(2) == 1
-        let result = FHIRImporter(mappings: set, store: store, timeZone: zone).run(paths, dryRun: dryRun) { progress in
-            ImportCommand.show(progress, terminal: terminal)
+        let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
+        let result: ImportReport
+        if let from {
+            let pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs"))
+            let started = Date()
+            let pulled: PatientPull.Result
+            do { pulled = try await pull.pull(patients: patient) } catch {
+                throw CommandError.message("\(error); nothing was imported")
+            }
+            var report = ImportReport()
+            report.notes = pulled.notes
+            report.seconds.reading = Date().timeIntervalSince(started)
+            result = importer.run(resources: pulled.resources, report: report, dryRun: dryRun) { progress in
+                ImportCommand.show(progress, terminal: terminal)
+            }
+        } else {
+            result = importer.run(paths, dryRun: dryRun) { progress in
+                ImportCommand.show(progress, terminal: terminal)
+            }
         }
         if terminal { Diagnostics.standardError("") }
         let json = ImportCommand.json(result, dryRun: dryRun)
@@ -97,7 +137,8 @@ struct ImportCommand: ParsableCommand {
             }
             let counts = result.counts
             let summary = ImportChange.Action.allCasesInOrder.compactMap { a in counts[a].map { "\($0) \(dryRun ? "to \(a.rawValue)" : ImportCommand.pastTense(a))" } }
-            print("\(dryRun ? "dry run: " : "")\(result.files) file\(result.files == 1 ? "" : "s"), \(result.resources) resources, \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
+            let source = from.map { "\($0): " } ?? "\(result.files) file\(result.files == 1 ? "" : "s"), "
+            print("\(dryRun ? "dry run: " : "")\(source)\(result.resources) resources, \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
                 + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
         }
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }

@@ -26,9 +26,69 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .customLong("token-env"), help: "An environment variable holding a bearer token.")
     var tokenEnvironment: String?
 
-    func client(_ base: String) throws -> FHIRRESTClient {
+    @Option(name: .customLong("smart-client-id"), help: "SMART Backend Services: this client's id at the EHR's authorization server.")
+    var smartClientID: String?
+
+    @Option(name: .customLong("smart-key"), help: "SMART Backend Services: PEM private key (RSA for RS384, P-384 for ES384).", completion: .file())
+    var smartKey: String?
+
+    @Option(name: .customLong("smart-key-env"), help: "SMART Backend Services: an environment variable holding the PEM private key.")
+    var smartKeyEnvironment: String?
+
+    @Option(name: .customLong("smart-key-id"), help: "SMART Backend Services: the kid of the registered public key.")
+    var smartKeyID: String?
+
+    @Option(name: .customLong("smart-scope"), help: "SMART Backend Services: the scopes to ask for (default: what the command needs).")
+    var smartScope: String?
+
+    @Option(name: .customLong("token-endpoint"), help: "SMART Backend Services: the token endpoint (default: from [base]/.well-known/smart-configuration).")
+    var tokenEndpoint: String?
+
+    @Option(name: .customLong("retry-attempts"), help: "Tries per request for 408, 429, 5xx and network faults (1: no retry).")
+    var retryAttempts = RetryPolicy.standard.maxAttempts
+
+    @Option(name: .customLong("retry-seconds"), help: "No retry starts later than this many seconds after a request's first try.")
+    var retrySeconds = RetryPolicy.standard.maxTotal
+
+    func validate() throws {
+        if retryAttempts < 1 { throw ValidationError("--retry-attempts must be at least 1") }
+        let ways = [tokenFile != nil || tokenEnvironment != nil, smartClientID != nil].filter { $0 }.count
+        if ways > 1 { throw ValidationError("choose one way to authenticate: a bearer token (--token-file/--token-env) or SMART Backend Services (--smart-client-id)") }
+        if tokenFile != nil && tokenEnvironment != nil { throw ValidationError("give --token-file or --token-env, not both") }
+        if smartClientID != nil && (smartKey == nil) == (smartKeyEnvironment == nil) {
+            throw ValidationError("--smart-client-id needs the private key: --smart-key FILE or --smart-key-env NAME (one of them)")
+        }
+        if smartClientID == nil && (smartKey != nil || smartKeyEnvironment != nil || smartKeyID != nil || smartScope != nil || tokenEndpoint != nil) {
+            throw ValidationError("the --smart-* options and --token-endpoint need --smart-client-id")
+        }
+    }
+
+    func client(_ base: String, defaultScope: String) throws -> FHIRRESTClient {
         var authentication = Authentication.none
-        if let tokenFile {
+        var retry = RetryPolicy.standard
+        retry.maxAttempts = retryAttempts
+        retry.maxTotal = retrySeconds
+        let tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
+        let transport = CurlTransport(tls: tls)
+        if let smartClientID {
+            let key: AssertionKey
+            do {
+                if let smartKey {
+                    key = try AssertionKey(file: smartKey)
+                } else {
+                    let name = smartKeyEnvironment!
+                    guard let pem = ProcessInfo.processInfo.environment[name], !pem.isEmpty else {
+                        throw CommandError.message("the environment variable \(name) is not set")
+                    }
+                    key = try AssertionKey(pem: pem, source: "$\(name)")
+                }
+            } catch let error as FHIRClientError {
+                throw CommandError.message(error.description)
+            }
+            let configuration = SMARTBackendServices.Configuration(clientID: smartClientID, key: key, keyID: smartKeyID,
+                                                                   scope: smartScope ?? defaultScope, tokenEndpoint: tokenEndpoint)
+            authentication = .provider(SMARTBackendServices(configuration: configuration, fhirBase: base, transport: transport, retry: retry))
+        } else if let tokenFile {
             guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8), let token = text.split(separator: "\n").first else {
                 throw CommandError.message("cannot read a token from \(tokenFile)")
             }
@@ -39,8 +99,7 @@ struct ServerOptions: ParsableArguments {
             }
             authentication = .bearer(token)
         }
-        let tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
-        return FHIRRESTClient(base: base, transport: CurlTransport(tls: tls), authentication: authentication)
+        return FHIRRESTClient(base: base, transport: transport, authentication: authentication, retry: retry)
     }
 }
 
@@ -61,6 +120,8 @@ struct PushCommand: AsyncParsableCommand {
             Examples:
               caregate push --to https://ehr.example.org/fhir --token-file ehr.token
               caregate push --to http://127.0.0.1:8090/fhir --dry-run
+              caregate push --to https://ehr.example.org/fhir --smart-client-id caregate \\
+                  --smart-key keys/caregate-rs384.pem --smart-key-id 2026-11
             """)
 
     @Option(name: .long, help: "The FHIR server's base URL.")
@@ -87,7 +148,7 @@ struct PushCommand: AsyncParsableCommand {
         }
         let store = try options.open()
         let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: zone))
-        let push = OutcomePush(store: store, export: export, client: try server.client(to))
+        let push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun) } catch {
             throw CommandError.message("\(error)")

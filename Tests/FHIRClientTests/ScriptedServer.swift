@@ -1,24 +1,19 @@
 import Foundation
 @testable import FHIRClient
 
-/// `Fixtures/scripted_server.py` run for one test: answers scripted responses, logs requests.
-final class ScriptedServer {
+/// A Python fixture from `Fixtures/` run as a child process for one test, in its own temporary
+/// directory (removed with it). It prints its port on its first line.
+class FixtureProcess {
     let process = Process()
     let port: Int
-    let logURL: URL
-    let rulesURL: URL
-    var base: String { "http://127.0.0.1:\(port)/fhir" }
+    let directory: URL
 
-    init(_ rules: [[String: Any]]) throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-scripted-\(UUID().uuidString)")
+    init(script: String, arguments: (URL) throws -> [String]) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-fixture-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        rulesURL = directory.appendingPathComponent("rules.json")
-        logURL = directory.appendingPathComponent("log.jsonl")
-        try JSONSerialization.data(withJSONObject: rules).write(to: rulesURL)
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/scripted_server.py")
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/\(script)")
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, rulesURL.path, logURL.path]
+        process.arguments = ["python3", path.path] + (try arguments(directory))
         let pipe = Pipe()
         process.standardOutput = pipe
         // Not the test runner's own output: a server left running would keep it open.
@@ -29,14 +24,9 @@ final class ScriptedServer {
         port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     }
 
-    /// New rules (links can name the server now that its port is known).
-    func replaceRules(_ rules: [[String: Any]]) throws {
-        try JSONSerialization.data(withJSONObject: rules).write(to: rulesURL, options: .atomic)
-    }
-
-    /// The requests received, in order.
-    var requests: [[String: Any]] {
-        let text = (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
+    /// JSON lines the fixture logged, in order.
+    func loggedLines(_ url: URL) -> [[String: Any]] {
+        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 
@@ -44,7 +34,32 @@ final class ScriptedServer {
         // SIGKILL: the child may have inherited a mask that blocks SIGTERM.
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
     }
+}
+
+/// `Fixtures/scripted_server.py`: answers scripted responses, logs requests.
+final class ScriptedServer: FixtureProcess {
+    var base: String { "http://127.0.0.1:\(port)/fhir" }
+    var rulesURL: URL { directory.appendingPathComponent("rules.json") }
+    var logURL: URL { directory.appendingPathComponent("log.jsonl") }
+
+    init(_ rules: [[String: Any]]) throws {
+        try super.init(script: "scripted_server.py") { directory in
+            let rules = try JSONSerialization.data(withJSONObject: rules)
+            try rules.write(to: directory.appendingPathComponent("rules.json"))
+            try Data().write(to: directory.appendingPathComponent("log.jsonl"))
+            return [directory.appendingPathComponent("rules.json").path, directory.appendingPathComponent("log.jsonl").path]
+        }
+    }
+
+    /// New rules (links can name the server now that its port is known).
+    func replaceRules(_ rules: [[String: Any]]) throws {
+        try JSONSerialization.data(withJSONObject: rules).write(to: rulesURL, options: .atomic)
+    }
+
+    /// The requests received, in order.
+    var requests: [[String: Any]] { loggedLines(logURL) }
 }
 
 func patient(_ id: String) -> [String: Any] {

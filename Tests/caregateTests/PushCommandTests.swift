@@ -21,11 +21,52 @@ struct PushCommandTests {
         #expect(dry.stdout.contains("dry run: 1 newly queued"))
         let status = try cli.caregate(["status", "--store", path])
         #expect(status.stdout == "outbox: 1 queued, 0 pushed, 0 failed\n")
-        let down = try cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path])
+        let down = try cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--retry-attempts", "2"])
         #expect(down.status == 1)
         #expect(down.stdout.contains("0 newly queued, 0 pushed, 0 refused, 0 deferred") == false)
         #expect(down.stdout.contains("deferred") || down.stderr.contains("error"))
         let after = try cli.caregate(["status", "--store", path])
         #expect(after.stdout.hasPrefix("outbox: 1 queued, 0 pushed, 0 failed\n"))
+    }
+}
+
+@Suite("caregate import --from and the authentication options")
+struct ServerOptionTests {
+    let cli = CommandLineTests()
+
+    @Test("files and --from exclude each other; --from needs --patient; the SMART options need a client id and one key")
+    func usage() throws {
+        let cases: [([String], String)] = [
+            (["import"], "give FHIR files or directories, or --from URL --patient ID"),
+            (["import", "--from", "http://127.0.0.1:9/fhir"], "--from needs --patient ID"),
+            (["import", "x.json", "--from", "http://127.0.0.1:9/fhir", "--patient", "p"], "give either files or --from, not both"),
+            (["import", "x.json", "--patient", "p"], "--patient needs --from URL"),
+            (["push", "--to", "http://127.0.0.1:9/fhir", "--smart-client-id", "c"], "--smart-client-id needs the private key"),
+            (["push", "--to", "http://127.0.0.1:9/fhir", "--smart-key", "k.pem"], "the --smart-* options and --token-endpoint need --smart-client-id"),
+            (["push", "--to", "http://127.0.0.1:9/fhir", "--smart-client-id", "c", "--smart-key", "k.pem", "--token-file", "t"], "choose one way to authenticate"),
+        ]
+        for (arguments, message) in cases {
+            let run = try cli.caregate(arguments)
+            #expect(run.status == 64, "\(arguments)")
+            #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
+    }
+
+    @Test("an unreadable key and an unreachable server are errors that name them, and nothing is imported")
+    func failures() throws {
+        let store = cli.temporaryPath("from.sqlite")
+        let key = cli.temporaryPath("not-a-key.pem")
+        try "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWJ1dC1ub3QtYS1rZXk=\n-----END PRIVATE KEY-----\n".write(toFile: key, atomically: true, encoding: .utf8)
+        let badKey = try cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "p", "--store", store,
+                                       "--smart-client-id", "c", "--smart-key", key])
+        #expect(badKey.status == 1)
+        #expect(badKey.stderr.contains("\(key): not a PEM RSA or P-384 private key"), "\(badKey.stderr)")
+        #expect(!badKey.stderr.contains("c2VjcmV0"), "the key's contents must not be echoed")
+        let down = try cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "maria-lopez", "--store", store, "--retry-attempts", "2"])
+        #expect(down.status == 1)
+        #expect(down.stderr.contains("http://127.0.0.1:9/fhir: Patient/maria-lopez: "), "\(down.stderr)")
+        #expect(down.stderr.contains("nothing was imported"))
+        let after = try SQLiteCarePlanStore(path: store)
+        #expect(try after.fetchPatients().isEmpty)
     }
 }

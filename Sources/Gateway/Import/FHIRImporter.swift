@@ -25,6 +25,8 @@ public struct ImportReport: Sendable {
     /// Seconds spent reading and parsing, mapping, and writing the store.
     public var seconds: (reading: Double, mapping: Double, storing: Double) = (0, 0, 0)
 
+    public init() {}
+
     /// Changes counted by action.
     public var counts: [ImportChange.Action: Int] {
         var result: [ImportChange.Action: Int] = [:]
@@ -53,10 +55,11 @@ public struct FHIRImporter: Sendable {
         self.files = files
     }
 
+    /// Imports files and directories.
     public func run(_ paths: [String], dryRun: Bool = false, progress: (@Sendable (ImportProgress) -> Void)? = nil) -> ImportReport {
         var report = ImportReport()
         let clock = ContinuousClock()
-        var start = clock.now
+        let start = clock.now
         let list = files.files(paths)
         report.files = list.count
         var resources: [SourcedResource] = []
@@ -67,9 +70,18 @@ public struct FHIRImporter: Sendable {
             report.notes += problems
         }
         progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
-        report.resources = resources.count
         report.seconds.reading = (clock.now - start).seconds
-        start = clock.now
+        return run(resources: resources, report: report, dryRun: dryRun, progress: progress)
+    }
+
+    /// Imports resources read elsewhere (from a server: `PatientPull`), exactly as files would be.
+    /// `report` carries what reading them found (files, notes, seconds).
+    public func run(resources: [SourcedResource], report: ImportReport = ImportReport(), dryRun: Bool = false,
+                    progress: (@Sendable (ImportProgress) -> Void)? = nil) -> ImportReport {
+        var report = report
+        let clock = ContinuousClock()
+        report.resources = resources.count
+        var start = clock.now
         let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(resources)
         report.notes += output.notes
         report.dispositions = output.dispositions

@@ -1,0 +1,179 @@
+import FHIR
+import FHIRClient
+import Foundation
+import Mapping
+
+/// Why a pull failed: the server, the patient and the client's error.
+public struct PatientPullError: Error, Sendable, CustomStringConvertible {
+    public var base: String
+    public var patient: String
+    public var cause: FHIRClientError
+    public var description: String { "\(base): Patient/\(patient): \(cause)" }
+}
+
+/// What `caregate import --from URL --patient ID` reads from an EHR: the Patient, the patient's
+/// CarePlans with the resources their activities reference, the CareTeams (the patient's and
+/// those the plans name) and the Practitioners and PractitionerRoles in them. The result goes
+/// through the same mapping and store as files do; each resource's origin is the URL it came from.
+public struct PatientPull: Sendable {
+    public let client: FHIRRESTClient
+    /// Resources per search page.
+    public var pageSize = 100
+
+    public init(client: FHIRRESTClient) {
+        self.client = client
+    }
+
+    /// What was pulled, and notes on what could not be (a reference the server does not have).
+    public struct Result: Sendable {
+        public var resources: [SourcedResource] = []
+        public var notes: [ImportNote] = []
+        /// The interactions made, for the report (`GET CarePlan?subject=...`).
+        public var requests: [String] = []
+        public init() {}
+    }
+
+    /// Pulls several patients; the first that fails stops the pull (`patient` names it).
+    public func pull(patients ids: [String]) async throws(PatientPullError) -> Result {
+        var result = Result()
+        for id in ids {
+            do throws(FHIRClientError) {
+                let one = try await pull(patient: id)
+                result.resources += one.resources
+                result.notes += one.notes
+                result.requests += one.requests
+            } catch {
+                throw PatientPullError(base: client.base, patient: id, cause: error)
+            }
+        }
+        return result
+    }
+
+    /// Pulls one patient's care plan data. A patient the server does not have, a server that
+    /// cannot search CarePlans, or a network failure after retries is an error and nothing is
+    /// returned; a dangling reference is a note and the rest goes on.
+    public func pull(patient id: String) async throws(FHIRClientError) -> Result {
+        var result = Result()
+        var have: [String: Element] = [:]
+        var order: [String] = []
+        func keep(_ resource: Element) {
+            guard let type = resource.resourceType, let rid = resource.string("id") else { return }
+            let key = "\(type)/\(rid)"
+            if have[key] == nil { order.append(key) }
+            have[key] = resource
+        }
+
+        let capabilities = try await client.capabilities()
+        let supported = Self.resourceCapabilities(capabilities)
+        guard supported["CarePlan"]?.interactions.contains("search-type") ?? false else {
+            throw .unsupported("search CarePlans (its CapabilityStatement has no search-type for CarePlan)")
+        }
+        result.requests.append("GET Patient/\(id)")
+        do throws(FHIRClientError) {
+            keep(try await client.read("Patient", id))
+        } catch .http(status: 404, _, _, _) {
+            throw .invalidResponse(url: client.url("Patient/\(id)"), reason: "the server has no Patient/\(id)")
+        } catch .http(status: 410, _, _, _) {
+            throw .invalidResponse(url: client.url("Patient/\(id)"), reason: "Patient/\(id) was deleted on the server")
+        }
+
+        // CarePlans, with their activities' references included when the server can.
+        var parameters = [("subject", "Patient/\(id)"), ("_count", String(pageSize))]
+        let include = "CarePlan:activity-reference"
+        if supported["CarePlan"]?.includes.contains(include) ?? false { parameters.append(("_include", include)) }
+        result.requests.append("GET CarePlan?" + parameters.map { "\($0.0)=\($0.1)" }.joined(separator: "&"))
+        let plans = try await client.search("CarePlan", parameters)
+        for resource in plans { keep(resource) }
+
+        // CareTeams of the patient, when the server has them.
+        if supported["CareTeam"]?.interactions.contains("search-type") ?? false {
+            result.requests.append("GET CareTeam?subject=Patient/\(id)")
+            for team in try await client.search("CareTeam", [("subject", "Patient/\(id)"), ("_count", String(pageSize))]) { keep(team) }
+        }
+
+        // What the plans and teams name that is not in hand yet: read it, one level at a time
+        // (activity → MedicationRequest; team → PractitionerRole → Practitioner).
+        var reported: Set<String> = []
+        for _ in 0..<3 {
+            var wanted: [(key: String, from: String, path: String)] = []
+            for key in order {
+                guard let resource = have[key] else { continue }
+                for (path, reference) in Self.references(in: resource) {
+                    guard let target = Self.localKey(reference, base: client.base), have[target] == nil,
+                          !wanted.contains(where: { $0.key == target }) else { continue }
+                    wanted.append((target, key, path))
+                }
+            }
+            if wanted.isEmpty { break }
+            for item in wanted {
+                let parts = item.key.split(separator: "/")
+                result.requests.append("GET \(item.key)")
+                do throws(FHIRClientError) {
+                    keep(try await client.read(String(parts[0]), String(parts[1])))
+                } catch .http(let status, _, _, let outcome) where status == 404 || status == 410 || status == 403 {
+                    guard reported.insert(item.key).inserted else { continue }
+                    result.notes.append(ImportNote(kind: .warning, resource: item.from, path: item.path, origin: client.url(item.from),
+                                                   message: "references \(item.key), which the server does not give (HTTP \(status)\(outcome.map { ": \($0)" } ?? ""))"))
+                }
+            }
+        }
+        result.resources = order.compactMap { key in have[key].map { SourcedResource(resource: $0, origin: client.url(key)) } }
+        return result
+    }
+
+    /// The references worth following from a pulled resource, with where they are.
+    static func references(in resource: Element) -> [(path: String, reference: String)] {
+        var found: [(String, String)] = []
+        switch resource.resourceType {
+        case "CarePlan":
+            for (i, activity) in resource.children(named: "activity").enumerated() {
+                if let reference = activity.first("reference.reference")?.value { found.append(("activity[\(i)].reference", reference)) }
+            }
+            for (i, team) in resource.children(named: "careTeam").enumerated() {
+                if let reference = team.string("reference") { found.append(("careTeam[\(i)]", reference)) }
+            }
+        case "CareTeam":
+            for (i, participant) in resource.children(named: "participant").enumerated() {
+                if let reference = participant.first("member.reference")?.value { found.append(("participant[\(i)].member", reference)) }
+            }
+        case "PractitionerRole":
+            if let reference = resource.first("practitioner.reference")?.value { found.append(("practitioner", reference)) }
+        default:
+            break
+        }
+        return found.filter { (_, reference) in
+            let type = reference.split(separator: "/").dropLast().last.map(String.init) ?? ""
+            return ["MedicationRequest", "ServiceRequest", "CareTeam", "Practitioner", "PractitionerRole", "Appointment",
+                    "CommunicationRequest", "DeviceRequest", "NutritionOrder", "Task", "VisionPrescription", "RequestGroup"].contains(type)
+        }
+    }
+
+    /// `Type/id` for a reference this server can give: relative, or absolute under its base.
+    /// Contained (`#x`), versioned (`/_history/`) parts and other servers' URLs are left alone.
+    static func localKey(_ reference: String, base: String) -> String? {
+        var text = reference
+        if text.hasPrefix("#") || text.hasPrefix("urn:") { return nil }
+        if text.hasPrefix("http://") || text.hasPrefix("https://") {
+            guard text.hasPrefix(base + "/") else { return nil }
+            text = String(text.dropFirst(base.count + 1))
+        }
+        if let history = text.range(of: "/_history/") { text = String(text[..<history.lowerBound]) }
+        let parts = text.split(separator: "/")
+        guard parts.count == 2, parts[0].first?.isUppercase == true else { return nil }
+        return "\(parts[0])/\(parts[1])"
+    }
+
+    /// Per resource type, the interactions and `_include` values a CapabilityStatement lists.
+    static func resourceCapabilities(_ statement: Element) -> [String: (interactions: Set<String>, includes: Set<String>)] {
+        var result: [String: (Set<String>, Set<String>)] = [:]
+        for rest in statement.children(named: "rest") where rest.string("mode") ?? "server" == "server" {
+            for resource in rest.children(named: "resource") {
+                guard let type = resource.string("type") else { continue }
+                let interactions = Set(resource.children(named: "interaction").compactMap { $0.string("code") })
+                let includes = Set(resource.children(named: "searchInclude").compactMap(\.value))
+                result[type] = (interactions, includes)
+            }
+        }
+        return result
+    }
+}

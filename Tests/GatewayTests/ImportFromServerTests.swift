@@ -1,0 +1,100 @@
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+/// The sample files as one transaction of PUTs, so the server keeps their ids.
+func seedTransaction(_ paths: [String], base: String) throws -> Element {
+    var bundle = Element(resourceType: "Bundle")
+    bundle.append(Element(name: "type", type: "code", value: "transaction"))
+    for path in paths {
+        let resource = try FHIRDocument.read(contentsOf: path).resource
+        let key = "\(resource.resourceType!)/\(resource.string("id")!)"
+        var entry = Element(name: "entry", type: "Bundle.entry")
+        entry.append(Element(name: "fullUrl", type: "uri", value: "\(base)/\(key)"))
+        var inner = resource
+        inner.name = "resource"
+        entry.append(inner)
+        var request = Element(name: "request", type: "Bundle.entry.request")
+        request.append(Element(name: "method", type: "code", value: "PUT"))
+        request.append(Element(name: "url", type: "uri", value: key))
+        entry.append(request)
+        bundle.append(entry)
+    }
+    return bundle
+}
+
+let sampleFiles = try! FileManager.default.contentsOfDirectory(atPath: projectRoot.appendingPathComponent("FHIRSamples/json").path)
+    .sorted().map { projectRoot.appendingPathComponent("FHIRSamples/json/\($0)").path }
+
+@Suite("Import from a real FHIR server", .serialized)
+struct ImportFromServerTests {
+    @Test("a patient pulled from the server (seeded from FHIRSamples) is stored exactly as the same files are; re-import changes nothing")
+    func pullEqualsFiles() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        let seeded = try await client.transaction(try seedTransaction(sampleFiles, base: server.base))
+        #expect(seeded.children(named: "entry").count == sampleFiles.count)
+
+        let pulled = try await PatientPull(client: client).pull(patient: "maria-lopez")
+        let keys = Set(pulled.resources.map { "\($0.resource.resourceType!)/\($0.resource.string("id")!)" })
+        // The Patient, the plan, what its activities reference, the team and its people; not the
+        // Observations or the ServiceRequest no activity names.
+        #expect(keys == [
+            "Patient/maria-lopez", "CarePlan/maria-lopez-home-care", "CareTeam/maria-lopez-care-team",
+            "MedicationRequest/amoxicillin", "MedicationRequest/furosemide", "MedicationRequest/metformin", "MedicationRequest/nitroglycerin-prn",
+            "PractitionerRole/dr-amy-chen-endocrinology", "PractitionerRole/nurse-james-okafor-homecare",
+            "Practitioner/dr-amy-chen", "Practitioner/nurse-james-okafor",
+        ])
+        #expect(pulled.notes.isEmpty, "\(pulled.notes)")
+        #expect(pulled.resources.allSatisfy { $0.origin.hasPrefix(server.base + "/") })
+
+        let fromServer = try temporaryStore()
+        let serverReport = try importer(fromServer).run(resources: pulled.resources)
+        #expect(serverReport.failedPatients.isEmpty && !serverReport.notes.contains { $0.kind == .error })
+        let fromFiles = try temporaryStore()
+        let files = sampleFiles.filter { path in keys.contains { key in path.hasSuffix("/" + key.replacingOccurrences(of: "/", with: "-") + ".json") } }
+        #expect(files.count == 11)
+        let fileReport = try importer(fromFiles).run(files)
+        #expect(try StoreSnapshot.json(fromServer, notes: serverReport.notes, timeZone: newYork)
+            == StoreSnapshot.json(fromFiles, notes: fileReport.notes, timeZone: newYork))
+        #expect(try fromServer.fetchTasks().count == 8)
+        // Where each entity came from is the server's URL.
+        let plan = try #require(try fromServer.fetchCarePlans().first)
+        #expect(plan.version.userInfo?["caregate.source"]?.hasPrefix(server.base) == true, "\(plan.version.userInfo ?? [:])")
+
+        let again = try importer(fromServer).run(resources: try await PatientPull(client: client).pull(patient: "maria-lopez").resources)
+        #expect(again.counts[.create] == nil && again.counts[.update] == nil && again.counts[.unchanged] == 13, "\(again.counts)")
+    }
+
+    @Test("a reference the server does not have is a warning naming the plan and activity; an unknown patient is an error")
+    func danglingAndMissing() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        let patient = sampleFiles.first { $0.hasSuffix("Patient-maria-lopez.json") }!
+        _ = try await client.transaction(try seedTransaction([patient], base: server.base))
+        let plan = try FHIRJSONReader().read(Array("""
+            {"resourceType": "CarePlan", "id": "dangling", "status": "active", "intent": "plan",
+             "subject": {"reference": "Patient/maria-lopez"},
+             "activity": [{"reference": {"reference": "MedicationRequest/not-there"}}]}
+            """.utf8)).resource
+        _ = try await client.update(plan, at: "CarePlan/dangling")
+        let pulled = try await PatientPull(client: client).pull(patient: "maria-lopez")
+        #expect(pulled.resources.count == 2)
+        try #require(pulled.notes.count == 1)
+        #expect(pulled.notes[0].kind == .warning)
+        #expect(pulled.notes[0].description.hasPrefix(
+            "\(server.base)/CarePlan/dangling: CarePlan/dangling activity[0].reference: warning: references MedicationRequest/not-there, which the server does not give (HTTP 404"),
+            "\(pulled.notes[0])")
+
+        do {
+            _ = try await PatientPull(client: client).pull(patients: ["maria-lopez", "nobody"])
+            Issue.record("an unknown patient must fail the pull")
+        } catch {
+            #expect(error.description == "\(server.base): Patient/nobody: \(server.base)/Patient/nobody: the server has no Patient/nobody")
+        }
+    }
+}
