@@ -55,6 +55,31 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
         .executableTarget(
+            name: "GatewayBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "FHIR", package: "CareGate"),
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+            ],
+            path: "Benchmarks/GatewayBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+        // Push through the gateway against posting the same batches straight to a FHIR server
+        // (push-vs-ingest.sh starts two fresh servers and runs it).
+        .executableTarget(
+            name: "push-throughput",
+            dependencies: [
+                .product(name: "FHIR", package: "CareGate"),
+                .product(name: "FHIRClient", package: "CareGate"),
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+            ],
+            path: "Sources/push-throughput"
+        ),
+        .executableTarget(
             name: "FHIRFormats",
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),

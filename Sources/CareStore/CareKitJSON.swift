@@ -505,7 +505,7 @@ struct Fields {
     func timeZone(_ key: String) throws(CareKitJSONError) -> TimeZone? {
         guard let o = try optionalObject(key) else { return nil }
         let identifier = try o.string("identifier")
-        guard let tz = TimeZone(identifier: identifier) else { throw o.error("identifier", "unknown time zone \"\(identifier)\"") }
+        guard let tz = KnownTimeZones.shared.zone(identifier) else { throw o.error("identifier", "unknown time zone \"\(identifier)\"") }
         return tz
     }
 
@@ -606,5 +606,20 @@ struct Fields {
         default: throw error("type", "expected integer, double, boolean, text, binary or date, found \"\(type)\"")
         }
         return OutcomeValue(value, kind: try optionalString("kind"), units: try optionalString("units"), createdDate: try date("createdDate"))
+    }
+}
+
+/// Time zones by identifier, looked up once: every stored entity names its zone, and on Linux
+/// `TimeZone(identifier:)` reads the zone's file each time.
+final class KnownTimeZones: @unchecked Sendable {
+    static let shared = KnownTimeZones()
+    private let lock = NSLock()
+    private var zones: [String: TimeZone] = [:]
+
+    func zone(_ identifier: String) -> TimeZone? {
+        if let known = lock.withLock({ zones[identifier] }) { return known }
+        guard let zone = TimeZone(identifier: identifier) else { return nil }
+        lock.withLock { zones[identifier] = zone }
+        return zone
     }
 }

@@ -86,19 +86,36 @@ extension SQLiteCarePlanStore {
 
     /// Records a delivery.
     public func markPushed(_ version: UUID, location: String?) throws(StoreError) {
+        try record([.pushed(version, location: location)])
+    }
+
+    /// What became of one outbox item in a delivery attempt.
+    public enum Delivery: Sendable {
+        case pushed(UUID, location: String?)
+        case failed(UUID, error: String, dead: Bool)
+    }
+
+    /// Records the results of a batch in one transaction: all of them or, on error, none.
+    public func record(_ deliveries: [Delivery]) throws(StoreError) {
+        let now = Date().timeIntervalSinceReferenceDate
         try write { db in
-            try db.execute(sql: "UPDATE push_outbox SET state = 'pushed', attempts = attempts + 1, remote_location = ?, last_error = NULL, finished_at = ? WHERE version_uuid = ?",
-                           arguments: [location, Date().timeIntervalSinceReferenceDate, version])
+            for delivery in deliveries {
+                switch delivery {
+                case .pushed(let version, let location):
+                    try db.execute(sql: "UPDATE push_outbox SET state = 'pushed', attempts = attempts + 1, remote_location = ?, last_error = NULL, finished_at = ? WHERE version_uuid = ?",
+                                   arguments: [location, now, version])
+                case .failed(let version, let error, let dead):
+                    try db.execute(sql: "UPDATE push_outbox SET state = ?, attempts = attempts + 1, last_error = ?, finished_at = ? WHERE version_uuid = ?",
+                                   arguments: [dead ? "failed" : "queued", error, dead ? now : nil, version])
+                }
+            }
         }
     }
 
     /// Records a failed attempt: `dead` moves the item to the dead-letter list (the receiver
     /// refused it); otherwise it stays queued for the next run.
     public func markAttempt(_ version: UUID, error: String, dead: Bool) throws(StoreError) {
-        try write { db in
-            try db.execute(sql: "UPDATE push_outbox SET state = ?, attempts = attempts + 1, last_error = ?, finished_at = ? WHERE version_uuid = ?",
-                           arguments: [dead ? "failed" : "queued", error, dead ? Date().timeIntervalSinceReferenceDate : nil, version])
-        }
+        try record([.failed(version, error: error, dead: dead)])
     }
 
     public func outboxCounts() throws(StoreError) -> OutboxCounts {

@@ -172,6 +172,41 @@ public struct FHIRRESTClient: Sendable {
         return response
     }
 
+    /// What the server did with one entry of a batch or transaction.
+    public struct EntryOutcome: Sendable {
+        /// The HTTP status of `response.status` (`201 Created` gives 201).
+        public var status: Int
+        public var location: String?
+        /// The entry's OperationOutcome, summarised.
+        public var outcome: String?
+        public var succeeded: Bool { (200...299).contains(status) }
+        /// 408, 429 and 5xx: worth trying again.
+        public var isTransient: Bool { status == 408 || status == 429 || (500...599).contains(status) && status != 501 }
+    }
+
+    /// Posts a batch Bundle: each entry succeeds or fails on its own; the answer has one outcome
+    /// per entry, in order.
+    public func batch(_ bundle: Element) async throws(FHIRClientError) -> [EntryOutcome] {
+        let sent = bundle.children(named: "entry").count
+        let response = try await transaction(bundle)
+        let outcomes = Self.entryOutcomes(response)
+        guard outcomes.count == sent else {
+            throw .invalidResponse(url: base, reason: "the batch answer has \(outcomes.count) entries for \(sent) requests")
+        }
+        return outcomes
+    }
+
+    /// The per-entry outcomes of a batch-response or transaction-response Bundle.
+    public static func entryOutcomes(_ response: Element) -> [EntryOutcome] {
+        response.children(named: "entry").map { entry in
+            let answer = entry["response"]
+            let statusText = answer?.string("status") ?? ""
+            let status = Int(statusText.prefix { $0.isNumber }) ?? 0
+            let outcome = (answer?["outcome"]).flatMap(outcomeSummary) ?? entry["resource"].flatMap(outcomeSummary)
+            return EntryOutcome(status: status, location: answer?.string("location"), outcome: outcome)
+        }
+    }
+
     // MARK: Plumbing
 
     public func url(_ path: String) -> String {

@@ -139,6 +139,13 @@ struct PushCommand: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Queue and show what would be sent, without contacting the server.")
     var dryRun = false
 
+    @Option(name: .customLong("batch-size"), help: "Observations per batch Bundle when the server takes batches (1: one request each).")
+    var batchSize = 50
+
+    func validate() throws {
+        if batchSize < 1 { throw ValidationError("--batch-size must be at least 1") }
+    }
+
     func run() async throws {
         let zone = tz.flatMap(TimeZone.init(identifier:)) ?? .current
         let set: MappingSet
@@ -148,7 +155,8 @@ struct PushCommand: AsyncParsableCommand {
         }
         let store = try options.open()
         let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: zone))
-        let push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
+        var push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
+        push.batchSize = batchSize
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun) } catch {
             throw CommandError.message("\(error)")

@@ -97,4 +97,38 @@ struct ImportFromServerTests {
             #expect(error.description == "\(server.base): Patient/nobody: \(server.base)/Patient/nobody: the server has no Patient/nobody")
         }
     }
+
+    @Test("the whole loop: seed the server, import the patient from it, record outcomes, push them back; each arrives once, for the patient, based on the server's own plan and orders")
+    func roundTrip() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        _ = try await client.transaction(try seedTransaction(sampleFiles, base: server.base))
+        let store = try temporaryStore()
+        _ = try importer(store).run(resources: try await PatientPull(client: client).pull(patient: "maria-lopez").resources)
+        let tasks = Dictionary(uniqueKeysWithValues: try store.fetchTasks().map { ($0.id, $0) })
+        let done = local("2026-11-03 21:00")
+        try store.add([
+            .outcome(Outcome(taskUUID: tasks["CarePlan/maria-lopez-home-care/229065009"]!.uuid, taskOccurrenceIndex: 2,
+                             values: [OutcomeValue(.boolean(true), createdDate: done)], effectiveDate: done, timezone: newYork)),
+            .outcome(Outcome(taskUUID: tasks["MedicationRequest/metformin/dosage-1"]!.uuid, taskOccurrenceIndex: 4,
+                             values: [OutcomeValue(.double(500), kind: "dose", units: "mg", createdDate: done)], effectiveDate: done, timezone: newYork)),
+        ])
+        var push = OutcomePush(store: store, export: OutcomeExport(store: store, builder: try builder()), client: client)
+        push.batchSize = 10
+        let report = try await push.run()
+        #expect(report.pushed.count == 2, "\(report.failed) \(report.deferred)")
+        #expect(report.provenanceLocation != nil)
+        let arrived = try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("identifier", "urn:caregate:outcome|")])
+        #expect(arrived.count == 2)
+        for observation in arrived {
+            let basedOn = try #require(observation.first("basedOn.reference")?.value)
+            let parts = basedOn.split(separator: "/")
+            // What the Observation is based on is a resource the server has (it came from there).
+            #expect(try await client.read(String(parts[0]), String(parts[1])).string("id") == String(parts[1]))
+        }
+        #expect(Set(arrived.compactMap { $0.first("basedOn.reference")?.value }) == ["CarePlan/maria-lopez-home-care", "MedicationRequest/metformin"])
+        // Pushing again sends nothing; the server still has two.
+        #expect(try await push.run().pushed.isEmpty)
+        #expect(try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("identifier", "urn:caregate:outcome|")]).count == 2)
+    }
 }

@@ -89,4 +89,40 @@ struct PushTests {
         #expect(try store.outboxCounts().failed == 1)
         #expect(try store.outbox(state: .failed).first?.lastError?.contains("HTTP 4") == true)
     }
+
+    @Test("batches: a lost answer to a whole batch and a 503 storm still leave exactly one Observation per outcome; a refused entry is dead-lettered while the rest of its batch goes")
+    func batches() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let proxy = try FaultProxy(upstream: server.port)
+        let store = try storeWithAppOutcomes()
+        var bad = OutboxItem(versionUUID: UUID(), entityID: "bad", idempotencyKey: "urn:caregate:outcome|bad",
+                             payload: Array(#"{"resourceType":"Observation","status":"final","valueBoolean":true}"#.utf8))
+        bad.state = .queued
+        try store.enqueue([bad])
+        // The first batch reaches the server but its answer is lost; then two 503s.
+        try proxy.configure(["drop_after_forward": 1, "storm": 2, "status": 503, "retry_after": "0"])
+        var push = try pusher(store, proxy.base)
+        push.batchSize = 2
+        let first = try await push.run()
+        #expect(proxy.counts["dropped"] == 1 && proxy.counts["stormed"] == 2)
+        #expect(first.pushed.count == 3, "deferred: \(first.deferred), failed: \(first.failed)")
+        #expect(first.failed.map(\.identifier) == ["urn:caregate:outcome|bad"])
+        #expect(first.failed.first?.error.hasPrefix("HTTP 4") == true, "\(first.failed)")
+        let onServer = try await serverObservations(server.base)
+        #expect(onServer.count == 3 && onServer.values.allSatisfy { $0 == 1 }, "\(onServer)")
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 3, failed: 1))
+        // An amendment goes as a conditional update inside a batch.
+        var walk = try #require(store.fetchOutcomes().first { $0.values.first?.value == .boolean(true) })
+        walk.values = [OutcomeValue(.boolean(false), createdDate: local("2026-11-04 08:00"))]
+        walk.version.effectiveDate = local("2026-11-04 08:00")
+        try store.update([.outcome(walk)])
+        try proxy.configure([:])
+        let amended = try await push.run()
+        #expect(amended.newlyQueued == 1 && amended.pushed.count == 1, "\(amended.deferred) \(amended.failed)")
+        let walkOnServer = try await FHIRRESTClient(base: server.base).search("Observation", [("identifier", "urn:caregate:outcome|\(walk.id)")])
+        #expect(walkOnServer.count == 1)
+        #expect(walkOnServer.first?.string("status") == "amended")
+        // Every write went in a batch: no single POST or PUT of an Observation.
+        #expect(proxy.counts["single_observation_posts", default: 0] == 0)
+    }
 }

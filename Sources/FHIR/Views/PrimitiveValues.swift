@@ -124,3 +124,59 @@ public struct FHIRTime: Sendable, Hashable, CustomStringConvertible {
     public var secondsSinceMidnight: Double { Double(hour * 3600 + minute * 60) + second }
     public var description: String { lexical }
 }
+
+extension FHIRDateTime {
+    /// The proleptic Gregorian date of a day number (days since 1970-01-01), by civil-date
+    /// arithmetic rather than a `Calendar` lookup.
+    public static func civilDate(daysSince1970 n: Int) -> (year: Int, month: Int, day: Int) {
+        let z = n + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// The lexical dateTime (or, with `fractionalSeconds`, instant) of `date` as clock time in
+    /// `timeZone` with its offset (`2026-11-03T21:00:00-05:00`; `Z` when the offset is zero).
+    /// Rounded to the millisecond. Computed without a formatter: exports write one per value.
+    public static func lexical(_ date: Date, in timeZone: TimeZone, fractionalSeconds: Bool = false) -> String {
+        // To the nearest millisecond: a Date keeps .999 as .99899995...
+        let millis = Int((date.timeIntervalSince1970 * 1000).rounded())
+        var whole = millis / 1000
+        var fraction = millis % 1000
+        if fraction < 0 { fraction += 1000; whole -= 1 }
+        // FHIR offsets are hours and minutes: a local mean time such as +05:21:10 (before 1906)
+        // becomes +05:21, with the clock time to match, so the instant stays the same.
+        let offset = timeZone.secondsFromGMT(for: date) / 60 * 60
+        let local = whole + offset
+        var days = local / 86_400
+        var seconds = local % 86_400
+        if seconds < 0 { seconds += 86_400; days -= 1 }
+        let (year, month, day) = civilDate(daysSince1970: days)
+
+        var out = ""
+        out.reserveCapacity(29)
+        func pad(_ n: Int, _ width: Int) {
+            let s = String(n)
+            if s.count < width { out += String(repeating: "0", count: width - s.count) }
+            out += s
+        }
+        pad(year, 4); out += "-"; pad(month, 2); out += "-"; pad(day, 2); out += "T"
+        pad(seconds / 3600, 2); out += ":"; pad(seconds / 60 % 60, 2); out += ":"; pad(seconds % 60, 2)
+        if fractionalSeconds {
+            out += "."
+            pad(fraction, 3)
+        }
+        if offset == 0 {
+            out += "Z"
+        } else {
+            out += offset < 0 ? "-" : "+"
+            pad(abs(offset) / 3600, 2); out += ":"; pad(abs(offset) / 60 % 60, 2)
+        }
+        return out
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import FHIR
 
 /// A FHIRPath Date or DateTime with its precision: `@2014`, `@2014-01-25T14:30`, `@2014-01-25T14:30:14.559+10:00`.
 /// Comparison follows the specification: values are compared component by component down to the
@@ -122,15 +123,7 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
 
     /// The civil date of a day number.
     static func civil(_ n: Int) -> (year: Int, month: Int, day: Int) {
-        let z = n + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (yoe + era * 400 + (m <= 2 ? 1 : 0), m, d)
+        FHIRDateTime.civilDate(daysSince1970: n)
     }
 
     /// Milliseconds of the fraction (first three digits).

@@ -77,9 +77,15 @@ public struct OutcomeExport: Sendable {
     /// (`If-None-Exist`), and updates amended and entered-in-error ones by identifier: posting it
     /// twice changes nothing the second time.
     public func transactionBundle(_ exported: [ExportedObservation]) -> Element {
+        bundle(exported, type: "transaction")
+    }
+
+    /// The same requests as a `transaction` (all or nothing) or a `batch` (each entry on its own,
+    /// with its own outcome in the answer).
+    public func bundle(_ exported: [ExportedObservation], type: String) -> Element {
         var bundle = Element(resourceType: "Bundle")
         bundle.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(UUID().uuidString.lowercased())))
-        bundle.append(Element(name: "type", type: "code", value: "transaction"))
+        bundle.append(Element(name: "type", type: "code", value: type))
         for item in exported {
             let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
             let status = item.observation.string("status")

@@ -31,6 +31,10 @@ public struct OutcomePush: Sendable {
     public let client: FHIRRESTClient
     /// Stop after this many transient failures in a row (the server is down: try again later).
     public var maxConsecutiveFailures = 3
+    /// Observations per batch Bundle when the server takes batches and conditional writes; 1
+    /// sends each on its own. Every entry is conditional, so a batch resent after a lost answer
+    /// creates nothing twice.
+    public var batchSize = 1
 
     public init(store: SQLiteCarePlanStore, export: OutcomeExport, client: FHIRRESTClient) {
         self.store = store
@@ -61,38 +65,77 @@ public struct OutcomePush: Sendable {
         }
         guard !queued.isEmpty else { return report }
         let strategy = try await Strategy(client.capabilities())
-        var failuresInARow = 0
+        var ready: [(item: OutboxItem, observation: Element)] = []
         for item in queued {
-            let identifier = item.idempotencyKey
-            var observation: Element
             do {
-                observation = try FHIRJSONReader().read(item.payload).resource
+                var observation = try FHIRJSONReader().read(item.payload).resource
+                observation.removeChildren(named: "id")
+                ready.append((item, observation))
             } catch {
                 // A payload that cannot be read will never go: dead-letter it.
                 try store.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
-                report.failed.append((identifier, "\(error)"))
-                continue
+                report.failed.append((item.idempotencyKey, "\(error)"))
             }
-            do {
-                observation.removeChildren(named: "id")
-                let location = try await deliver(observation, key: identifier, strategy: strategy)
-                try store.markPushed(item.versionUUID, location: location)
-                report.pushed.append((identifier, location))
-                failuresInARow = 0
-            } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
-                try store.markAttempt(item.versionUUID, error: error.description, dead: true)
-                report.failed.append((identifier, error.description))
-            } catch {
-                try store.markAttempt(item.versionUUID, error: "\(error)", dead: false)
-                report.deferred.append((identifier, "\(error)"))
-                failuresInARow += 1
-                if failuresInARow >= maxConsecutiveFailures { break }
+        }
+        var failuresInARow = 0
+        if batchSize > 1 && strategy.batch && strategy.conditionalCreate && strategy.conditionalUpdate {
+            var start = 0
+            while start < ready.count && failuresInARow < maxConsecutiveFailures {
+                let chunk = Array(ready[start..<min(start + batchSize, ready.count)])
+                start += chunk.count
+                if try await pushBatch(chunk, report: &report) { failuresInARow = 0 } else { failuresInARow += 1 }
+            }
+        } else {
+            for (item, observation) in ready where failuresInARow < maxConsecutiveFailures {
+                let identifier = item.idempotencyKey
+                do {
+                    let location = try await deliver(observation, key: identifier, strategy: strategy)
+                    try store.markPushed(item.versionUUID, location: location)
+                    report.pushed.append((identifier, location))
+                    failuresInARow = 0
+                } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
+                    try store.markAttempt(item.versionUUID, error: error.description, dead: true)
+                    report.failed.append((identifier, error.description))
+                } catch {
+                    try store.markAttempt(item.versionUUID, error: "\(error)", dead: false)
+                    report.deferred.append((identifier, "\(error)"))
+                    failuresInARow += 1
+                }
             }
         }
         if !report.pushed.isEmpty {
             report.provenanceLocation = try? await client.create(provenance(targets: report.pushed.compactMap(\.location))).location
         }
         return report
+    }
+
+    /// Sends one batch and files each entry by its own outcome: pushed, dead-lettered (refused)
+    /// or left queued (408, 429, 5xx). Returns false when the whole batch failed in transit.
+    func pushBatch(_ chunk: [(item: OutboxItem, observation: Element)], report: inout PushReport) async throws -> Bool {
+        let bundle = export.bundle(chunk.map { ExportedObservation(observation: $0.observation, outcomeVersion: $0.item.versionUUID,
+                                                                   identifier: $0.item.entityID, notes: []) }, type: "batch")
+        let outcomes: [FHIRRESTClient.EntryOutcome]
+        do {
+            outcomes = try await client.batch(bundle)
+        } catch {
+            try store.record(chunk.map { .failed($0.item.versionUUID, error: error.description, dead: false) })
+            for (item, _) in chunk { report.deferred.append((item.idempotencyKey, error.description)) }
+            return false
+        }
+        var deliveries: [SQLiteCarePlanStore.Delivery] = []
+        for ((item, _), outcome) in zip(chunk, outcomes) {
+            let identifier = item.idempotencyKey
+            if outcome.succeeded {
+                deliveries.append(.pushed(item.versionUUID, location: outcome.location))
+                report.pushed.append((identifier, outcome.location))
+            } else {
+                let reason = "HTTP \(outcome.status)\(outcome.outcome.map { ": \($0)" } ?? "")"
+                deliveries.append(.failed(item.versionUUID, error: reason, dead: !outcome.isTransient))
+                if outcome.isTransient { report.deferred.append((identifier, reason)) } else { report.failed.append((identifier, reason)) }
+            }
+        }
+        try store.record(deliveries)
+        return true
     }
 
     func isGaveUp(_ error: FHIRClientError) -> Bool {
@@ -104,8 +147,11 @@ public struct OutcomePush: Sendable {
     struct Strategy {
         var conditionalCreate: Bool
         var conditionalUpdate: Bool
+        /// The server takes batch Bundles.
+        var batch: Bool
 
         init(_ capabilities: Element) throws(FHIRClientError) {
+            batch = capabilities.children(named: "rest").flatMap { $0.children(named: "interaction") }.contains { $0.string("code") == "batch" }
             let observation = capabilities.children(named: "rest").flatMap { $0.children(named: "resource") }.first { $0.string("type") == "Observation" }
             guard let observation else { throw .unsupported("store Observations (its CapabilityStatement does not list them)") }
             let interactions = Set(observation.children(named: "interaction").compactMap { $0.string("code") })

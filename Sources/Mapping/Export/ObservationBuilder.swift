@@ -157,18 +157,14 @@ public struct ObservationBuilder: Sendable {
     }
 
     func dateTime(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.timeZone = timeZone
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: date)
+        FHIRDateTime.lexical(date, in: timeZone)
     }
 
     func instant(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.timeZone = TimeZone(identifier: "UTC")
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: date)
+        FHIRDateTime.lexical(date, in: ObservationBuilder.utc, fractionalSeconds: true)
     }
+
+    static let utc = TimeZone(identifier: "UTC")!
 
     /// A value element by the outcome value's type: a Quantity with UCUM units, integer, boolean, string, dateTime.
     func value(_ v: OutcomeValue, unit: String?, notes: inout [String]) -> Element? {
