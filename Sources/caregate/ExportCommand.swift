@@ -63,7 +63,7 @@ struct ExportCommand: ParsableCommand {
             throw CommandError.message("the mapping files have errors; nothing was exported")
         }
         let store = try options.open()
-        var export = OutcomeExport(store: store, builder: ObservationBuilder(codes: set.sharedTables.observationCodes, identifierSystem: identifierSystem, timeZone: zone))
+        var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
         let exported: [ExportedObservation]
         do { exported = try export.observations() } catch { throw CommandError.store(error) }

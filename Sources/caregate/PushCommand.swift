@@ -154,7 +154,7 @@ struct PushCommand: AsyncParsableCommand {
             throw CommandError.message("the mapping files have errors; nothing was pushed")
         }
         let store = try options.open()
-        let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: zone))
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
         var push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         push.batchSize = batchSize
         let report: PushReport

@@ -27,7 +27,7 @@ func storeWithAppOutcomes() throws -> SQLiteCarePlanStore {
 
 func builder() throws -> ObservationBuilder {
     let set = try MappingSet.load([projectRoot.appendingPathComponent("Mappings").path])
-    return ObservationBuilder(codes: set.sharedTables.observationCodes, timeZone: newYork)
+    return ObservationBuilder(mappings: set, timeZone: newYork)
 }
 
 @Suite("Export of outcomes as Observations")
@@ -90,21 +90,100 @@ struct ExportTests {
         // JSON and XML round trip, and the XML validates against the R4 schema when it is at hand.
         let json = FHIRJSONWriter().write(bundle)
         #expect(FHIRJSONWriter().write(try FHIRJSONReader().read(json).resource) == json)
-        guard let shared = sharedRoot, FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint") else {
+        guard let (status, message) = try schemaCheck(bundle) else {
             skipNotice("XSD validation of exported Observations")
             return
         }
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-export-\(UUID().uuidString).xml").path
-        try Data(FHIRXMLWriter().write(bundle)).write(to: URL(fileURLWithPath: path))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/xmllint")
-        process.arguments = ["--noout", "--schema", shared.appendingPathComponent("fhir-r4/xsd/fhir-single.xsd").path, path]
-        let pipe = Pipe()
-        process.standardError = pipe
-        try process.run()
-        process.waitUntilExit()
-        let message = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(message)")
+        #expect(status == 0, "\(message)")
         #expect(message.contains("validates"))
+    }
+}
+
+/// The shipped mappings with a site's medicationrequest.yaml that sends doses back as
+/// MedicationAdministrations (a file extending the shipped one).
+func mappingsWithAdministrations() throws -> MappingSet {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-site-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let site = directory.appendingPathComponent("medicationrequest.yaml")
+    try """
+        caregate-mapping: 1
+        resource: MedicationRequest
+        extends: \(projectRoot.appendingPathComponent("Mappings/medicationrequest.yaml").path)
+        export-as:
+          resource: MedicationAdministration
+          medication-system: http://www.nlm.nih.gov/research/umls/rxnorm
+        """.write(to: site, atomically: true, encoding: .utf8)
+    let mappings = projectRoot.appendingPathComponent("Mappings")
+    let others = try FileManager.default.contentsOfDirectory(atPath: mappings.path)
+        .filter { $0.hasSuffix(".yaml") && $0 != "medicationrequest.yaml" }.map { mappings.appendingPathComponent($0).path }
+    return try MappingSet.load(others + [mappings.appendingPathComponent("shared").path, site.path])
+}
+
+/// Runs xmllint against the R4 schema; nil when the schema or xmllint is not at hand.
+func schemaCheck(_ resource: Element) throws -> (status: Int32, message: String)? {
+    guard let shared = sharedRoot, FileManager.default.isExecutableFile(atPath: "/usr/bin/xmllint") else { return nil }
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-export-\(UUID().uuidString).xml").path
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    try Data(FHIRXMLWriter().write(resource)).write(to: URL(fileURLWithPath: path))
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/xmllint")
+    process.arguments = ["--noout", "--schema", shared.appendingPathComponent("fhir-r4/xsd/fhir-single.xsd").path, path]
+    let pipe = Pipe()
+    process.standardError = pipe
+    try process.run()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+}
+
+@Suite("Export of medication outcomes as MedicationAdministrations")
+struct MedicationAdministrationExportTests {
+    @Test("where the mapping says export-as MedicationAdministration, a dose becomes one: RxNorm medication, dose, request, valid R4 and schema-valid; other tasks stay Observations")
+    func administrations() throws {
+        let store = try storeWithAppOutcomes()
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork))
+        let exported = try export.observations()
+        #expect(exported.map { $0.observation.resourceType! }.sorted() == ["MedicationAdministration", "Observation", "Observation"])
+        let dose = try #require(exported.first { $0.observation.resourceType == "MedicationAdministration" })
+        let a = dose.observation
+        #expect(ResourceValidator().validate(a).isEmpty, "\(ResourceValidator().validate(a))")
+        #expect(a.string("status") == "completed")
+        #expect(a.first("medication.coding.system")?.value == "http://www.nlm.nih.gov/research/umls/rxnorm")
+        #expect(a.first("medication.coding.code")?.value == "861007")
+        #expect(a["medication"]?.typeName == "CodeableConcept")
+        #expect(a.first("subject.reference")?.value == "Patient/maria-lopez")
+        #expect(a.first("performer.actor.reference")?.value == "Patient/maria-lopez")
+        #expect(a.first("request.reference")?.value == "MedicationRequest/metformin")
+        #expect(a.first("dosage.dose.value")?.value == "500" && a.first("dosage.dose.code")?.value == "mg")
+        #expect(a.first("effective")?.value == "2026-11-03T21:00:00-05:00")
+        #expect(a.first("identifier.system")?.value == "urn:caregate:outcome")
+        // A MedicationAdministration goes as a conditional update by identifier (it has no amended status).
+        let bundle = export.transactionBundle(exported)
+        let entry = try #require(bundle.children(named: "entry").first { $0["resource"]?.resourceType == "MedicationAdministration" })
+        #expect(entry.first("request.method")?.value == "PUT")
+        #expect(entry.first("request.url")?.value?.hasPrefix("MedicationAdministration?identifier=urn:caregate:outcome%7C") == true)
+        #expect(ResourceValidator().validate(bundle).isEmpty)
+        if let (status, message) = try schemaCheck(bundle) {
+            #expect(status == 0 && message.contains("validates"), "\(message)")
+        } else {
+            skipNotice("XSD validation of exported MedicationAdministrations")
+        }
+    }
+
+    @Test("a dose recorded as not taken is not-done with a reason; a deleted one is entered-in-error")
+    func notTakenAndDeleted() throws {
+        let store = try storeWithAppOutcomes()
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork))
+        var dose = try #require(store.fetchOutcomes().first { $0.values.first?.units == "mg" })
+        dose.values = [OutcomeValue(.boolean(false), createdDate: local("2026-11-04 08:00"))]
+        dose.version.effectiveDate = local("2026-11-04 08:00")
+        try store.update([.outcome(dose)])
+        var a = try #require(try export.observations().first { $0.observation.resourceType == "MedicationAdministration" }).observation
+        #expect(a.string("status") == "not-done")
+        #expect(a.first("statusReason.text")?.value == "Recorded as not taken by the patient")
+        #expect(a["dosage"] == nil)
+        #expect(ResourceValidator().validate(a).isEmpty)
+        try store.delete(.outcome, ids: [dose.id], at: local("2026-11-04 09:00"))
+        a = try #require(try export.observations().first { $0.observation.resourceType == "MedicationAdministration" }).observation
+        #expect(a.string("status") == "entered-in-error")
     }
 }

@@ -126,3 +126,105 @@ struct PushTests {
         #expect(proxy.counts["single_observation_posts", default: 0] == 0)
     }
 }
+
+@Suite("Push of MedicationAdministrations", .serialized)
+struct MedicationAdministrationPushTests {
+    @Test("doses go as MedicationAdministrations, once each, through a lost answer; an amended dose updates the same one", arguments: [1, 10])
+    func administrations(batchSize: Int) async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let proxy = try FaultProxy(upstream: server.port)
+        let store = try storeWithAppOutcomes()
+        var push = OutcomePush(store: store, export: OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork)),
+                               client: FHIRRESTClient(base: proxy.base, retry: quickRetry, timeout: 20))
+        push.batchSize = batchSize
+        try proxy.configure(["drop_after_forward": 1])
+        let first = try await push.run()
+        #expect(first.pushed.count == 3, "\(first.failed) \(first.deferred)")
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry)
+        var administrations = try await client.search("MedicationAdministration", [("identifier", "urn:caregate:outcome|")])
+        #expect(administrations.count == 1)
+        #expect(administrations.first?.first("dosage.dose.value")?.value == "500")
+        #expect(try await serverObservations(server.base).count == 2)
+        // The patient corrects the dose.
+        var dose = try #require(store.fetchOutcomes().first { $0.values.first?.units == "mg" })
+        dose.values = [OutcomeValue(.double(250), kind: "dose", units: "mg", createdDate: local("2026-11-04 08:00"))]
+        dose.version.effectiveDate = local("2026-11-04 08:00")
+        try store.update([.outcome(dose)])
+        try proxy.configure([:])
+        let amended = try await push.run()
+        #expect(amended.pushed.count == 1, "\(amended.failed) \(amended.deferred)")
+        administrations = try await client.search("MedicationAdministration", [("identifier", "urn:caregate:outcome|")])
+        #expect(administrations.count == 1)
+        #expect(administrations.first?.first("dosage.dose.value")?.value == "250")
+    }
+}
+
+/// The caregate executable beside the test bundle (built with the tests), if any.
+let caregateBinary: String? = {
+    let buildDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    for candidate in [buildDir, buildDir.deletingLastPathComponent(), projectRoot.appendingPathComponent(".build/debug")] {
+        let path = candidate.appendingPathComponent("caregate").path
+        if FileManager.default.isExecutableFile(atPath: path) { return path }
+    }
+    return nil
+}()
+
+@Suite("Push killed at any point", .serialized)
+struct PushKillTests {
+    @Test("caregate push killed with SIGKILL again and again mid-run, then run to the end: exactly one Observation per outcome, none lost")
+    func killedAndRerun() async throws {
+        guard let binary = caregateBinary else {
+            print("SKIPPED the kill test: no caregate executable beside the tests")
+            return
+        }
+        guard let server = await LocalFHIRServer() else { return }
+        let proxy = try FaultProxy(upstream: server.port)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-kill-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("care.sqlite").path
+        let store = try SQLiteCarePlanStore(path: path)
+        _ = try importer(store).run([demoBundle])
+        // 24 walks recorded by the app, one per day.
+        let walk = try #require(try store.fetchTasks().first { $0.id == "CarePlan/maria-lopez-home-care/229065009" })
+        try store.add((10..<34).map { day in
+            .outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: day, values: [OutcomeValue(.boolean(day % 2 == 0), createdDate: local("2026-11-03 21:00"))],
+                             effectiveDate: local("2026-11-03 21:00"), timezone: newYork))
+        })
+        let arguments = ["push", "--to", proxy.base, "--store", path, "--mappings", projectRoot.appendingPathComponent("Mappings").path,
+                         "--tz", "America/New_York", "--batch-size", "1"]
+        // Each request waits 50 ms at the proxy, so a kill lands between and inside requests.
+        try proxy.configure(["delay": 0.05])
+        var kills = 0
+        func start() throws -> Process {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: binary)
+            child.arguments = arguments
+            child.standardOutput = FileHandle.nullDevice
+            child.standardError = FileHandle.nullDevice
+            try child.run()
+            return child
+        }
+        for target in [3, 7, 8, 13, 19] {
+            let child = try start()
+            let deadline = Date().addingTimeInterval(20)
+            while child.isRunning && proxy.counts["forwarded", default: 0] < target && Date() < deadline {
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+            if child.isRunning {
+                kill(child.processIdentifier, SIGKILL)
+                kills += 1
+            }
+            child.waitUntilExit()
+        }
+        #expect(kills >= 3, "the pushes ended before they could be killed")
+        try proxy.configure([:])
+        let last = try start()
+        last.waitUntilExit()
+        #expect(last.terminationStatus == 0)
+        let onServer = try await serverObservations(server.base)
+        #expect(onServer.count == 24, "\(onServer.count) outcomes on the server")
+        #expect(onServer.values.allSatisfy { $0 == 1 }, "duplicates: \(onServer.filter { $0.value > 1 })")
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 24, failed: 0))
+    }
+}

@@ -97,6 +97,36 @@ struct MappingValidationTests {
         #expect(found.contains("main.yaml:9:11: error: 'contacts' takes a list (lines starting with '- '), not a value"))
     }
 
+    @Test("export-as: the resource, its medication system, and where MedicationAdministration is allowed")
+    func exportAs() throws {
+        let onCarePlan = try check("""
+            caregate-mapping: 1
+            resource: CarePlan
+            export-as:
+              resource: MedicationAdministration
+            """)
+        #expect(onCarePlan.contains("main.yaml:3:1: error: export-as MedicationAdministration is for medication tasks (a MedicationRequest mapping), not CarePlan"), "\(onCarePlan)")
+        let wrong = try check("""
+            caregate-mapping: 1
+            resource: MedicationRequest
+            export-as:
+              resource: MedicationStatement
+              medication-system: rxnorm please
+              medicaton-system: x
+            """)
+        #expect(wrong.contains("main.yaml:4:13: error: outcomes are exported as Observation or MedicationAdministration, not 'MedicationStatement'"), "\(wrong)")
+        #expect(wrong.contains("main.yaml:5:22: error: 'rxnorm please' is not a URI (the code system of the tasks' group codes, such as RxNorm's)"), "\(wrong)")
+        #expect(wrong.contains("main.yaml:6:3: error: unknown key 'medicaton-system' in export-as; did you mean 'medication-system'?"), "\(wrong)")
+        let missing = try check("""
+            caregate-mapping: 1
+            resource: MedicationRequest
+            export-as:
+              medication-system: http://www.nlm.nih.gov/research/umls/rxnorm
+            """)
+        #expect(missing.contains("main.yaml:3:1: error: export-as needs a resource (Observation or MedicationAdministration)"), "\(missing)")
+        #expect(missing.contains("main.yaml:3:1: error: medication-system belongs with resource: MedicationAdministration"), "\(missing)")
+    }
+
     @Test("task ids that would collide, fields of the wrong type, unreachable rules, tables")
     func semantics() throws {
         let found = try check("""

@@ -47,7 +47,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Export 100,000 outcomes to a transaction Bundle file",
               configuration: .init(metrics: [.wallClock, .peakMemoryResident, .mallocCountTotal], maxDuration: .seconds(120), maxIterations: 3)) { benchmark in
         let (store, mappings) = try storeWithOutcomes(100_000)
-        let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: mappings.sharedTables.observationCodes, timeZone: zone))
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: zone))
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-benchmark-export-\(UUID().uuidString).json")
         benchmark.startMeasurement()
         let exported = try export.observations()

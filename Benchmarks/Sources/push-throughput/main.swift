@@ -33,7 +33,7 @@ try store.add((0..<count).map { i in
     .outcome(Outcome(taskUUID: tasks[i % tasks.count].uuid, taskOccurrenceIndex: 1000 + i / tasks.count,
                      values: [OutcomeValue(.double(Double(i % 50)), kind: "dose", units: "mg", createdDate: start)], effectiveDate: start, timezone: zone))
 })
-let export = OutcomeExport(store: store, builder: ObservationBuilder(codes: mappings.sharedTables.observationCodes, timeZone: zone))
+let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: zone))
 
 func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 

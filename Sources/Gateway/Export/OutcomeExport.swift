@@ -11,6 +11,14 @@ public struct ExportedObservation: Sendable {
     /// The stable identifier value (`system|value` finds it on a server).
     public var identifier: String
     public var notes: [String]
+
+    /// Whether a resource is sent as a conditional create (an Observation's first, `final`
+    /// version) rather than a conditional update by identifier. A MedicationAdministration has no
+    /// `amended` status to tell its versions apart, so it always goes as a conditional update,
+    /// which creates it the first time and is as safe to repeat.
+    public static func isFirstVersion(_ resource: Element) -> Bool {
+        resource.resourceType == "Observation" && resource.string("status") == "final"
+    }
 }
 
 /// Turns the store's outcomes into R4 Observations: the current version of every outcome
@@ -67,7 +75,7 @@ public struct OutcomeExport: Sendable {
 
     public func observations() throws(StoreError) -> [ExportedObservation] {
         try records().map { record in
-            let (observation, notes) = builder.observation(record)
+            let (observation, notes) = builder.resource(record)
             return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
                                        identifier: builder.identifierValue(record.outcome), notes: notes)
         }
@@ -88,15 +96,15 @@ public struct OutcomeExport: Sendable {
         bundle.append(Element(name: "type", type: "code", value: type))
         for item in exported {
             let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
-            let status = item.observation.string("status")
+            let type = item.observation.resourceType ?? "Observation"
             var request = Element(name: "request", type: "Bundle.entry.request")
-            if status == "final" {
+            if ExportedObservation.isFirstVersion(item.observation) {
                 request.append(Element(name: "method", type: "code", value: "POST"))
-                request.append(Element(name: "url", type: "uri", value: "Observation"))
+                request.append(Element(name: "url", type: "uri", value: type))
                 request.append(Element(name: "ifNoneExist", type: "string", value: query))
             } else {
                 request.append(Element(name: "method", type: "code", value: "PUT"))
-                request.append(Element(name: "url", type: "uri", value: "Observation?\(query)"))
+                request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
             }
             var resource = item.observation
             resource.name = "resource"

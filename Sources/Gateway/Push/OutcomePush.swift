@@ -57,20 +57,29 @@ public struct OutcomePush: Sendable {
         let queued = try store.queuedOutbox(limit: 100_000)
         if dryRun {
             for item in queued {
-                let status = (try? FHIRJSONReader().read(item.payload).resource.string("status")) ?? nil
-                let action = status == "final" ? "create (unless an Observation with its identifier exists)" : status == "amended" ? "amend" : "mark entered-in-error"
-                report.planned.append("\(action): Observation \(item.idempotencyKey)")
+                guard let resource = try? FHIRJSONReader().read(item.payload).resource else { continue }
+                let type = resource.resourceType ?? "Observation"
+                let status = resource.string("status")
+                let action = ExportedObservation.isFirstVersion(resource) ? "create (unless an \(type) with its identifier exists)"
+                    : status == "entered-in-error" ? "mark entered-in-error" : status == "amended" ? "amend" : "create or update by identifier"
+                report.planned.append("\(action): \(type) \(item.idempotencyKey)")
             }
             return report
         }
         guard !queued.isEmpty else { return report }
-        let strategy = try await Strategy(client.capabilities())
+        let capabilities = try await client.capabilities()
+        var strategies: [String: Strategy] = [:]
         var ready: [(item: OutboxItem, observation: Element)] = []
         for item in queued {
             do {
                 var observation = try FHIRJSONReader().read(item.payload).resource
                 observation.removeChildren(named: "id")
+                let type = observation.resourceType ?? "Observation"
+                if strategies[type] == nil { strategies[type] = try Strategy(capabilities, type: type) }
                 ready.append((item, observation))
+            } catch let error as FHIRClientError {
+                // The server cannot take this kind of resource at all: stop before sending anything.
+                throw error
             } catch {
                 // A payload that cannot be read will never go: dead-letter it.
                 try store.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
@@ -78,7 +87,7 @@ public struct OutcomePush: Sendable {
             }
         }
         var failuresInARow = 0
-        if batchSize > 1 && strategy.batch && strategy.conditionalCreate && strategy.conditionalUpdate {
+        if batchSize > 1 && strategies.values.allSatisfy({ $0.batch && $0.conditionalCreate && $0.conditionalUpdate }) {
             var start = 0
             while start < ready.count && failuresInARow < maxConsecutiveFailures {
                 let chunk = Array(ready[start..<min(start + batchSize, ready.count)])
@@ -89,7 +98,7 @@ public struct OutcomePush: Sendable {
             for (item, observation) in ready where failuresInARow < maxConsecutiveFailures {
                 let identifier = item.idempotencyKey
                 do {
-                    let location = try await deliver(observation, key: identifier, strategy: strategy)
+                    let location = try await deliver(observation, key: identifier, strategy: strategies[observation.resourceType ?? "Observation"]!)
                     try store.markPushed(item.versionUUID, location: location)
                     report.pushed.append((identifier, location))
                     failuresInARow = 0
@@ -150,43 +159,43 @@ public struct OutcomePush: Sendable {
         /// The server takes batch Bundles.
         var batch: Bool
 
-        init(_ capabilities: Element) throws(FHIRClientError) {
+        init(_ capabilities: Element, type: String) throws(FHIRClientError) {
             batch = capabilities.children(named: "rest").flatMap { $0.children(named: "interaction") }.contains { $0.string("code") == "batch" }
-            let observation = capabilities.children(named: "rest").flatMap { $0.children(named: "resource") }.first { $0.string("type") == "Observation" }
-            guard let observation else { throw .unsupported("store Observations (its CapabilityStatement does not list them)") }
+            let observation = capabilities.children(named: "rest").flatMap { $0.children(named: "resource") }.first { $0.string("type") == type }
+            guard let observation else { throw .unsupported("store \(type)s (its CapabilityStatement does not list them)") }
             let interactions = Set(observation.children(named: "interaction").compactMap { $0.string("code") })
-            guard interactions.contains("create") || interactions.isEmpty else { throw .unsupported("create Observations") }
+            guard interactions.contains("create") || interactions.isEmpty else { throw .unsupported("create \(type)s") }
             conditionalCreate = observation.string("conditionalCreate") == "true"
             conditionalUpdate = observation.string("conditionalUpdate") == "true"
             let searchable = Set(observation.children(named: "searchParam").compactMap { $0.string("name") })
             if !conditionalCreate && !searchable.isEmpty && !searchable.contains("identifier") {
-                throw .unsupported("find Observations by identifier (neither conditional create nor an identifier search)")
+                throw .unsupported("find \(type)s by identifier (neither conditional create nor an identifier search)")
             }
         }
     }
 
-    /// Sends one Observation; returns where the server keeps it.
+    /// Sends one resource; returns where the server keeps it.
     func deliver(_ observation: Element, key: String, strategy: Strategy) async throws(FHIRClientError) -> String? {
+        let type = observation.resourceType ?? "Observation"
         let query = "identifier=" + (key.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "|&=+"))) ?? key)
-        let status = observation.string("status")
-        if status == "final" {
+        if ExportedObservation.isFirstVersion(observation) {
             if strategy.conditionalCreate {
                 return try await client.create(observation, ifNoneExist: query).location
             }
-            if let existing = try await client.search("Observation", [("identifier", key)]).first, let id = existing.string("id") {
-                return "Observation/\(id)"
+            if let existing = try await client.search(type, [("identifier", key)]).first, let id = existing.string("id") {
+                return "\(type)/\(id)"
             }
             return try await client.create(observation).location
         }
         if strategy.conditionalUpdate {
-            return try await client.update(observation, at: "Observation?\(query)").location
+            return try await client.update(observation, at: "\(type)?\(query)").location
         }
-        guard let existing = try await client.search("Observation", [("identifier", key)]).first, let id = existing.string("id") else {
+        guard let existing = try await client.search(type, [("identifier", key)]).first, let id = existing.string("id") else {
             return try await client.create(observation).location
         }
         var updated = observation
         updated.append(Element(name: "id", type: "id", value: id))
-        return try await client.update(updated, at: "Observation/\(id)").location ?? "Observation/\(id)"
+        return try await client.update(updated, at: "\(type)/\(id)").location ?? "\(type)/\(id)"
     }
 
     /// A Provenance naming the gateway as author of the pushed Observations.
@@ -194,7 +203,8 @@ public struct OutcomePush: Sendable {
         var p = Element(resourceType: "Provenance")
         for target in targets {
             let reference = target.components(separatedBy: "/_history/").first ?? target
-            let relative = reference.range(of: "Observation/").map { String(reference[$0.lowerBound...]) } ?? reference
+            let relative = ["Observation/", "MedicationAdministration/"].lazy.compactMap { reference.range(of: $0) }.first
+                .map { String(reference[$0.lowerBound...]) } ?? reference
             p.append(Element(name: "target", type: "Reference", children: [Element(name: "reference", type: "string", value: relative)]))
         }
         let formatter = ISO8601DateFormatter()

@@ -14,6 +14,9 @@ public struct MappingSet: Sendable {
         self.sharedTables = sharedTables
     }
 
+    /// By mapped resource type, what its tasks' outcomes are exported as, where a file says.
+    public var exportTargets: [String: ExportTarget] { files.compactMapValues(\.exportAs) }
+
     /// Loads and validates the mapping files at `paths` (files or directories); a set with any
     /// error is refused with every finding, as `caregate validate` prints them.
     public static func load(_ paths: [String]) throws(MappingError) -> MappingSet {

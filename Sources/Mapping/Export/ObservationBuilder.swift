@@ -64,28 +64,118 @@ public struct ObservationBuilder: Sendable {
     public var codes: [String: ObservationCode]
     public var identifierSystem: String
     public var timeZone: TimeZone
+    /// By the type of resource a task came from, what its outcomes become instead of
+    /// Observations (`MedicationRequest` → MedicationAdministration), from the mapping files.
+    public var targets: [String: ExportTarget]
 
-    public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone) {
+    public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone,
+                targets: [String: ExportTarget] = [:]) {
         self.codes = codes
         self.identifierSystem = identifierSystem
         self.timeZone = timeZone
+        self.targets = targets
+    }
+
+    /// The builder the mapping files describe: the shared observation-codes table and each
+    /// file's `export-as`.
+    public init(mappings: MappingSet, identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone) {
+        self.init(codes: mappings.sharedTables.observationCodes, identifierSystem: identifierSystem, timeZone: timeZone,
+                  targets: mappings.exportTargets)
+    }
+
+    /// What an outcome is exported as: a MedicationAdministration when the mapping of the
+    /// resource its task came from says so, otherwise an Observation; and notes on what had to
+    /// be approximated.
+    public func resource(_ record: OutcomeRecord) -> (Element, [String]) {
+        let sourceType = record.task.version.remoteID?.split(separator: "/").first.map(String.init)
+        if let sourceType, let target = targets[sourceType], target.resource == "MedicationAdministration" {
+            return medicationAdministration(record, medicationSystem: target.medicationSystem)
+        }
+        return observation(record)
+    }
+
+    /// A MedicationAdministration: the patient took (or, recorded `false`, did not take) a dose of
+    /// the task's medication; the dose from a numeric value, `request` the MedicationRequest.
+    public func medicationAdministration(_ record: OutcomeRecord, medicationSystem: String?) -> (Element, [String]) {
+        var notes: [String] = []
+        let outcome = record.outcome
+        let task = record.task
+        var a = identified("MedicationAdministration", outcome)
+        let notTaken = outcome.values.contains { $0.value == .boolean(false) }
+        a.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : notTaken ? "not-done" : "completed"))
+        if notTaken && !record.deleted {
+            a.append(Element(name: "statusReason", type: "CodeableConcept", children: [
+                Element(name: "text", type: "string", value: "Recorded as not taken by the patient"),
+            ]))
+        }
+        var medication = Element(name: "medication", type: "CodeableConcept")
+        if let system = medicationSystem, let code = task.version.groupIdentifier {
+            medication.append(coding(ExportCoding(system: system, code: code, display: task.title)))
+        } else {
+            notes.append(medicationSystem == nil ? "export-as names no medication-system: the medication is the task's title as text"
+                                                 : "the task has no group code: the medication is its title as text")
+        }
+        medication.append(Element(name: "text", type: "string", value: task.title ?? task.id))
+        a.append(medication)
+        let patientReference = record.patient.map { $0.version.remoteID ?? $0.id }
+        if let patientReference {
+            a.append(reference("subject", patientReference))
+        } else {
+            notes.append("the outcome's task has no patient: a MedicationAdministration needs a subject")
+        }
+        // When it was taken: when the patient recorded it, else the occurrence's window.
+        if let recorded = outcome.values.compactMap(\.createdDate).min() {
+            a.append(Element(name: "effective", type: "dateTime", value: dateTime(recorded)))
+        } else if let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) {
+            a.append(Element(name: "effective", type: "Period", children: [
+                Element(name: "start", type: "dateTime", value: dateTime(event.start)),
+                Element(name: "end", type: "dateTime", value: dateTime(event.end)),
+            ]))
+        } else {
+            a.append(Element(name: "effective", type: "dateTime", value: dateTime(outcome.effectiveDate)))
+        }
+        if let patientReference {
+            a.append(Element(name: "performer", type: "MedicationAdministration.performer", children: [reference("actor", patientReference)]))
+        }
+        if let source = task.version.remoteID, source.hasPrefix("MedicationRequest/") {
+            a.append(reference("request", source))
+        }
+        let amounts: [(Double, String?)] = outcome.values.compactMap { v in
+            switch v.value {
+            case .integer(let i): (Double(i), v.units)
+            case .double(let d): (d, v.units)
+            default: nil
+            }
+        }
+        if let (amount, units) = amounts.first {
+            let dose = Element(name: "dose", type: "Quantity", children: quantity(Self.decimalString(amount), units).children)
+            a.append(Element(name: "dosage", type: "MedicationAdministration.dosage", children: [dose]))
+            if amounts.count > 1 { notes.append("\(amounts.count) numeric values: the first is the dose") }
+        }
+        return (a, notes)
     }
 
     /// The identifier value of an outcome's Observation: the outcome's logical id (stable across
     /// its versions, so an amended outcome updates the same Observation).
     public func identifierValue(_ outcome: Outcome) -> String { outcome.id }
 
+    /// A new resource with the outcome's id and the gateway's stable identifier.
+    func identified(_ type: String, _ outcome: Outcome) -> Element {
+        var resource = Element(resourceType: type)
+        resource.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(outcome.id)))
+        resource.append(Element(name: "identifier", type: "Identifier", children: [
+            Element(name: "system", type: "uri", value: identifierSystem),
+            Element(name: "value", type: "string", value: identifierValue(outcome)),
+        ]))
+        return resource
+    }
+
     /// The Observation, and notes on what had to be approximated.
     public func observation(_ record: OutcomeRecord) -> (Element, [String]) {
         var notes: [String] = []
         let outcome = record.outcome
         let task = record.task
-        var o = Element(resourceType: "Observation")
-        o.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(outcome.id)))
-        o.append(Element(name: "identifier", type: "Identifier", children: [
-            Element(name: "system", type: "uri", value: identifierSystem),
-            Element(name: "value", type: "string", value: identifierValue(outcome)),
-        ]))
+        var o = identified("Observation", outcome)
         if let source = task.version.remoteID, source.contains("/") {
             o.append(reference("basedOn", source))
         }
@@ -187,6 +277,10 @@ public struct ObservationBuilder: Sendable {
             notes.append("a binary outcome value has no Observation value type; left out")
             return nil
         }
+    }
+
+    static func decimalString(_ d: Double) -> String {
+        d == d.rounded() && abs(d) < 1e15 ? String(Int(d)) : String(d)
     }
 
     /// A Quantity, with UCUM system and code when the unit is valid UCUM.

@@ -70,6 +70,21 @@ public struct GoldenTest: Sendable {
     public var location: MappingLocation
 }
 
+/// What the outcomes of a mapping file's tasks go back to the EHR as: Observations (the default,
+/// coded through the observation-codes table) or, for medication tasks, MedicationAdministrations
+/// whose medication is the task's group code in `medicationSystem`.
+public struct ExportTarget: Sendable, Hashable {
+    public var resource: String
+    public var medicationSystem: String?
+    public var location: MappingLocation
+
+    public init(resource: String, medicationSystem: String? = nil, location: MappingLocation) {
+        self.resource = resource
+        self.medicationSystem = medicationSystem
+        self.location = location
+    }
+}
+
 /// What a site says about tasks with a code: its own title, instructions, group, adherence.
 public struct TaskCodeEntry: Sendable, Hashable {
     public var title: String?
@@ -117,6 +132,8 @@ public struct MappingFile: Sendable {
     public var tasks: [MappingRule] = []
     public var contacts: [MappingRule] = []
     public var outcomes: [MappingRule] = []
+    /// What this file's tasks' outcomes are exported as (nil: Observations).
+    public var exportAs: ExportTarget?
     public var tables = MappingTables()
     public var tests: [GoldenTest] = []
     /// Where the file's `resource` key is (for file-level messages).

@@ -115,6 +115,7 @@ public struct MappingLoader: Sendable {
                 case "care-plan": file.carePlan = fieldBlock(value, MappingSchema.carePlan, "care-plan")
                 case "tasks", "contacts", "outcomes": ruleBlocks.append((key, value))
                 case "tests": file.tests = tests(value)
+                case "export-as": file.exportAs = exportTarget(value, keyAt)
                 default: unknownKey(key, keyAt, MappingSchema.topLevel, "at the top level")
                 }
             }
@@ -124,6 +125,9 @@ public struct MappingLoader: Sendable {
                 error(at, "missing 'caregate-mapping: 1' (the format version)")
             }
             if !present.contains("resource") { error(at, "missing 'resource': the FHIR resource type this file maps") }
+            if let target = file.exportAs, target.resource == "MedicationAdministration", !file.resource.isEmpty, file.resource != "MedicationRequest" {
+                error(target.location, "export-as MedicationAdministration is for medication tasks (a MedicationRequest mapping), not \(file.resource)")
+            }
             var rulePresent: [String: Set<String>] = [:]
             for (key, value) in ruleBlocks {
                 let kind: MappingRule.Kind = key == "tasks" ? .task : key == "contacts" ? .contact : .outcome
@@ -172,6 +176,7 @@ public struct MappingLoader: Sendable {
             if present.contains("skip") { merged.skip = override.skip }
             if present.contains("end") { merged.end = override.end }
             if present.contains("tests") { merged.tests = override.tests }
+            if present.contains("export-as") { merged.exportAs = override.exportAs }
             merged.knownModifiers += override.knownModifiers
             for (key, value) in override.patientFields { merged.patientFields[key] = value }
             for (key, value) in override.carePlan { merged.carePlan[key] = value }
@@ -352,6 +357,37 @@ public struct MappingLoader: Sendable {
                 return nil
             }
             return TableLookup(table: table, key: expr, location: at)
+        }
+
+        /// `export-as: {resource: MedicationAdministration, medication-system: URI}`.
+        mutating func exportTarget(_ node: YAMLTree, _ at: MappingLocation) -> ExportTarget? {
+            guard case .mapping(let pairs, _) = node else {
+                error(node.location, "export-as is {resource, medication-system}, not \(node.kindName)")
+                return nil
+            }
+            var target = ExportTarget(resource: "Observation", location: at)
+            var named = false
+            for (key, keyAt, value) in pairs {
+                switch key {
+                case "resource":
+                    guard let name = scalar(value, key) else { continue }
+                    named = true
+                    if !MappingSchema.exportResources.contains(name) {
+                        error(value.location, "outcomes are exported as \(MappingSchema.exportResources.joined(separator: " or ")), not '\(name)'")
+                    }
+                    target.resource = name
+                case "medication-system":
+                    guard let system = scalar(value, key) else { continue }
+                    if !isURI(system) { error(value.location, "'\(system)' is not a URI (the code system of the tasks' group codes, such as RxNorm's)") }
+                    target.medicationSystem = system
+                default: unknownKey(key, keyAt, MappingSchema.exportAs, "in export-as")
+                }
+            }
+            if !named { error(at, "export-as needs a resource (\(MappingSchema.exportResources.joined(separator: " or ")))") }
+            if target.medicationSystem != nil && target.resource != "MedicationAdministration" {
+                error(at, "medication-system belongs with resource: MedicationAdministration")
+            }
+            return target
         }
 
         mutating func tests(_ node: YAMLTree) -> [GoldenTest] {

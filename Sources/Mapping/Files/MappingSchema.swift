@@ -17,8 +17,12 @@ enum FieldType: String, Sendable {
 enum MappingSchema {
     static let topLevel: [String] = [
         "caregate-mapping", "resource", "description", "include", "extends", "known-modifiers", "tables", "patient", "skip", "end",
-        "patient-fields", "care-plan", "tasks", "contacts", "outcomes", "tests",
+        "patient-fields", "care-plan", "tasks", "contacts", "outcomes", "export-as", "tests",
     ]
+
+    /// What the app's records of this file's tasks are exported as.
+    static let exportAs: [String] = ["resource", "medication-system"]
+    static let exportResources: [String] = ["Observation", "MedicationAdministration"]
 
     static let patientFields: [String: FieldType] = [
         "id": .string, "given": .string, "family": .string, "birthday": .date, "sex": .string, "allergies": .string,
