@@ -34,7 +34,7 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
     public var isTransient: Bool {
         switch self {
         case .http(let status, _, _, _): status == 408 || status == 429 || (500...599).contains(status) && status != 501
-        case .transport: true
+        case .transport(let error): error.isTransient
         default: false
         }
     }
@@ -263,6 +263,7 @@ public struct FHIRRESTClient: Sendable {
             } catch let error as FHIRClientError {
                 throw error
             } catch let error as TransportError {
+                guard error.isTransient else { throw FHIRClientError.transport(error) }
                 lastError = .transport(error)
             } catch {
                 lastError = .invalidResponse(url: url, reason: "\(error)")

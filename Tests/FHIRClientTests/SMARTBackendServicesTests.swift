@@ -48,17 +48,7 @@ struct TestKeys: Sendable {
             ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "rsa1024.pem"],
             ["genrsa", "-traditional", "-out", "rsa-pkcs1.pem", "2048"],
         ]
-        for arguments in commands {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["openssl"] + arguments
-            process.currentDirectoryURL = directory
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            guard (try? process.run()) != nil else { return nil }
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { return nil }
-        }
+        guard runOpenSSL(commands, in: directory) else { return nil }
         return TestKeys(directory: directory)
     }()
 

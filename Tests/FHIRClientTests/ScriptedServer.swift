@@ -71,3 +71,20 @@ func searchBundle(_ ids: [String], next: String?) -> [String: Any] {
     if let next { bundle["link"] = [["relation": "next", "url": next]] }
     return bundle
 }
+
+/// Runs the openssl command once per argument list in `directory`; false when any fails or
+/// openssl is missing. Keys and certificates for the tests come from it, not from the code under test.
+func runOpenSSL(_ commands: [[String]], in directory: URL) -> Bool {
+    for arguments in commands {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl"] + arguments
+        process.currentDirectoryURL = directory
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { return false }
+    }
+    return true
+}

@@ -6,7 +6,8 @@ import Mapping
 import Testing
 @testable import Gateway
 
-let quickRetry = RetryPolicy(maxAttempts: 8, baseDelay: 0.05, maxDelay: 1, maxTotal: 30)
+// Bounded by count; the time bound is generous, as a loaded machine may pause a test between attempts.
+let quickRetry = RetryPolicy(maxAttempts: 8, baseDelay: 0.05, maxDelay: 1, maxTotal: 300)
 
 func pusher(_ store: SQLiteCarePlanStore, _ base: String) throws -> OutcomePush {
     OutcomePush(store: store, export: OutcomeExport(store: store, builder: try builder()),

@@ -26,10 +26,11 @@ struct CommandLineTests {
 
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 
-    func caregate(_ arguments: [String]) throws -> Run {
+    func caregate(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = Self.projectRoot
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).out")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).err")

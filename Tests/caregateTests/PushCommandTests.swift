@@ -69,4 +69,31 @@ struct ServerOptionTests {
         let after = try SQLiteCarePlanStore(path: store)
         #expect(try after.fetchPatients().isEmpty)
     }
+
+    @Test("proxies come from the environment: with http_proxy set, requests to the EHR go through the proxy, as absolute URLs")
+    func proxyFromEnvironment() throws {
+        // scripted_server.py (the client tests' fixture) plays the proxy and logs what it is asked.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-proxy-env-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let rules = directory.appendingPathComponent("rules.json"), log = directory.appendingPathComponent("log.jsonl")
+        try Data(#"[{"path": "http://ehr.invalid/fhir/metadata", "responses": [{"status": 200, "body": {"resourceType": "CapabilityStatement", "status": "active", "kind": "instance", "fhirVersion": "4.0.1", "format": ["json"], "date": "2026-11-21", "rest": [{"mode": "server"}]}}]}]"#.utf8).write(to: rules)
+        try Data().write(to: log)
+        let proxy = Process()
+        proxy.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        proxy.arguments = ["python3", CommandLineTests.projectRoot.appendingPathComponent("Tests/FHIRClientTests/Fixtures/scripted_server.py").path, rules.path, log.path]
+        let pipe = Pipe()
+        proxy.standardOutput = pipe
+        proxy.standardError = FileHandle.nullDevice
+        try proxy.run()
+        defer { kill(proxy.processIdentifier, SIGKILL); proxy.waitUntilExit() }
+        let port = String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let run = try cli.caregate(["import", "--from", "http://ehr.invalid/fhir", "--patient", "p", "--store", cli.temporaryPath("proxy.sqlite"), "--retry-attempts", "1"],
+                                   environment: ["http_proxy": "http://127.0.0.1:\(port)", "no_proxy": ""])
+        let requests = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        #expect(requests.first?.contains(#""path": "http://ehr.invalid/fhir/metadata""#) == true, "\(requests)")
+        // The CapabilityStatement says nothing of CarePlans: refused clearly, nothing imported.
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("http://ehr.invalid/fhir: Patient/p: the server cannot search CarePlans"), "\(run.stderr)")
+    }
 }

@@ -156,6 +156,7 @@ public actor SMARTBackendServices: AccessTokenProvider {
                 last = "\(request.url): HTTP \(response.status)"
                 retryAfter = response.headers["retry-after"].flatMap(FHIRRESTClient.retryAfterSeconds)
             } catch {
+                guard error.isTransient else { throw .authorization("no token from \(request.url): \(error)") }
                 last = error.description
             }
             let wait = retry.delay(after: attempt, retryAfter: retryAfter)

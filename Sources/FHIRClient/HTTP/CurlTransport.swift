@@ -50,6 +50,16 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .timedOut(let url): "\(url): no answer in time"
         }
     }
+
+    /// Whether trying again may help: not for a certificate that does not verify, a bad CA bundle
+    /// or client certificate, or a URL libcurl cannot use; yes for connections refused, reset or
+    /// cut, and for timeouts.
+    public var isTransient: Bool {
+        guard case .network(let code, _, _) = self else { return true }
+        // 1 unsupported protocol, 3 malformed URL, 58 client certificate, 59 cipher, 60 peer
+        // verification, 77 CA bundle, 80 TLS shutdown, 83 issuer, 90 pinned key, 91 certificate status.
+        return ![1, 3, 58, 59, 60, 77, 83, 90, 91].contains(code)
+    }
 }
 
 /// Sends HTTP requests: libcurl in production, other transports in tests.
@@ -155,6 +165,12 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             return n
         }
         _ = caregate_curl_setopt_pointer(h, CURLOPT_HEADERDATA, context)
+        // libcurl's own words for a failure ("SSL certificate problem: unable to get local issuer
+        // certificate"), which say more than the code's generic text.
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        defer { errorBuffer.deallocate() }
+        _ = caregate_curl_setopt_pointer(h, CURLOPT_ERRORBUFFER, errorBuffer)
         let method = request.method.uppercased()
         let code: CURLcode
         if let body = request.body {
@@ -171,7 +187,8 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
         }
         guard code == CURLE_OK else {
             if code == CURLE_OPERATION_TIMEDOUT { return .failure(.timedOut(url: request.url)) }
-            return .failure(.network(code: Int32(code.rawValue), message: String(cString: curl_easy_strerror(code)), url: request.url))
+            let detail = String(cString: errorBuffer)
+            return .failure(.network(code: Int32(code.rawValue), message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail, url: request.url))
         }
         var status = 0
         _ = caregate_curl_getinfo_long(h, CURLINFO_RESPONSE_CODE, &status)
