@@ -107,11 +107,11 @@ struct ServerOptions: ParsableArguments {
 struct PushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push",
-        abstract: "Push recorded outcomes to a FHIR server as Observations, exactly once.",
+        abstract: "Push recorded outcomes to a FHIR server as Observations (or MedicationAdministrations), exactly once.",
         discussion: """
             Every current outcome version is queued once in the store's outbox; each queued item \
             is sent as a conditional create by its identifier (amended and entered-in-error ones as \
-            conditional updates), so that after any crash, lost answer or 429/503 storm a re-run \
+            conditional updates), in batch Bundles when the server takes them, so that after any crash, lost answer or 429/503 storm a re-run \
             leaves exactly one Observation per outcome on the server. Refused Observations go to \
             the dead-letter list with the server's OperationOutcome (see caregate status); \
             transient failures stay queued for the next run. A Provenance names the gateway as \

@@ -127,6 +127,13 @@ struct ImportFromServerTests {
             #expect(try await client.read(String(parts[0]), String(parts[1])).string("id") == String(parts[1]))
         }
         #expect(Set(arrived.compactMap { $0.first("basedOn.reference")?.value }) == ["CarePlan/maria-lopez-home-care", "MedicationRequest/metformin"])
+        // The Provenance names the gateway as author of both.
+        let provenanceID = try #require(report.provenanceLocation?.components(separatedBy: "/_history/").first?.split(separator: "/").last)
+        let provenance = try await client.read("Provenance", String(provenanceID))
+        #expect(Set(provenance.children(named: "target").compactMap { $0.string("reference") })
+            == Set(report.pushed.compactMap { $0.location?.components(separatedBy: "/_history/").first?.components(separatedBy: "/").suffix(2).joined(separator: "/") }))
+        #expect(provenance.first("agent.type.coding.code")?.value == "author")
+        #expect(provenance.first("agent.who.display")?.value?.hasPrefix("CareGate") == true)
         // Pushing again sends nothing; the server still has two.
         #expect(try await push.run().pushed.isEmpty)
         #expect(try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("identifier", "urn:caregate:outcome|")]).count == 2)

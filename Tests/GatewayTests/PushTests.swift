@@ -160,6 +160,30 @@ struct MedicationAdministrationPushTests {
     }
 }
 
+@Suite("Push strategy from the CapabilityStatement")
+struct PushStrategyTests {
+    func statement(_ resources: String) throws -> Element {
+        try FHIRJSONReader().read(Array("""
+            {"resourceType": "CapabilityStatement", "status": "active", "date": "2026-11-21", "kind": "instance", "fhirVersion": "4.0.1",
+             "format": ["json"], "rest": [{"mode": "server", "resource": [\(resources)], "interaction": [{"code": "batch"}]}]}
+            """.utf8)).resource
+    }
+
+    @Test("a server that does not list Observations, cannot create them, or can neither create conditionally nor search by identifier is refused, saying why")
+    func refusals() throws {
+        func refusal(_ resources: String, _ type: String = "Observation") -> String? {
+            do { _ = try OutcomePush.Strategy(try statement(resources), type: type); return nil } catch { return "\(error)" }
+        }
+        #expect(refusal(#"{"type": "Patient"}"#) == "the server cannot store Observations (its CapabilityStatement does not list them)")
+        #expect(refusal(#"{"type": "Observation", "interaction": [{"code": "read"}]}"#) == "the server cannot create Observations")
+        #expect(refusal(#"{"type": "Observation", "interaction": [{"code": "create"}], "searchParam": [{"name": "code", "type": "token"}]}"#)
+            == "the server cannot find Observations by identifier (neither conditional create nor an identifier search)")
+        #expect(refusal(#"{"type": "Observation"}"#, "MedicationAdministration") == "the server cannot store MedicationAdministrations (its CapabilityStatement does not list them)")
+        let strategy = try OutcomePush.Strategy(try statement(#"{"type": "Observation", "interaction": [{"code": "create"}], "conditionalCreate": true}"#), type: "Observation")
+        #expect(strategy.conditionalCreate && !strategy.conditionalUpdate && strategy.batch)
+    }
+}
+
 /// The caregate executable beside the test bundle (built with the tests), if any.
 let caregateBinary: String? = {
     let buildDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
