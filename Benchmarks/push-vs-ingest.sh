@@ -5,7 +5,8 @@
 #   ./push-vs-ingest.sh [--outcomes N] [--batch B]
 set -euo pipefail
 cd "$(dirname "$0")"
-venv="${TMPDIR:-/tmp}/caregate-sekmet-venv-0.1.1"
+venv="${CAREGATE_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/caregate-tests}/caregate-sekmet-venv-0.1.1"
+mkdir -p "$(dirname "$venv")"
 if [ ! -x "$venv/bin/sekmet" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q sekmet-fhir==0.1.1

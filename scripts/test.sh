@@ -5,4 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-system-packages.sh
 swift build --build-tests "$@"
-swift test --skip-build "$@"
+# The tests' temporary files (stores, fixtures, keys) go to a folder removed afterwards; the
+# FHIR server's virtual environment is kept between runs in a cache folder.
+export CAREGATE_TEST_CACHE="${CAREGATE_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/caregate-tests}"
+mkdir -p "$CAREGATE_TEST_CACHE"
+scratch="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-run.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+TMPDIR="$scratch" swift test --skip-build "$@"

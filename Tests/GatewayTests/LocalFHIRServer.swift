@@ -48,7 +48,9 @@ final class LocalFHIRServer {
     let port: Int
     var base: String { "http://127.0.0.1:\(port)/fhir" }
 
-    static let venv = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-sekmet-venv-0.1.1")
+    /// Kept between runs in `CAREGATE_TEST_CACHE` (scripts/test.sh sets it), else the temporary directory.
+    static let venv = (ProcessInfo.processInfo.environment["CAREGATE_TEST_CACHE"].map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory)
+        .appendingPathComponent("caregate-sekmet-venv-0.1.1")
     private static let installLock = NSLock()
 
     /// The sekmet executable, installing it when missing.
