@@ -61,6 +61,15 @@ extension SQLiteCarePlanStore {
         }
     }
 
+    /// The outcome versions the outbox holds in any state: what a push need not export again.
+    public func outboxVersions() throws(StoreError) -> Set<UUID> {
+        do {
+            return try pool.read { db in Set(try UUID.fetchAll(db, sql: "SELECT version_uuid FROM push_outbox")) }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
     /// Queued items, oldest first.
     public func queuedOutbox(limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
         try outbox(state: .queued, limit: limit)

@@ -68,7 +68,7 @@ struct ExportCommand: ParsableCommand {
         let exported: [ExportedObservation]
         do { exported = try export.observations() } catch { throw CommandError.store(error) }
         for item in exported {
-            for note in item.notes { Diagnostics.standardError("Observation for outcome \(item.identifier): \(note)") }
+            for note in item.notes { Diagnostics.standardError("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
         }
         do {
             switch format {
@@ -86,7 +86,7 @@ struct ExportCommand: ParsableCommand {
                 guard let output else { throw ValidationError("--format \(format.rawValue) writes one file per Observation: give -o DIRECTORY") }
                 try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
                 for item in exported {
-                    let name = "Observation-\(item.observation.string("id") ?? item.identifier).\(format.rawValue)"
+                    let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(format.rawValue)"
                     let sink = try FHIROutput(path: (output as NSString).appendingPathComponent(name))
                     try sink.write(FHIRDocument.write(item.observation, format: format == .xml ? .xml : .json) + [0x0A])
                     try sink.close()
@@ -95,6 +95,9 @@ struct ExportCommand: ParsableCommand {
         } catch let error as FHIRFormatError {
             throw CommandError.fhir(error)
         }
-        Diagnostics.standardError("exported \(exported.count) Observation\(exported.count == 1 ? "" : "s")\(output.map { " to \($0)" } ?? "")")
+        let administrations = exported.filter { $0.observation.resourceType == "MedicationAdministration" }.count
+        let observations = exported.count - administrations
+        let counts = "\(observations) Observation\(observations == 1 ? "" : "s")" + (administrations > 0 ? " and \(administrations) MedicationAdministration\(administrations == 1 ? "" : "s")" : "")
+        Diagnostics.standardError("exported \(counts)\(output.map { " to \($0)" } ?? "")")
     }
 }

@@ -74,7 +74,13 @@ public struct OutcomeExport: Sendable {
     }
 
     public func observations() throws(StoreError) -> [ExportedObservation] {
-        try records().map { record in
+        try observations(excluding: [])
+    }
+
+    /// The resources of outcome versions not in `done` (the versions the push outbox already
+    /// holds), so that a push exports only what is new.
+    public func observations(excluding done: Set<UUID>) throws(StoreError) -> [ExportedObservation] {
+        try records().filter { !done.contains($0.outcome.uuid) }.map { record in
             let (observation, notes) = builder.resource(record)
             return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
                                        identifier: builder.identifierValue(record.outcome), notes: notes)

@@ -44,7 +44,7 @@ public struct OutcomePush: Sendable {
 
     /// Queues the current outcome versions not queued yet.
     public func enqueue() throws(StoreError) -> Int {
-        let items = try export.observations().map { item in
+        let items = try export.observations(excluding: store.outboxVersions()).map { item in
             OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
                        payload: FHIRJSONWriter(pretty: false).write(item.observation))
         }
