@@ -65,27 +65,50 @@ struct ExportCommand: ParsableCommand {
         let store = try options.open()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
-        let exported: [ExportedObservation]
-        do { exported = try export.observations() } catch { throw CommandError.store(error) }
-        for item in exported {
+        func report(_ item: ExportedObservation) {
             for note in item.notes { Diagnostics.standardError("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
         }
-        do {
-            switch format {
-            case .ndjson, .bundle:
-                let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-                if format == .ndjson {
-                    for item in exported { try sink.write(FHIRJSONWriter(pretty: false).write(item.observation) + [0x0A]) }
-                } else {
-                    let bundle = export.transactionBundle(exported)
-                    let xml = output?.lowercased().hasSuffix(".xml") == true
-                    try sink.write(FHIRDocument.write(bundle, format: xml ? .xml : .json) + [0x0A])
-                }
+        /// Writes to -o FILE (replaced only when everything was written) or standard output.
+        func write(_ body: (FHIROutput) throws -> Void) throws {
+            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
+            do {
+                try body(sink)
                 try sink.close()
+            } catch {
+                sink.discard()
+                throw error
+            }
+        }
+        var kinds: [String: Int] = [:]
+        func count(_ item: ExportedObservation) {
+            report(item)
+            kinds[item.observation.resourceType ?? "Observation", default: 0] += 1
+        }
+        do {
+            let xml = output?.lowercased().hasSuffix(".xml") == true
+            switch format {
+            case .ndjson, .bundle where !xml:
+                // Streamed: one resource in memory at a time.
+                try write { sink in
+                    if format == .ndjson {
+                        try export.forEach { item in
+                            count(item)
+                            try sink.write(FHIRJSONWriter(pretty: false).write(item.observation) + [0x0A])
+                        }
+                    } else {
+                        try export.writeBundle(to: sink, each: count)
+                        try sink.write([0x0A])
+                    }
+                }
+            case .bundle:
+                let exported = try export.observations()
+                exported.forEach(count)
+                try write { sink in try sink.write(FHIRDocument.write(export.transactionBundle(exported), format: .xml) + [0x0A]) }
             case .json, .xml:
                 guard let output else { throw ValidationError("--format \(format.rawValue) writes one file per Observation: give -o DIRECTORY") }
                 try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
-                for item in exported {
+                try export.forEach { item in
+                    count(item)
                     let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(format.rawValue)"
                     let sink = try FHIROutput(path: (output as NSString).appendingPathComponent(name))
                     try sink.write(FHIRDocument.write(item.observation, format: format == .xml ? .xml : .json) + [0x0A])
@@ -94,9 +117,11 @@ struct ExportCommand: ParsableCommand {
             }
         } catch let error as FHIRFormatError {
             throw CommandError.fhir(error)
+        } catch let error as StoreError {
+            throw CommandError.store(error)
         }
-        let administrations = exported.filter { $0.observation.resourceType == "MedicationAdministration" }.count
-        let observations = exported.count - administrations
+        let administrations = kinds["MedicationAdministration", default: 0]
+        let observations = kinds["Observation", default: 0]
         let counts = "\(observations) Observation\(observations == 1 ? "" : "s")" + (administrations > 0 ? " and \(administrations) MedicationAdministration\(administrations == 1 ? "" : "s")" : "")
         Diagnostics.standardError("exported \(counts)\(output.map { " to \($0)" } ?? "")")
     }

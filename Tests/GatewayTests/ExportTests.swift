@@ -99,6 +99,38 @@ struct ExportTests {
     }
 }
 
+@Suite("Streamed export")
+struct StreamedExportTests {
+    @Test("the Bundle streamed entry by entry is the Bundle built in memory; NDJSON by forEach is the same resources")
+    func streamedEqualsBuilt() throws {
+        let store = try storeWithAppOutcomes()
+        let export = OutcomeExport(store: store, builder: try builder())
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-stream-\(UUID().uuidString).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let output = try FHIROutput(path: path)
+        #expect(try export.writeBundle(to: output) == 3)
+        try output.close()
+        var streamed = try FHIRDocument.read(contentsOf: path).resource
+        var built = export.transactionBundle(try export.observations())
+        // Only the Bundle's own random id differs.
+        streamed.removeChildren(named: "id")
+        built.removeChildren(named: "id")
+        #expect(streamed == built)
+        #expect(ResourceValidator().validate(streamed).isEmpty)
+        var each: [String] = []
+        try export.forEach { each.append($0.identifier) }
+        #expect(each == (try export.observations()).map(\.identifier))
+        // Nothing to export: an empty Bundle that is still valid JSON.
+        let empty = try temporaryStore()
+        let emptyPath = path + ".empty.json"
+        defer { try? FileManager.default.removeItem(atPath: emptyPath) }
+        let emptyOutput = try FHIROutput(path: emptyPath)
+        #expect(try OutcomeExport(store: empty, builder: try builder()).writeBundle(to: emptyOutput) == 0)
+        try emptyOutput.close()
+        #expect(try FHIRDocument.read(contentsOf: emptyPath).resource.children(named: "entry").isEmpty)
+    }
+}
+
 /// The shipped mappings with a site's medicationrequest.yaml that sends doses back as
 /// MedicationAdministrations (a file extending the shipped one).
 func mappingsWithAdministrations() throws -> MappingSet {

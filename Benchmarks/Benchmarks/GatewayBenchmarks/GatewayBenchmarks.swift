@@ -50,11 +50,12 @@ let benchmarks: @Sendable () -> Void = {
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: zone))
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-benchmark-export-\(UUID().uuidString).json")
         benchmark.startMeasurement()
-        let exported = try export.observations()
-        let bundle = export.transactionBundle(exported)
-        try Data(FHIRJSONWriter(pretty: false).write(bundle)).write(to: output)
+        // As caregate export --format bundle -o FILE does: streamed, entry by entry.
+        let sink = try FHIROutput(path: output.path)
+        let count = try export.writeBundle(to: sink)
+        try sink.close()
         benchmark.stopMeasurement()
-        precondition(exported.count == 100_000, "exported \(exported.count)")
+        precondition(count == 100_000, "exported \(count)")
         try? FileManager.default.removeItem(at: output)
     }
 }

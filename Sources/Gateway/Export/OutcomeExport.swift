@@ -80,11 +80,15 @@ public struct OutcomeExport: Sendable {
     /// The resources of outcome versions not in `done` (the versions the push outbox already
     /// holds), so that a push exports only what is new.
     public func observations(excluding done: Set<UUID>) throws(StoreError) -> [ExportedObservation] {
-        try records().filter { !done.contains($0.outcome.uuid) }.map { record in
-            let (observation, notes) = builder.resource(record)
-            return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
-                                       identifier: builder.identifierValue(record.outcome), notes: notes)
+        var result: [ExportedObservation] = []
+        do {
+            try forEach(excluding: done) { result.append($0) }
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            preconditionFailure("only the store throws here: \(error)")
         }
+        return result
     }
 
     /// A transaction Bundle that creates each Observation unless one with its identifier exists
@@ -100,32 +104,64 @@ public struct OutcomeExport: Sendable {
         var bundle = Element(resourceType: "Bundle")
         bundle.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(UUID().uuidString.lowercased())))
         bundle.append(Element(name: "type", type: "code", value: type))
-        for item in exported {
-            let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
-            let type = item.observation.resourceType ?? "Observation"
-            var request = Element(name: "request", type: "Bundle.entry.request")
-            if ExportedObservation.isFirstVersion(item.observation) {
-                request.append(Element(name: "method", type: "code", value: "POST"))
-                request.append(Element(name: "url", type: "uri", value: type))
-                request.append(Element(name: "ifNoneExist", type: "string", value: query))
-            } else {
-                request.append(Element(name: "method", type: "code", value: "PUT"))
-                request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
-            }
-            var resource = item.observation
-            resource.name = "resource"
-            resource.removeChildren(named: "id")
-            var entry = Element(name: "entry", type: "Bundle.entry")
-            entry.append(Element(name: "fullUrl", type: "uri", value: "urn:uuid:\(item.outcomeVersion.uuidString.lowercased())"))
-            entry.append(resource)
-            entry.append(request)
-            bundle.append(entry)
-        }
+        for item in exported { bundle.append(bundleEntry(item)) }
         return bundle
     }
 
+    /// One entry of such a Bundle: the resource (without its id), a `urn:uuid` fullUrl, and the
+    /// conditional request (POST with `ifNoneExist`, or PUT by identifier).
+    public func bundleEntry(_ item: ExportedObservation) -> Element {
+        let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
+        let type = item.observation.resourceType ?? "Observation"
+        var request = Element(name: "request", type: "Bundle.entry.request")
+        if ExportedObservation.isFirstVersion(item.observation) {
+            request.append(Element(name: "method", type: "code", value: "POST"))
+            request.append(Element(name: "url", type: "uri", value: type))
+            request.append(Element(name: "ifNoneExist", type: "string", value: query))
+        } else {
+            request.append(Element(name: "method", type: "code", value: "PUT"))
+            request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
+        }
+        var resource = item.observation
+        resource.name = "resource"
+        resource.removeChildren(named: "id")
+        var entry = Element(name: "entry", type: "Bundle.entry")
+        entry.append(Element(name: "fullUrl", type: "uri", value: "urn:uuid:\(item.outcomeVersion.uuidString.lowercased())"))
+        entry.append(resource)
+        entry.append(request)
+        return entry
+    }
+
+    /// Builds the exported resources one at a time and hands each to `body`, so that exports of
+    /// any size need memory for one resource, not all of them.
+    public func forEach(excluding done: Set<UUID> = [], _ body: (ExportedObservation) throws -> Void) throws {
+        for record in try records() where !done.contains(record.outcome.uuid) {
+            let (observation, notes) = builder.resource(record)
+            try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
+                                         identifier: builder.identifierValue(record.outcome), notes: notes))
+        }
+    }
+
+    /// Streams a transaction (or batch) Bundle as compact JSON to `output`, entry by entry; the
+    /// same Bundle as `bundle(_:type:)` builds in memory. Returns the exported resources' count
+    /// and calls `each` with every one (for notes and progress).
+    @discardableResult
+    public func writeBundle(type: String = "transaction", to output: FHIROutput, each: (ExportedObservation) -> Void = { _ in }) throws -> Int {
+        let id = ObservationBuilder.resourceID(UUID().uuidString.lowercased())
+        try output.write(Array(#"{"resourceType":"Bundle","id":"\#(id)","type":"\#(type)""#.utf8))
+        let writer = FHIRJSONWriter(pretty: false)
+        var count = 0
+        try forEach { item in
+            each(item)
+            try output.write(Array((count == 0 ? #","entry":["# : ",").utf8) + writer.writeValue(bundleEntry(item)))
+            count += 1
+        }
+        try output.write(Array((count == 0 ? "}" : "]}").utf8))
+        return count
+    }
+
     func percentEncoded(_ text: String) -> String {
-        var allowed = CharacterSet.alphanumerics
+        var allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
         allowed.insert(charactersIn: "-._~:/")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
