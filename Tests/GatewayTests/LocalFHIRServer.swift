@@ -51,21 +51,26 @@ final class LocalFHIRServer {
     /// Kept between runs in `CAREGATE_TEST_CACHE` (scripts/test.sh sets it), else the temporary directory.
     static let venv = (ProcessInfo.processInfo.environment["CAREGATE_TEST_CACHE"].map { URL(fileURLWithPath: $0) } ?? FileManager.default.temporaryDirectory)
         .appendingPathComponent("caregate-sekmet-venv-0.1.1")
-    private static let installLock = NSLock()
-
-    /// The sekmet executable, installing it when missing.
-    static func executable() -> String? {
-        installLock.lock()
-        defer { installLock.unlock() }
-        let sekmet = venv.appendingPathComponent("bin/sekmet").path
-        if FileManager.default.isExecutableFile(atPath: sekmet) { return sekmet }
-        guard run(["python3", "-m", "venv", venv.path]) == 0,
-              run([venv.appendingPathComponent("bin/pip").path, "install", "-q", "sekmet-fhir==0.1.1"]) == 0 else { return nil }
-        return FileManager.default.isExecutableFile(atPath: sekmet) ? sekmet : nil
+    /// The sekmet executable, installed once (when missing) on a thread of its own: pip takes
+    /// a while, and tests waiting for it must not hold the few threads async tests share.
+    private static let installation = Task<String?, Never> {
+        await withCheckedContinuation { (done: CheckedContinuation<String?, Never>) in
+            Thread {
+                let sekmet = venv.appendingPathComponent("bin/sekmet").path
+                if FileManager.default.isExecutableFile(atPath: sekmet) { return done.resume(returning: sekmet) }
+                guard run(["python3", "-m", "venv", venv.path]) == 0,
+                      run([venv.appendingPathComponent("bin/pip").path, "install", "-q", "sekmet-fhir==0.1.1"]) == 0 else {
+                    return done.resume(returning: nil)
+                }
+                done.resume(returning: FileManager.default.isExecutableFile(atPath: sekmet) ? sekmet : nil)
+            }.start()
+        }
     }
 
+    static func executable() async -> String? { await installation.value }
+
     init?() async {
-        guard let sekmet = LocalFHIRServer.executable() else {
+        guard let sekmet = await LocalFHIRServer.executable() else {
             print("SKIPPED the tests against a real FHIR server: sekmet-fhir could not be installed from PyPI here")
             return nil
         }

@@ -26,7 +26,9 @@ struct CommandLineTests {
 
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 
-    func caregate(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
+    /// Runs the caregate executable; waits for it without holding one of the few threads
+    /// that async tests share.
+    func caregate(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
         process.arguments = arguments
@@ -39,8 +41,15 @@ struct CommandLineTests {
         defer { try? FileManager.default.removeItem(at: out); try? FileManager.default.removeItem(at: err) }
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        process.waitUntilExit()
+        try await withCheckedThrowingContinuation { (exited: CheckedContinuation<Void, any Error>) in
+            process.terminationHandler = { _ in exited.resume() }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                exited.resume(throwing: error)
+            }
+        }
         return Run(status: process.terminationStatus,
                    stdout: try String(contentsOf: out, encoding: .utf8),
                    stderr: try String(contentsOf: err, encoding: .utf8))
@@ -51,26 +60,26 @@ struct CommandLineTests {
     }
 
     @Test("--help lists the commands and version prints the version")
-    func helpAndVersion() throws {
-        let help = try caregate(["--help"])
+    func helpAndVersion() async throws {
+        let help = try await caregate(["--help"])
         #expect(help.status == 0)
         #expect(help.stdout.contains("USAGE: caregate <subcommand>"))
         #expect(help.stdout.contains("convert"))
-        let version = try caregate(["version"])
+        let version = try await caregate(["version"])
         #expect(version.status == 0)
         #expect(version.stdout.hasPrefix("caregate ") && version.stdout.contains("FHIR R4 4.0.1"))
-        let convertHelp = try caregate(["help", "convert"])
+        let convertHelp = try await caregate(["help", "convert"])
         #expect(convertHelp.stdout.contains("--to <to>"))
     }
 
     @Test("convert JSON to XML and back gives the same resource")
-    func convertRoundTrip() throws {
+    func convertRoundTrip() async throws {
         let xml = temporaryPath("plan.xml")
         let json = temporaryPath("plan.json")
         defer { try? FileManager.default.removeItem(atPath: xml); try? FileManager.default.removeItem(atPath: json) }
         let source = "FHIRSamples/json/CarePlan-maria-lopez-home-care.json"
-        #expect(try caregate(["convert", source, "--to", "xml", "-o", xml]).status == 0)
-        let back = try caregate(["convert", xml, "--to", "json", "-o", json])
+        #expect(try await caregate(["convert", source, "--to", "xml", "-o", xml]).status == 0)
+        let back = try await caregate(["convert", xml, "--to", "json", "-o", json])
         #expect(back.status == 0)
         #expect(back.stderr.contains("1 resource written"))
         let original = try FHIRJSONReader().read(contentsOf: Self.projectRoot.appendingPathComponent(source).path).resource
@@ -78,14 +87,14 @@ struct CommandLineTests {
     }
 
     @Test("convert a Bundle to NDJSON and NDJSON to a collection Bundle")
-    func convertStreams() throws {
+    func convertStreams() async throws {
         let ndjson = temporaryPath("demo.ndjson")
         let bundle = temporaryPath("collection.xml")
         defer { try? FileManager.default.removeItem(atPath: ndjson); try? FileManager.default.removeItem(atPath: bundle) }
-        let toLines = try caregate(["convert", "FHIRSamples/bundle/maria-lopez-demo-bundle.xml", "--to", "ndjson", "-o", ndjson])
+        let toLines = try await caregate(["convert", "FHIRSamples/bundle/maria-lopez-demo-bundle.xml", "--to", "ndjson", "-o", ndjson])
         #expect(toLines.status == 0, "\(toLines.stderr)")
         #expect(try String(contentsOfFile: ndjson, encoding: .utf8).split(separator: "\n").count == 15)
-        let toBundle = try caregate(["convert", ndjson, "--to", "xml", "-o", bundle])
+        let toBundle = try await caregate(["convert", ndjson, "--to", "xml", "-o", bundle])
         #expect(toBundle.status == 0, "\(toBundle.stderr)")
         let collection = try FHIRXMLReader().read(contentsOf: bundle).resource
         #expect(collection.string("type") == "collection")
@@ -93,13 +102,13 @@ struct CommandLineTests {
     }
 
     @Test("an invalid file fails with exit status 1, a located error, and the output file untouched")
-    func invalidInput() throws {
+    func invalidInput() async throws {
         let bad = temporaryPath("bad.json")
         let out = temporaryPath("out.xml")
         defer { try? FileManager.default.removeItem(atPath: bad); try? FileManager.default.removeItem(atPath: out) }
         try #"{"resourceType": "Observation", "status": "done", "code": {"text": "x"}}"#.write(toFile: bad, atomically: true, encoding: .utf8)
         try "previous content".write(toFile: out, atomically: true, encoding: .utf8)
-        let run = try caregate(["convert", bad, "--to", "xml", "-o", out])
+        let run = try await caregate(["convert", bad, "--to", "xml", "-o", out])
         #expect(run.status == 1)
         #expect(run.stderr.contains("\(bad):1:43: error: Observation.status: expected one of registered|preliminary|final"))
         #expect(try String(contentsOfFile: out, encoding: .utf8) == "previous content")
@@ -107,30 +116,30 @@ struct CommandLineTests {
     }
 
     @Test("usage errors name the problem and exit with argument-parser's usage status")
-    func usageErrors() throws {
-        let missing = try caregate(["convert", "FHIRSamples/json/Patient-maria-lopez.json"])
+    func usageErrors() async throws {
+        let missing = try await caregate(["convert", "FHIRSamples/json/Patient-maria-lopez.json"])
         #expect(missing.status == 64)
         #expect(missing.stderr.contains("Missing expected argument '--to <to>'"))
-        let badFormat = try caregate(["convert", "x.json", "--to", "yaml"])
+        let badFormat = try await caregate(["convert", "x.json", "--to", "yaml"])
         #expect(badFormat.status == 64)
         #expect(badFormat.stderr.contains("yaml"))
     }
 
     @Test("document limits can be set from the command line and are reported when hit")
-    func limits() throws {
+    func limits() async throws {
         let source = "FHIRSamples/json/CarePlan-maria-lopez-home-care.json"
-        let deep = try caregate(["convert", source, "--to", "xml", "--max-depth", "4"])
+        let deep = try await caregate(["convert", source, "--to", "xml", "--max-depth", "4"])
         #expect(deep.status == 1)
         #expect(deep.stderr.contains("CarePlan-maria-lopez-home-care.json:13:19: error: CarePlan.category[0].coding[0]: nesting deeper than the limit of 4"))
-        let big = try caregate(["convert", source, "--to", "xml", "--max-size", "1000"])
+        let big = try await caregate(["convert", source, "--to", "xml", "--max-size", "1000"])
         #expect(big.status == 1)
         #expect(big.stderr.contains("larger than the limit of 1000"))
-        #expect(try caregate(["convert", source, "--to", "xml", "--max-depth", "20"]).status == 0)
+        #expect(try await caregate(["convert", source, "--to", "xml", "--max-depth", "20"]).status == 0)
     }
 
     @Test("a missing input file is reported by path")
-    func missingFile() throws {
-        let run = try caregate(["convert", "/nonexistent/in.json", "--to", "xml"])
+    func missingFile() async throws {
+        let run = try await caregate(["convert", "/nonexistent/in.json", "--to", "xml"])
         #expect(run.status == 1)
         #expect(run.stderr.contains("/nonexistent/in.json: error: cannot read: No such file or directory"))
     }

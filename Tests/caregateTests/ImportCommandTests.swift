@@ -7,42 +7,42 @@ struct ImportCommandTests {
     let bundle = "FHIRSamples/bundle/maria-lopez-demo-bundle.json"
 
     @Test("imports the demo Bundle, prints the report and a summary; again changes nothing; --dry-run writes nothing")
-    func importAndReimport() throws {
+    func importAndReimport() async throws {
         let store = cli.temporaryPath("import.sqlite")
-        let first = try cli.caregate(["import", bundle, "--store", store, "--tz", "America/New_York"])
+        let first = try await cli.caregate(["import", bundle, "--store", store, "--tz", "America/New_York"])
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("skipped: doNotPerform - the activity is forbidden, not a to-do"))
         #expect(first.stdout.hasSuffix("1 file, 15 resources, 1 patient: 15 created\n"))
-        let second = try cli.caregate(["import", bundle, "--store", store, "--tz", "America/New_York"])
+        let second = try await cli.caregate(["import", bundle, "--store", store, "--tz", "America/New_York"])
         #expect(second.stdout.hasSuffix("1 file, 15 resources, 1 patient: 15 unchanged\n"))
         let dryStore = cli.temporaryPath("dry.sqlite")
-        let dry = try cli.caregate(["import", bundle, "--store", dryStore, "--dry-run", "--format", "json"])
+        let dry = try await cli.caregate(["import", bundle, "--store", dryStore, "--dry-run", "--format", "json"])
         let report = try JSONSerialization.jsonObject(with: Data(dry.stdout.utf8)) as! [String: Any]
         #expect(report["dryRun"] as? Bool == true)
         let changes = (report["patients"] as! [[String: Any]])[0]["changes"] as! [[String: Any]]
         #expect(changes.count == 15 && changes.allSatisfy { $0["action"] as? String == "create" })
-        let events = try cli.caregate(["store", "events", "--store", dryStore, "--from", "2026-11-02", "--to", "2026-11-03"])
+        let events = try await cli.caregate(["store", "events", "--store", dryStore, "--from", "2026-11-02", "--to", "2026-11-03"])
         #expect(!events.stdout.contains("Blood pressure"))
     }
 
     @Test("mapping files with errors are refused with their diagnostics, and nothing is imported")
-    func badMappings() throws {
+    func badMappings() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-badmap-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try "caregate-mapping: 1\nresource: Patient\npatient-fields:\n  id: idd\n".write(to: directory.appendingPathComponent("patient.yaml"), atomically: true, encoding: .utf8)
         let store = cli.temporaryPath("bad.sqlite")
-        let run = try cli.caregate(["import", bundle, "--store", store, "--mappings", directory.path])
+        let run = try await cli.caregate(["import", bundle, "--store", store, "--mappings", directory.path])
         #expect(run.status == 1)
         #expect(run.stderr.contains("patient.yaml:4:7: error: 'idd' is not an element of Patient; did you mean 'id'?"))
         #expect(run.stderr.contains("the mapping files have errors; nothing was imported"))
     }
 
     @Test("an unreadable file is reported with its place; the other files are imported")
-    func badFile() throws {
+    func badFile() async throws {
         let broken = cli.temporaryPath("broken.json")
         try "{\"resourceType\": \"Patient\", \"id\": \"x\", \"gender\": \"robot\"".write(toFile: broken, atomically: true, encoding: .utf8)
         let store = cli.temporaryPath("partial.sqlite")
-        let run = try cli.caregate(["import", broken, bundle, "--store", store])
+        let run = try await cli.caregate(["import", broken, bundle, "--store", store])
         #expect(run.status == 1)
         #expect(run.stdout.contains("broken.json"))
         #expect(run.stdout.contains("15 created"))

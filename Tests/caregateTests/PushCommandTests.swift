@@ -7,25 +7,25 @@ struct PushCommandTests {
     let cli = CommandLineTests()
 
     @Test("a dry run queues and shows what would be sent; an unreachable server leaves the outcome queued and exits 1; status shows the outbox")
-    func pushWithoutServer() throws {
+    func pushWithoutServer() async throws {
         let path = cli.temporaryPath("push.sqlite")
-        _ = try cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", path, "--tz", "America/New_York"])
+        _ = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", path, "--tz", "America/New_York"])
         // The app records a walk.
         let store = try SQLiteCarePlanStore(path: path)
         let walk = try #require(store.fetchTasks(EntityQuery(ids: ["CarePlan/maria-lopez-home-care/229065009"])).first)
         let outcome = Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.boolean(true))])
         try store.add([.outcome(outcome)])
-        let dry = try cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--dry-run"])
+        let dry = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--dry-run"])
         #expect(dry.status == 0)
         #expect(dry.stdout.contains("would create (unless an Observation with its identifier exists): Observation urn:caregate:outcome|\(outcome.id)"))
         #expect(dry.stdout.contains("dry run: 1 newly queued"))
-        let status = try cli.caregate(["status", "--store", path])
+        let status = try await cli.caregate(["status", "--store", path])
         #expect(status.stdout == "outbox: 1 queued, 0 pushed, 0 failed\n")
-        let down = try cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--retry-attempts", "2"])
+        let down = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--retry-attempts", "2"])
         #expect(down.status == 1)
         #expect(down.stdout.contains("0 newly queued, 0 pushed, 0 refused, 0 deferred") == false)
         #expect(down.stdout.contains("deferred") || down.stderr.contains("error"))
-        let after = try cli.caregate(["status", "--store", path])
+        let after = try await cli.caregate(["status", "--store", path])
         #expect(after.stdout.hasPrefix("outbox: 1 queued, 0 pushed, 0 failed\n"))
     }
 }
@@ -35,7 +35,7 @@ struct ServerOptionTests {
     let cli = CommandLineTests()
 
     @Test("files and --from exclude each other; --from needs --patient; the SMART options need a client id and one key")
-    func usage() throws {
+    func usage() async throws {
         let cases: [([String], String)] = [
             (["import"], "give FHIR files or directories, or --from URL --patient ID"),
             (["import", "--from", "http://127.0.0.1:9/fhir"], "--from needs --patient ID"),
@@ -46,23 +46,23 @@ struct ServerOptionTests {
             (["push", "--to", "http://127.0.0.1:9/fhir", "--smart-client-id", "c", "--smart-key", "k.pem", "--token-file", "t"], "choose one way to authenticate"),
         ]
         for (arguments, message) in cases {
-            let run = try cli.caregate(arguments)
+            let run = try await cli.caregate(arguments)
             #expect(run.status == 64, "\(arguments)")
             #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
         }
     }
 
     @Test("an unreadable key and an unreachable server are errors that name them, and nothing is imported")
-    func failures() throws {
+    func failures() async throws {
         let store = cli.temporaryPath("from.sqlite")
         let key = cli.temporaryPath("not-a-key.pem")
         try "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWJ1dC1ub3QtYS1rZXk=\n-----END PRIVATE KEY-----\n".write(toFile: key, atomically: true, encoding: .utf8)
-        let badKey = try cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "p", "--store", store,
+        let badKey = try await cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "p", "--store", store,
                                        "--smart-client-id", "c", "--smart-key", key])
         #expect(badKey.status == 1)
         #expect(badKey.stderr.contains("\(key): not a PEM RSA or P-384 private key"), "\(badKey.stderr)")
         #expect(!badKey.stderr.contains("c2VjcmV0"), "the key's contents must not be echoed")
-        let down = try cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "maria-lopez", "--store", store, "--retry-attempts", "2"])
+        let down = try await cli.caregate(["import", "--from", "http://127.0.0.1:9/fhir", "--patient", "maria-lopez", "--store", store, "--retry-attempts", "2"])
         #expect(down.status == 1)
         #expect(down.stderr.contains("http://127.0.0.1:9/fhir: Patient/maria-lopez: "), "\(down.stderr)")
         #expect(down.stderr.contains("nothing was imported"))
@@ -71,7 +71,7 @@ struct ServerOptionTests {
     }
 
     @Test("proxies come from the environment: with http_proxy set, requests to the EHR go through the proxy, as absolute URLs")
-    func proxyFromEnvironment() throws {
+    func proxyFromEnvironment() async throws {
         // scripted_server.py (the client tests' fixture) plays the proxy and logs what it is asked.
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-proxy-env-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -88,7 +88,7 @@ struct ServerOptionTests {
         try proxy.run()
         defer { kill(proxy.processIdentifier, SIGKILL); proxy.waitUntilExit() }
         let port = String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        let run = try cli.caregate(["import", "--from", "http://ehr.invalid/fhir", "--patient", "p", "--store", cli.temporaryPath("proxy.sqlite"), "--retry-attempts", "1"],
+        let run = try await cli.caregate(["import", "--from", "http://ehr.invalid/fhir", "--patient", "p", "--store", cli.temporaryPath("proxy.sqlite"), "--retry-attempts", "1"],
                                    environment: ["http_proxy": "http://127.0.0.1:\(port)", "no_proxy": ""])
         let requests = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
         #expect(requests.first?.contains(#""path": "http://ehr.invalid/fhir/metadata""#) == true, "\(requests)")

@@ -37,7 +37,7 @@ struct StoreCommandTests {
     }
 
     @Test("import a CareKit revision record, list the day's events, export 4.0 and 3.x, and round-trip field by field")
-    func importEventsExport() throws {
+    func importEventsExport() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("care.sqlite").path
@@ -45,12 +45,12 @@ struct StoreCommandTests {
         let original = try record(tasks: 3)
         try original.json().serialized(pretty: true).write(toFile: input, atomically: true, encoding: .utf8)
 
-        let imported = try cli.caregate(["store", "import", "--carekit", input, "--store", store])
+        let imported = try await cli.caregate(["store", "import", "--carekit", input, "--store", store])
         #expect(imported.status == 0, "\(imported.stderr)")
         #expect(imported.stdout.contains("imported 6 of 6 versions"))
-        #expect(try cli.caregate(["store", "import", "--carekit", input, "--store", store]).stdout.contains("imported 0 of 6 versions"))
+        #expect(try await cli.caregate(["store", "import", "--carekit", input, "--store", store]).stdout.contains("imported 0 of 6 versions"))
 
-        let text = try cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "America/New_York"])
+        let text = try await cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "America/New_York"])
         #expect(text.status == 0)
         #expect(text.stdout.split(separator: "\n").map(String.init) == [
             "2026-11-02 Monday (America/New_York)",
@@ -58,7 +58,7 @@ struct StoreCommandTests {
             "  09:00–10:00  Task 1  #1  —",
             "  10:00–11:00  Task 2  #1  —",
         ])
-        let json = try cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "America/New_York", "--format", "json"])
+        let json = try await cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "America/New_York", "--format", "json"])
         let events = try JSONValue.parse(json.stdout).arrayValue ?? []
         #expect(events.count == 3)
         #expect(events.first?["start"]?.stringValue == "2026-11-02T08:00:00-05:00")
@@ -66,7 +66,7 @@ struct StoreCommandTests {
 
         for version in ["4", "3"] {
             let out = dir.appendingPathComponent("out-\(version).json").path
-            let export = try cli.caregate(["store", "export", "--carekit", "--carekit-version", version, "--store", store, "-o", out])
+            let export = try await cli.caregate(["store", "export", "--carekit", "--carekit-version", version, "--store", store, "-o", out])
             #expect(export.status == 0, "\(export.stderr)")
             let exported = try RevisionRecord(json: try JSONValue.parse(try String(contentsOfFile: out, encoding: .utf8)))
             #expect(exported.entities.count == original.entities.count)
@@ -81,45 +81,45 @@ struct StoreCommandTests {
             }
             // And into a second store, which then exports the same record.
             let second = dir.appendingPathComponent("second-\(version).sqlite").path
-            #expect(try cli.caregate(["store", "import", "--carekit", out, "--store", second]).status == 0)
+            #expect(try await cli.caregate(["store", "import", "--carekit", out, "--store", second]).status == 0)
             let again = try SQLiteCarePlanStore(path: second).revisionRecord()
             #expect(again.entities == exported.entities)
         }
     }
 
     @Test("bad input names the file and the field, and changes nothing")
-    func badInput() throws {
+    func badInput() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("care.sqlite").path
         let bad = dir.appendingPathComponent("bad.json").path
         try #"{"entities": [{"type": "task", "object": {"id": "x"}}]}"#.write(toFile: bad, atomically: true, encoding: .utf8)
-        let run = try cli.caregate(["store", "import", "--carekit", bad, "--store", store])
+        let run = try await cli.caregate(["store", "import", "--carekit", bad, "--store", store])
         #expect(run.status == 1)
         #expect(run.stderr.contains("\(bad): entities[0] (task \"x\").uuid: missing (required)"))
         try #"{"entities": [ {"type": "patient", "object": "#.write(toFile: bad, atomically: true, encoding: .utf8)
-        #expect(try cli.caregate(["store", "import", "--carekit", bad, "--store", store]).stderr.contains("\(bad):1:"))
+        #expect(try await cli.caregate(["store", "import", "--carekit", bad, "--store", store]).stderr.contains("\(bad):1:"))
         let orphan = dir.appendingPathComponent("orphan.json").path
         var entities = try record(tasks: 1).entities
         entities.removeFirst(2)
         try RevisionRecord(entities: entities, knowledgeVector: []).json().serialized().write(toFile: orphan, atomically: true, encoding: .utf8)
-        let missing = try cli.caregate(["store", "import", "--carekit", orphan, "--store", store])
+        let missing = try await cli.caregate(["store", "import", "--carekit", orphan, "--store", store])
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("task \"task-0\": carePlanUUID"))
         #expect(try SQLiteCarePlanStore(path: store).changes(since: 0).entities.isEmpty)
-        let badZone = try cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "Mars/Olympus"])
+        let badZone = try await cli.caregate(["store", "events", "--store", store, "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "Mars/Olympus"])
         #expect(badZone.status == 64 && badZone.stderr.contains("Unknown time zone \"Mars/Olympus\""))
     }
 
     @Test("a writer killed with SIGKILL in the middle of a large import leaves a store that opens with every committed write and nothing half-written")
-    func killedWriter() throws {
+    func killedWriter() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("care.sqlite").path
         let small = dir.appendingPathComponent("small.json").path
         let large = dir.appendingPathComponent("large.json").path
         try record(tasks: 5, idPrefix: "committed").json().serialized().write(toFile: small, atomically: true, encoding: .utf8)
-        #expect(try cli.caregate(["store", "import", "--carekit", small, "--store", store]).status == 0)
+        #expect(try await cli.caregate(["store", "import", "--carekit", small, "--store", store]).status == 0)
         let largeRecord = try record(tasks: 30_000, idPrefix: "killed")
         try largeRecord.json().serialized().write(toFile: large, atomically: true, encoding: .utf8)
 
@@ -160,7 +160,7 @@ struct StoreCommandTests {
         #expect(tasks.filter { $0.id.hasPrefix("killed-") }.isEmpty)
         #expect(try reopened.fetchOutcomes().count == 1)
         // The same import runs to completion afterwards.
-        let finished = try cli.caregate(["store", "import", "--carekit", large, "--store", store])
+        let finished = try await cli.caregate(["store", "import", "--carekit", large, "--store", store])
         #expect(finished.status == 0, "\(finished.stderr)")
         #expect(try SQLiteCarePlanStore(path: store).fetchTasks(EntityQuery(carePlanIDs: ["plan-killed"])).count == 30_000)
     }
