@@ -61,6 +61,17 @@ extension SQLiteCarePlanStore {
         }
     }
 
+    /// Takes the dead letters out of the outbox, so that the next enqueue exports their outcome
+    /// versions again (with the mappings as they are now); returns how many there were. Items
+    /// whose outcome version is gone are simply dropped.
+    @discardableResult
+    public func forgetFailed() throws(StoreError) -> Int {
+        try write { db in
+            try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed'")
+            return db.changesCount
+        }
+    }
+
     /// The outcome versions the outbox holds in any state: what a push need not export again.
     public func outboxVersions() throws(StoreError) -> Set<UUID> {
         do {

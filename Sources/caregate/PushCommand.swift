@@ -139,6 +139,9 @@ struct PushCommand: AsyncParsableCommand {
     @Flag(name: .customLong("dry-run"), help: "Queue and show what would be sent, without contacting the server.")
     var dryRun = false
 
+    @Flag(name: .customLong("retry-failed"), help: "Export the dead letters again (after fixing the mappings, say) and send them with the rest.")
+    var retryFailed = false
+
     @Option(name: .customLong("batch-size"), help: "Observations per batch Bundle when the server takes batches (1: one request each).")
     var batchSize = 50
 
@@ -158,7 +161,7 @@ struct PushCommand: AsyncParsableCommand {
         var push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         push.batchSize = batchSize
         let report: PushReport
-        do { report = try await push.run(dryRun: dryRun) } catch {
+        do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
             throw CommandError.message("\(error)")
         }
         for line in report.planned { print("would \(line)") }
@@ -166,6 +169,7 @@ struct PushCommand: AsyncParsableCommand {
         for item in report.failed { print("refused \(item.identifier): \(item.error)") }
         for item in report.deferred { print("deferred \(item.identifier): \(item.error)") }
         let counts = try store.outboxCounts()
+        if report.retriedFailed > 0 { print("\(report.retriedFailed) dead letter\(report.retriedFailed == 1 ? "" : "s") exported again") }
         print("\(dryRun ? "dry run: " : "")\(report.newlyQueued) newly queued, \(report.pushed.count) pushed, \(report.failed.count) refused, \(report.deferred.count) deferred; outbox: \(counts.queued) queued, \(counts.pushed) pushed, \(counts.failed) failed")
         if !report.failed.isEmpty || !report.deferred.isEmpty { throw ExitCode(1) }
     }

@@ -89,6 +89,30 @@ struct PushTests {
         #expect(refused.failed.count == 1, "\(refused.pushed) \(refused.deferred)")
         #expect(try store.outboxCounts().failed == 1)
         #expect(try store.outbox(state: .failed).first?.lastError?.contains("HTTP 4") == true)
+        // --retry-failed: the dead letter is taken out; having no outcome behind it, nothing is
+        // exported again, and the dead-letter list is empty.
+        let retried = try await pusher(store, server.base).run(retryFailed: true)
+        #expect(retried.retriedFailed == 1 && retried.newlyQueued == 0 && retried.failed.isEmpty)
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 3, failed: 0))
+    }
+
+    @Test("--retry-failed exports a dead-lettered outcome again and sends it; outcomes already pushed are not sent again")
+    func retryFailed() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let store = try storeWithAppOutcomes()
+        let push = try pusher(store, server.base)
+        #expect(try push.enqueue() == 3)
+        // One was refused in an earlier run (a mapping that gave it no code, say).
+        let refused = try #require(try store.queuedOutbox().first)
+        try store.markAttempt(refused.versionUUID, error: "HTTP 422: error (required): Observation.code", dead: true)
+        let first = try await push.run()
+        #expect(first.pushed.count == 2 && first.failed.isEmpty)
+        let again = try await push.run(retryFailed: true)
+        #expect(again.retriedFailed == 1 && again.newlyQueued == 1)
+        #expect(again.pushed.map(\.identifier) == [refused.idempotencyKey])
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 3, failed: 0))
+        let onServer = try await serverObservations(server.base)
+        #expect(onServer.count == 3 && onServer.values.allSatisfy { $0 == 1 })
     }
 
     @Test("batches: a lost answer to a whole batch and a 503 storm still leave exactly one Observation per outcome; a refused entry is dead-lettered while the rest of its batch goes")

@@ -6,8 +6,10 @@ import Mapping
 
 /// What a push did.
 public struct PushReport: Sendable {
-    /// Outcome versions queued by this run (new since the last).
+    /// Outcome versions queued by this run (new since the last, or dead letters given another try).
     public var newlyQueued = 0
+    /// Dead letters taken out of the outbox to be exported and sent again (`retryFailed`).
+    public var retriedFailed = 0
     /// Delivered now: identifier and the server's location.
     public var pushed: [(identifier: String, location: String?)] = []
     /// Refused by the server (dead-lettered), with its OperationOutcome.
@@ -51,8 +53,11 @@ public struct OutcomePush: Sendable {
         return try store.enqueue(items)
     }
 
-    public func run(dryRun: Bool = false) async throws -> PushReport {
+    /// Queues what is new and sends what is queued. With `retryFailed`, the dead letters are
+    /// exported again first (after a mapping fix, say) and sent like new ones.
+    public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
         var report = PushReport()
+        if retryFailed && !dryRun { report.retriedFailed = try store.forgetFailed() }
         report.newlyQueued = try enqueue()
         let queued = try store.queuedOutbox(limit: 100_000)
         if dryRun {
