@@ -119,7 +119,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     // MARK: Mapping
 
-    let skipStep = getenv("SKIP_STEP") != nil
     static func kind(_ type: EntityType) -> String { type == .healthKitTask ? "task" : type.rawValue }
 
     /// An id added within one call, per kind.

@@ -68,6 +68,10 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
     case endBeforeStart(element: Int)
     case negativeDuration(element: Int)
     case sameStart(element: Int, otherElement: Int)
+    /// A convenience constructor was given a clock time outside 00:00...23:59.
+    case invalidClockTime(hour: Int, minutes: Int)
+    /// A convenience constructor was given a weekday outside 1 (Sunday) ... 7 (Saturday).
+    case invalidWeekday(Int)
 
     public var description: String {
         switch self {
@@ -77,6 +81,8 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
         case .endBeforeStart(let e): "schedule element \(e): end is not after start"
         case .negativeDuration(let e): "schedule element \(e): negative duration"
         case .sameStart(let e, let other): "schedule elements \(other) and \(e) start at the same time, so their events have no defined order"
+        case .invalidClockTime(let h, let m): "\(h):\(m < 10 && m >= 0 ? "0" : "")\(m) is not a clock time (hours 0...23, minutes 0...59)"
+        case .invalidWeekday(let d): "weekday \(d) is not a day of the week (1 = Sunday ... 7 = Saturday)"
         }
     }
 }
@@ -137,45 +143,53 @@ public struct Schedule: Sendable, Hashable {
         return calendar
     }
 
-    /// Every day at a clock time, from the day of `start` (CareKit's `dailyAtTime`).
+    /// Every day at a clock time, from the day of `start` (CareKit's `dailyAtTime`). Throws for a
+    /// clock time outside 00:00...23:59 or an `end` not after the first occurrence.
     public static func dailyAtTime(hour: Int, minutes: Int, start: Date, end: Date? = nil, text: String? = nil,
                                    duration: ScheduleElement.Duration = .hour, targetValues: [OutcomeValue] = [],
-                                   timeZone: TimeZone) -> Schedule {
+                                   timeZone: TimeZone) throws(ScheduleError) -> Schedule {
         let calendar = calendar(timeZone)
-        let first = calendar.date(bySettingHour: hour, minute: minutes, second: 0, of: calendar.startOfDay(for: start)) ?? start
+        let first = try clockTime(hour, minutes, on: calendar.startOfDay(for: start), calendar)
         let element = ScheduleElement(start: first, end: end, interval: DateComponents(day: 1), text: text,
                                       duration: duration, targetValues: targetValues, calendar: calendar)
-        return try! Schedule(elements: [element])
+        return try Schedule(elements: [element])
     }
 
     /// Every week on a weekday (1 = Sunday ... 7 = Saturday) at a clock time, from the first such
-    /// day on or after `start` (CareKit's `weeklyAtTime`).
+    /// day on or after `start` (CareKit's `weeklyAtTime`). Throws for a weekday or clock time out
+    /// of range or an `end` not after the first occurrence.
     public static func weeklyAtTime(weekday: Int, hours: Int, minutes: Int, start: Date, end: Date? = nil,
                                     text: String? = nil, duration: ScheduleElement.Duration = .hour,
-                                    targetValues: [OutcomeValue] = [], timeZone: TimeZone) -> Schedule {
+                                    targetValues: [OutcomeValue] = [], timeZone: TimeZone) throws(ScheduleError) -> Schedule {
+        guard (1...7).contains(weekday) else { throw .invalidWeekday(weekday) }
         let calendar = calendar(timeZone)
-        var day = calendar.startOfDay(for: start)
-        while calendar.component(.weekday, from: day) != weekday {
-            day = calendar.date(byAdding: .day, value: 1, to: day)!
-        }
-        let first = calendar.date(bySettingHour: hours, minute: minutes, second: 0, of: day) ?? day
+        let startDay = calendar.startOfDay(for: start)
+        let ahead = (weekday - calendar.component(.weekday, from: startDay) + 7) % 7
+        let day = calendar.date(byAdding: .day, value: ahead, to: startDay) ?? startDay
+        let first = try clockTime(hours, minutes, on: day, calendar)
         let element = ScheduleElement(start: first, end: end, interval: DateComponents(weekOfYear: 1), text: text,
                                       duration: duration, targetValues: targetValues, calendar: calendar)
-        return try! Schedule(elements: [element])
+        return try Schedule(elements: [element])
     }
 
-    /// Every day, all day, from the day of `start`.
+    /// Every day, all day, from the day of `start`. Throws when `end` is not after that day's start.
     public static func allDay(start: Date, end: Date? = nil, text: String? = nil, targetValues: [OutcomeValue] = [],
-                              timeZone: TimeZone) -> Schedule {
+                              timeZone: TimeZone) throws(ScheduleError) -> Schedule {
         let calendar = calendar(timeZone)
         let element = ScheduleElement(start: calendar.startOfDay(for: start), end: end, interval: DateComponents(day: 1),
                                       text: text, duration: .allDay, targetValues: targetValues, calendar: calendar)
-        return try! Schedule(elements: [element])
+        return try Schedule(elements: [element])
+    }
+
+    /// The clock time `hour:minutes` on `day` (a start of day), checked.
+    static func clockTime(_ hour: Int, _ minutes: Int, on day: Date, _ calendar: Calendar) throws(ScheduleError) -> Date {
+        guard (0...23).contains(hour), (0...59).contains(minutes) else { throw .invalidClockTime(hour: hour, minutes: minutes) }
+        return calendar.date(bySettingHour: hour, minute: minutes, second: 0, of: day) ?? day
     }
 
     /// "As needed": an all-day element every day. Give the task `impactsAdherence: false`.
-    public static func asNeeded(start: Date, end: Date? = nil, text: String? = "As needed", timeZone: TimeZone) -> Schedule {
-        allDay(start: start, end: end, text: text, timeZone: timeZone)
+    public static func asNeeded(start: Date, end: Date? = nil, text: String? = "As needed", timeZone: TimeZone) throws(ScheduleError) -> Schedule {
+        try allDay(start: start, end: end, text: text, timeZone: timeZone)
     }
 }
 

@@ -82,7 +82,7 @@ struct CareKitJSONTests {
         ])
         var task = CareTask(id: "metformin", title: "Metformin", carePlanUUID: plan.uuid, schedule: schedule, timezone: zone)
         task.instructions = "500 mg with food"
-        var steps = CareTask(id: "steps", title: "Walk", carePlanUUID: plan.uuid, schedule: Schedule.allDay(start: start, timeZone: zone), impactsAdherence: false, timezone: zone)
+        var steps = CareTask(id: "steps", title: "Walk", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone), impactsAdherence: false, timezone: zone)
         steps.healthKitLinkage = HealthKitLinkage(quantityIdentifier: "HKQuantityTypeIdentifierStepCount", quantityType: .cumulative, unitString: "count")
         var outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 2, values: [
             OutcomeValue(.integer(72), kind: "heartRate", units: "bpm", createdDate: start),

@@ -31,11 +31,11 @@ struct SQLiteStoreTests {
         plan.tags = ["heart-failure"]
         plan.groupIdentifier = "clinic-a"
         var pill = CareTask(id: "metformin", title: "Metformin", carePlanUUID: plan.uuid,
-                            schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
         pill.effectiveDate = start
         pill.tags = ["medication"]
         var weight = CareTask(id: "weight", title: "Weight", carePlanUUID: plan.uuid,
-                              schedule: Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: start, timeZone: zone), timezone: zone)
+                              schedule: try Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: start, timeZone: zone), timezone: zone)
         weight.effectiveDate = start
         try store.add([.patient(patient), .carePlan(plan), .task(pill), .task(weight)])
         return (patient, plan, pill, weight)
@@ -138,8 +138,8 @@ struct SQLiteStoreTests {
         let t = try TemporaryStore()
         let (_, plan, _, _) = try seed(t.store)
         let before = try t.store.changes(since: 0).revision
-        let good = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: Schedule.allDay(start: start, timeZone: zone))
-        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone))
+        let good = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
+        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone))
         #expect(throws: StoreError.self) { try t.store.add([.task(good), .task(bad)]) }
         #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).isEmpty)
         #expect(try t.store.changes(since: 0).revision == before)
@@ -149,8 +149,8 @@ struct SQLiteStoreTests {
     func rollbackForgetsCachedVersions() throws {
         let t = try TemporaryStore()
         let (_, plan, _, _) = try seed(t.store)
-        var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid, schedule: Schedule.allDay(start: start, timeZone: zone))
-        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone))
+        var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
+        let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone))
         #expect(throws: StoreError.self) { try t.store.add([.task(walk), .task(bad)]) }
         walk.title = "Walk 30 minutes"
         try t.store.add([.task(walk)])
@@ -163,7 +163,7 @@ struct SQLiteStoreTests {
         let t = try TemporaryStore()
         let (_, plan, _, _) = try seed(t.store)
         var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid,
-                            schedule: Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone)
+                            schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone)
         walk.effectiveDate = start
         // The outcome is checked against the task inserted just before it (read back inside the
         // transaction), then refused: occurrence -1 does not exist.
@@ -215,7 +215,7 @@ struct SQLiteStoreTests {
         try t.store.add([.outcome(Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(500), kind: "dose")], timezone: zone))])
         var v2 = pill
         v2.effectiveDate = local("2026-11-03", zone)
-        v2.schedule = Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-11-03", zone), timeZone: zone)
+        v2.schedule = try Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-11-03", zone), timeZone: zone)
         try t.store.update([.task(v2)])
         let events = try t.store.events(from: local("2026-11-01", zone), to: local("2026-11-05", zone), tasks: EntityQuery(ids: ["metformin"]))
         #expect(events.map { wall($0.scheduleEvent.start, zone) } == ["2026-11-01 08:00", "2026-11-02 08:00", "2026-11-03 09:00", "2026-11-04 09:00"])
@@ -245,7 +245,7 @@ struct SQLiteStoreTests {
         var renamed = plan
         renamed.title = "Renamed"
         renamed.version.effectiveDate = start.addingTimeInterval(3600)
-        let orphan = CareTask(id: "orphan", title: "Orphan", carePlanUUID: UUID(), schedule: Schedule.allDay(start: start, timeZone: zone), timezone: zone)
+        let orphan = CareTask(id: "orphan", title: "Orphan", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
         #expect(throws: StoreError.self) {
             try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])])
         }
@@ -267,13 +267,13 @@ struct SQLiteStoreTests {
         let before = try fileSize()
         // A small commit stays in the log: the writer no longer checkpoints on its own.
         try t.store.add([.task(CareTask(id: "small", title: "Small", carePlanUUID: plan.uuid,
-                                        schedule: Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone))])
+                                        schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone))])
         t.store.checkpointer.waitUntilIdle()
         #expect(try fileSize() == before)
         // About 6 MiB of versions: the log passes the threshold and the checkpointer moves it.
-        let tasks = (0..<6000).map { i in
+        let tasks = try (0..<6000).map { i in
             CareEntity.task(CareTask(id: "bulk-\(i)", title: String(repeating: "x", count: 400), carePlanUUID: plan.uuid,
-                                   schedule: Schedule.dailyAtTime(hour: i % 24, minutes: 0, start: start, timeZone: zone), timezone: zone))
+                                   schedule: try Schedule.dailyAtTime(hour: i % 24, minutes: 0, start: start, timeZone: zone), timezone: zone))
         }
         try t.store.add(tasks)
         t.store.checkpointer.waitUntilIdle()
@@ -300,7 +300,7 @@ struct AsyncStoreTests {
                     var written = 0
                     for i in 0..<10 {
                         let task = CareTask(id: "w\(worker)-t\(i)", title: "Task", carePlanUUID: plan.uuid,
-                                            schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+                                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
                         written += try await store.perform { try $0.add([.task(task)]) }.count
                         _ = try await store.perform { try $0.fetchTasks(EntityQuery(carePlanIDs: ["plan"])) }
                     }
@@ -313,7 +313,7 @@ struct AsyncStoreTests {
         }
         #expect(try await store.perform { try $0.fetchTasks() }.count == 80)
         do {
-            _ = try await store.perform { try $0.update([.task(CareTask(id: "missing", title: nil, carePlanUUID: nil, schedule: Schedule.allDay(start: start, timeZone: zone)))]) }
+            _ = try await store.perform { try $0.update([.task(CareTask(id: "missing", title: nil, carePlanUUID: nil, schedule: try Schedule.allDay(start: start, timeZone: zone)))]) }
             Issue.record("updated a missing task")
         } catch {
             #expect(error as? StoreError == StoreError.notFound(.task, id: "missing"))

@@ -30,7 +30,7 @@ func element(_ start: Date, every interval: DateComponents, zone: TimeZone, end:
 struct ScheduleEventTests {
     @Test("daily at 08:00 keeps the local time across both New York daylight-saving changes")
     func dailyAcrossDST() throws {
-        let schedule = Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-03-06", newYork), timeZone: newYork)
+        let schedule = try Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-03-06", newYork), timeZone: newYork)
         let spring = schedule.events(from: local("2026-03-06", newYork), to: local("2026-03-11", newYork))
         #expect(spring.map { wall($0.start, newYork) } == ["2026-03-06 08:00", "2026-03-07 08:00", "2026-03-08 08:00", "2026-03-09 08:00", "2026-03-10 08:00"])
         #expect(spring.map(\.occurrence) == [0, 1, 2, 3, 4])
@@ -45,7 +45,7 @@ struct ScheduleEventTests {
     func gapTimeAccumulates() throws {
         for (zone, days) in [(newYork, ["2026-03-06", "2026-03-07", "2026-03-08", "2026-03-09", "2026-03-10"]),
                              (berlin, ["2026-03-27", "2026-03-28", "2026-03-29", "2026-03-30", "2026-03-31"])] {
-            let schedule = Schedule.dailyAtTime(hour: 2, minutes: 30, start: local(days[0], zone), timeZone: zone)
+            let schedule = try Schedule.dailyAtTime(hour: 2, minutes: 30, start: local(days[0], zone), timeZone: zone)
             let events = schedule.events(from: local(days[0], zone), to: local(days[4], zone).addingTimeInterval(86400))
             #expect(events.map { wall($0.start, zone) } == [days[0] + " 02:30", days[1] + " 02:30", days[2] + " 03:30", days[3] + " 03:30", days[4] + " 03:30"])
             // Asked for later days alone, the numbering and the drifted time are the same.
@@ -59,8 +59,8 @@ struct ScheduleEventTests {
     }
 
     @Test("Berlin's fall-back day: 02:30 happens twice, the first is used, the next day is 02:30 again")
-    func berlinFallBack() {
-        let schedule = Schedule.dailyAtTime(hour: 2, minutes: 30, start: local("2026-10-24", berlin), timeZone: berlin)
+    func berlinFallBack() throws {
+        let schedule = try Schedule.dailyAtTime(hour: 2, minutes: 30, start: local("2026-10-24", berlin), timeZone: berlin)
         let events = schedule.events(from: local("2026-10-24", berlin), to: local("2026-10-27", berlin))
         #expect(events.map { wall($0.start, berlin) } == ["2026-10-24 02:30", "2026-10-25 02:30", "2026-10-26 02:30"])
         #expect(berlin.secondsFromGMT(for: events[1].start) == 7200)
@@ -68,8 +68,8 @@ struct ScheduleEventTests {
     }
 
     @Test("all-day windows follow the local day: 23 hours in spring, 25 in the fall")
-    func allDayWindows() {
-        let schedule = Schedule.allDay(start: local("2026-03-01", newYork), timeZone: newYork)
+    func allDayWindows() throws {
+        let schedule = try Schedule.allDay(start: local("2026-03-01", newYork), timeZone: newYork)
         let spring = schedule.events(from: local("2026-03-08", newYork), to: local("2026-03-08 12:00", newYork))
         #expect(spring.count == 1)
         #expect(spring[0].start == local("2026-03-08", newYork))
@@ -124,8 +124,8 @@ struct ScheduleEventTests {
     }
 
     @Test("a range keeps events ending at or after its start and starting before its end")
-    func rangeRules() {
-        let schedule = Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-05-01", newYork), timeZone: newYork)
+    func rangeRules() throws {
+        let schedule = try Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-05-01", newYork), timeZone: newYork)
         let eight = local("2026-05-02 08:00", newYork)
         #expect(schedule.events(from: eight.addingTimeInterval(1800), to: eight.addingTimeInterval(7200)).count == 1)
         #expect(schedule.events(from: eight.addingTimeInterval(3600), to: eight.addingTimeInterval(7200)).count == 1)
@@ -158,9 +158,9 @@ struct ScheduleEventTests {
     }
 
     @Test("weekly on a weekday starts on the first such day")
-    func weekly() {
+    func weekly() throws {
         // 2026-05-01 is a Friday; weekday 2 is Monday.
-        let schedule = Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: local("2026-05-01", newYork), timeZone: newYork)
+        let schedule = try Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: local("2026-05-01", newYork), timeZone: newYork)
         let events = schedule.events(from: local("2026-05-01", newYork), to: local("2026-05-19", newYork))
         #expect(events.map { wall($0.start, newYork) } == ["2026-05-04 07:30", "2026-05-11 07:30", "2026-05-18 07:30"])
     }
@@ -188,10 +188,10 @@ struct TaskEventTests {
     @Test("a version change mid-series: each version numbers its own events and is clipped to its span; a tombstone ends the task")
     func versionChange() throws {
         var v1 = CareTask(id: "walk", title: "Walk", carePlanUUID: planUUID,
-                          schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-03-01", newYork), timeZone: newYork))
+                          schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: local("2026-03-01", newYork), timeZone: newYork))
         v1.effectiveDate = local("2026-03-01", newYork)
         var v2 = CareTask(id: "walk", title: "Walk later", carePlanUUID: planUUID,
-                          schedule: Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-03-05", newYork), timeZone: newYork))
+                          schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-03-05", newYork), timeZone: newYork))
         v2.effectiveDate = local("2026-03-05", newYork)
         var v3 = v2
         v3.uuid = UUID()
@@ -208,10 +208,10 @@ struct TaskEventTests {
         let start = local("2026-05-01", newYork)
         let target = OutcomeValue(.double(500), kind: "dose", units: "mg")
         var pill = CareTask(id: "metformin", title: "Metformin", carePlanUUID: planUUID,
-                            schedule: Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, targetValues: [target], timeZone: newYork))
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, targetValues: [target], timeZone: newYork))
         pill.effectiveDate = start
         var prn = CareTask(id: "prn", title: "Nitroglycerin", carePlanUUID: planUUID,
-                           schedule: Schedule.asNeeded(start: start, timeZone: newYork), impactsAdherence: false)
+                           schedule: try Schedule.asNeeded(start: start, timeZone: newYork), impactsAdherence: false)
         prn.effectiveDate = start
         let outcomes = [
             Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.double(500), kind: "dose")]),
@@ -230,5 +230,31 @@ struct TaskEventTests {
         #expect(perTask["metformin"]?.value == 1.0 / 3.0)
         #expect(perTask["prn"]?.value == nil)
         #expect(Adherence(events: []).value == nil)
+    }
+}
+
+@Suite("Schedule constructors")
+struct ScheduleConstructorTests {
+    let zone = TimeZone(identifier: "America/New_York")!
+
+    @Test("an end not after the start, a clock time or a weekday out of range are thrown, not trapped or looped on")
+    func invalidArguments() throws {
+        let start = local("2026-05-01", zone)
+        #expect(throws: ScheduleError.endBeforeStart(element: 0)) { try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, end: start, timeZone: zone) }
+        #expect(throws: ScheduleError.endBeforeStart(element: 0)) { try Schedule.allDay(start: start, end: start.addingTimeInterval(-60), timeZone: zone) }
+        #expect(throws: ScheduleError.endBeforeStart(element: 0)) {
+            try Schedule.weeklyAtTime(weekday: 2, hours: 7, minutes: 30, start: start, end: local("2026-05-02", zone), timeZone: zone)
+        }
+        #expect(throws: ScheduleError.invalidWeekday(8)) { try Schedule.weeklyAtTime(weekday: 8, hours: 7, minutes: 0, start: start, timeZone: zone) }
+        #expect(throws: ScheduleError.invalidWeekday(0)) { try Schedule.weeklyAtTime(weekday: 0, hours: 7, minutes: 0, start: start, timeZone: zone) }
+        #expect(throws: ScheduleError.invalidClockTime(hour: 24, minutes: 0)) { try Schedule.dailyAtTime(hour: 24, minutes: 0, start: start, timeZone: zone) }
+        #expect(throws: ScheduleError.invalidClockTime(hour: 8, minutes: -1)) { try Schedule.dailyAtTime(hour: 8, minutes: -1, start: start, timeZone: zone) }
+        #expect(ScheduleError.invalidClockTime(hour: 8, minutes: 5).description == "8:05 is not a clock time (hours 0...23, minutes 0...59)")
+        // Valid arguments still work, every weekday of the week.
+        for weekday in 1...7 {
+            let schedule = try Schedule.weeklyAtTime(weekday: weekday, hours: 7, minutes: 0, start: start, timeZone: zone)
+            let first = try #require(schedule.events(from: start, to: local("2026-05-08", zone)).first)
+            #expect(Schedule.calendar(zone).component(.weekday, from: first.start) == weekday)
+        }
     }
 }

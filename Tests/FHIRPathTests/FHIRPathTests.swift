@@ -218,3 +218,54 @@ struct SyntheaResolveTests {
         #expect(withSubject > 1000 && resolved == withSubject)
     }
 }
+
+@Suite("FHIRPath arithmetic at the limits")
+struct ArithmeticLimitTests {
+    @Test("integer div, mod, unary minus and abs at the 64-bit limits give empty, never a wrapped sign")
+    func integerLimits() throws {
+        // The case: literals past 32 bits are exact decimals; div of the result to an
+        // integer past 64 bits is empty (it printed -9223372036854775808).
+        #expect(try evaluate("(-9223372036854775807 - 1) div -1") == [])
+        #expect(try evaluate("9223372036854775807 + 1") == ["9223372036854775808"])
+        // Long literals are 64-bit integers.
+        let minimum = "(-9223372036854775807L - 1L)"
+        #expect(try evaluate("\(minimum) div -1L") == [])
+        #expect(try evaluate("\(minimum) mod -1L") == ["0"])
+        #expect(try evaluate("-\(minimum)") == [])
+        #expect(try evaluate("\(minimum).abs()") == [])
+        #expect(try evaluate("9223372036854775807L + 1L") == [])
+        #expect(try evaluate("\(minimum) - 1L") == [])
+        #expect(try evaluate("4611686018427387904L * 2L") == [])
+        // Just inside the limits the values are exact.
+        #expect(try evaluate("\(minimum) div 1L") == ["-9223372036854775808"])
+        #expect(try evaluate("-9223372036854775807L div -1L") == ["9223372036854775807"])
+        #expect(try evaluate("-(-9223372036854775807L)") == ["9223372036854775807"])
+        #expect(try evaluate("7 div -2") == ["-3"] && evaluate("-7 mod 2") == ["-1"])
+    }
+
+    @Test("Decimal overflow and underflow give empty instead of NaN or garbage")
+    func decimalLimits() throws {
+        let huge = "99999999999999999999999999999999999999.0"
+        let big = "(\(huge) * 10000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000.0)"
+        #expect(try evaluate("\(big) * \(big)") == [])
+        #expect(try evaluate("\(big) * \(big) * \(big)") == [])
+        #expect(try evaluate("(\(big) * \(big)).exists()") == ["false"])
+        #expect(try evaluate("1.0 / (\(big) * \(big))") == [])
+        // A decimal too large for an Int: div and toInteger-like functions refuse it.
+        #expect(try evaluate("\(huge) div 1.0") == [])
+        #expect(try evaluate("\(huge).floor()") == [])
+        #expect(try evaluate("\(huge).ceiling()") == [])
+        #expect(try evaluate("2.5 * 4") == ["10.0"])
+        #expect(try evaluate("10.5 div 3") == ["3"])
+    }
+
+    @Test("date arithmetic beyond year 9999 gives empty, never a wrapped date")
+    func dateLimits() throws {
+        #expect(try evaluate("@2026-01-01 + 9223372036854775807 days") == [])
+        #expect(try evaluate("@2026-01-01T00:00:00Z + 99999999999999999999 'ms'") == [])
+        #expect(try evaluate("@2026-01-01 + 8000 years") == [])
+        #expect(try evaluate("@2026-01-01 + 7000 years") == ["9026-01-01"])
+        #expect(try evaluate("@2026-01-01 - 2025 years") == ["0001-01-01"])
+        #expect(try evaluate("@2026-01-01 - 2026 years") == [])
+    }
+}

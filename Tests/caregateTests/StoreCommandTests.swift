@@ -25,7 +25,7 @@ struct StoreCommandTests {
         var first: CareTask?
         for i in 0..<tasks {
             var task = CareTask(id: "\(idPrefix)-\(i)", title: "Task \(i)", carePlanUUID: plan.uuid,
-                                schedule: Schedule.dailyAtTime(hour: 8 + i % 12, minutes: 0, start: start, timeZone: zone), timezone: zone)
+                                schedule: try Schedule.dailyAtTime(hour: 8 + i % 12, minutes: 0, start: start, timeZone: zone), timezone: zone)
             task.effectiveDate = start
             task.instructions = "Do task \(i) with care"
             if first == nil { first = task }

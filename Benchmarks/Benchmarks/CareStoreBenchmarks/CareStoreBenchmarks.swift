@@ -26,7 +26,7 @@ func workload(_ store: SQLiteCarePlanStore, tasks: Int, outcomesPerTask: Int) th
     var outcomeEntities: [CareEntity] = []
     for i in 0..<tasks {
         var task = CareTask(id: "task-\(i)", title: "Task \(i)", carePlanUUID: plan.uuid,
-                            schedule: Schedule.dailyAtTime(hour: i % 24, minutes: (i * 7) % 60, start: yearStart, timeZone: zone), timezone: zone)
+                            schedule: try Schedule.dailyAtTime(hour: i % 24, minutes: (i * 7) % 60, start: yearStart, timeZone: zone), timezone: zone)
         task.effectiveDate = yearStart
         taskEntities.append(.task(task))
         for k in 0..<outcomesPerTask {

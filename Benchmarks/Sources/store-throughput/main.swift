@@ -37,7 +37,7 @@ func seed(_ store: SQLiteCarePlanStore, tasks: Int, outcomesPerTask: Int) throws
     var taskList: [CareTask] = []
     for i in 0..<tasks {
         var task = CareTask(id: "task-\(i)", title: "Task \(i)", carePlanUUID: plan.uuid,
-                            schedule: Schedule.dailyAtTime(hour: i % 24, minutes: (i * 7) % 60, start: start, timeZone: zone), timezone: zone)
+                            schedule: try Schedule.dailyAtTime(hour: i % 24, minutes: (i * 7) % 60, start: start, timeZone: zone), timezone: zone)
         task.effectiveDate = start
         taskList.append(task)
         entities.append(.task(task))

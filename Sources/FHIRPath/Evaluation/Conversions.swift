@@ -159,13 +159,16 @@ enum MathFunctions {
         }
         guard let number = Operators.number(item) else { throw .evaluation(position, "\(name)() works on numbers, not \(Operators.describe(item))") }
         let isInteger = if case .integer = item { true } else { false }
-        func integer(_ d: FHIRPathDecimal) -> FHIRPathValue { .integer(Int(truncating: NSDecimalNumber(decimal: d.value))) }
+        func integer(_ d: FHIRPathDecimal) -> FHIRPathValue? { d.integer.map(FHIRPathValue.integer) }
         func real(_ x: Double) -> FHIRPathValue? {
             guard x.isFinite else { return nil }
             return FHIRPathDecimal(String(format: "%.15g", x)).map { .decimal($0) } ?? Decimal(string: "\(x)").map { .decimal(FHIRPathDecimal($0, scale: 0)) }
         }
         switch name {
-        case "abs": return isInteger ? .integer(abs(number.isWhole ? Int(truncating: NSDecimalNumber(decimal: number.value)) : 0)) : .decimal(FHIRPathDecimal(abs(number.value), scale: number.scale))
+        case "abs":
+            guard isInteger else { return .decimal(FHIRPathDecimal(abs(number.value), scale: number.scale)) }
+            guard let i = number.integer, i != .min else { return nil }
+            return .integer(abs(i))
         case "ceiling": return integer(number.rounded(0, .up))
         case "floor": return integer(number.rounded(0, .down))
         case "truncate": return integer(number.value < 0 ? number.rounded(0, .up) : number.rounded(0, .down))
@@ -187,7 +190,7 @@ enum MathFunctions {
             guard let argument, let exponent = Operators.number(argument) else { return nil }
             if isInteger, case .integer(let e) = argument, e >= 0 {
                 var result = 1
-                let b = Int(truncating: NSDecimalNumber(decimal: number.value))
+                guard let b = number.integer else { return nil }
                 for _ in 0..<e {
                     let (r, overflow) = result.multipliedReportingOverflow(by: b)
                     if overflow { return nil }
@@ -242,8 +245,8 @@ enum Boundaries {
         guard places >= 0, places <= 28 else { return nil }
         var half = Decimal(5)
         half = half * pow(Decimal(10), 0) / pow(Decimal(10), d.scale + 1)
-        let bound = name == "lowBoundary" ? d.value - half : d.value + half
-        var value = bound, rounded = Decimal()
+        guard var value = FHIRPathDecimal.checked(d.value, half, name == "lowBoundary" ? NSDecimalSubtract : NSDecimalAdd) else { return nil }
+        var rounded = Decimal()
         NSDecimalRound(&rounded, &value, places, name == "lowBoundary" ? .down : .up)
         return .decimal(FHIRPathDecimal(rounded, scale: places))
     }

@@ -87,9 +87,12 @@ struct Evaluator {
             guard let item = try singleton(items, operand.position, "the operand of unary '\(op.rawValue)'") else { return [] }
             if op == .plus { return [item] }
             switch item.systemValue {
-            case .integer(let i): return [.integer(-i)]
-            case .decimal(let d): return [.decimal(-d)]
-            case .quantity(let q): return [.quantity(FHIRPathQuantity(value: -q.value, unit: q.unit))]
+            case .integer(let i):
+                // -(-9223372036854775808) has no Int: empty, like any result FHIRPath cannot represent.
+                let (negated, overflow) = 0.subtractingReportingOverflow(i)
+                return overflow ? [] : [.integer(negated)]
+            case .decimal(let d): return [.decimal(d.negated)]
+            case .quantity(let q): return [.quantity(FHIRPathQuantity(value: q.value.negated, unit: q.unit))]
             default: throw .evaluation(node.position, "cannot negate \(Operators.describe(item.systemValue))")
             }
         case .typeTest(let op, let operand, let type):

@@ -136,38 +136,40 @@ enum Operators {
             let (r, overflow) = p.multipliedReportingOverflow(by: q)
             return overflow ? nil : .integer(r)
         case (.div, .integer(let p), .integer(let q)):
-            return q == 0 ? nil : .integer(p / q)
+            guard q != 0 else { return nil }
+            let (r, overflow) = p.dividedReportingOverflow(by: q)
+            return overflow ? nil : .integer(r)
         case (.mod, .integer(let p), .integer(let q)):
-            return q == 0 ? nil : .integer(p % q)
-        case (.add, .date(let d), .quantity(let q)), (.add, .dateTime(let d), .quantity(let q)):
-            guard let r = d.adding(q.value, unit: q.unit) else { throw .evaluation(position, "cannot add \(q) to a date") }
-            return x.isDate ? .date(r) : .dateTime(r)
-        case (.subtract, .date(let d), .quantity(let q)), (.subtract, .dateTime(let d), .quantity(let q)):
-            guard let r = d.adding(-q.value, unit: q.unit) else { throw .evaluation(position, "cannot subtract \(q) from a date") }
-            return x.isDate ? .date(r) : .dateTime(r)
-        case (.add, .time(let t), .quantity(let q)):
-            guard let r = t.adding(q.value, unit: q.unit) else { throw .evaluation(position, "cannot add \(q) to a time") }
-            return .time(r)
-        case (.subtract, .time(let t), .quantity(let q)):
-            guard let r = t.adding(-q.value, unit: q.unit) else { throw .evaluation(position, "cannot subtract \(q) from a time") }
-            return .time(r)
+            guard q != 0 else { return nil }
+            // Only Int.min mod -1 overflows, and its remainder is 0.
+            let (r, overflow) = p.remainderReportingOverflow(dividingBy: q)
+            return .integer(overflow ? 0 : r)
+        case (.add, .date(let d), .quantity(let q)), (.add, .dateTime(let d), .quantity(let q)),
+             (.subtract, .date(let d), .quantity(let q)), (.subtract, .dateTime(let d), .quantity(let q)):
+            guard CalendarUnit(arithmetic: q.unit) != nil else {
+                throw .evaluation(position, op == .add ? "cannot add \(q) to a date" : "cannot subtract \(q) from a date")
+            }
+            // A result past year 9999 (or before year 1) is empty.
+            return d.adding(op == .add ? q.value : q.value.negated, unit: q.unit).map { x.isDate ? .date($0) : .dateTime($0) }
+        case (.add, .time(let t), .quantity(let q)), (.subtract, .time(let t), .quantity(let q)):
+            guard let unit = CalendarUnit(arithmetic: q.unit), [.hour, .minute, .second, .millisecond].contains(unit) else {
+                throw .evaluation(position, op == .add ? "cannot add \(q) to a time" : "cannot subtract \(q) from a time")
+            }
+            return t.adding(op == .add ? q.value : q.value.negated, unit: q.unit).map(FHIRPathValue.time)
         case (.add, .quantity(let p), .quantity(let q)), (.subtract, .quantity(let p), .quantity(let q)):
             guard let q2 = q.converted(to: p.unit) else { return nil }
-            return .quantity(FHIRPathQuantity(value: op == .add ? p.value + q2.value : p.value - q2.value, unit: p.unit))
+            return quantity(op == .add ? p.value.adding(q2.value) : p.value.subtracting(q2.value), p.unit)
         case (.multiply, .quantity(let p), .integer), (.multiply, .quantity(let p), .decimal):
-            return .quantity(FHIRPathQuantity(value: p.value * number(y)!, unit: p.unit))
+            return quantity(p.value.multiplied(by: number(y)!), p.unit)
         case (.multiply, .integer, .quantity(let q)), (.multiply, .decimal, .quantity(let q)):
-            return .quantity(FHIRPathQuantity(value: number(x)! * q.value, unit: q.unit))
+            return quantity(number(x)!.multiplied(by: q.value), q.unit)
         case (.multiply, .quantity(let p), .quantity(let q)):
-            return .quantity(FHIRPathQuantity(value: p.value * q.value, unit: p.unit == "1" ? q.unit : q.unit == "1" ? p.unit : "\(p.unit).\(q.unit)"))
+            return quantity(p.value.multiplied(by: q.value), p.unit == "1" ? q.unit : q.unit == "1" ? p.unit : "\(p.unit).\(q.unit)")
         case (.divide, .quantity(let p), .integer), (.divide, .quantity(let p), .decimal):
-            let d = number(y)!
-            guard d.value != 0 else { return nil }
-            return .quantity(FHIRPathQuantity(value: divide(p.value, d), unit: p.unit))
+            return quantity(divide(p.value, number(y)!), p.unit)
         case (.divide, .quantity(let p), .quantity(let q)):
-            guard q.value.value != 0 else { return nil }
-            if let q2 = q.converted(to: p.unit) { return .quantity(FHIRPathQuantity(value: divide(p.value, q2.value), unit: "1")) }
-            return .quantity(FHIRPathQuantity(value: divide(p.value, q.value), unit: "\(p.unit)/\(q.unit)"))
+            if let q2 = q.converted(to: p.unit) { return quantity(divide(p.value, q2.value), "1") }
+            return quantity(divide(p.value, q.value), "\(p.unit)/\(q.unit)")
         default:
             break
         }
@@ -175,29 +177,28 @@ enum Operators {
             throw .evaluation(position, "cannot apply '\(op.rawValue)' to \(describe(x)) and \(describe(y))")
         }
         switch op {
-        case .add: return .decimal(p + q)
-        case .subtract: return .decimal(p - q)
-        case .multiply: return .decimal(p * q)
-        case .divide:
-            guard q.value != 0 else { return nil }
-            return .decimal(divide(p, q))
-        case .div:
-            guard q.value != 0 else { return nil }
-            let r = divide(p, q).rounded(0, .down)
-            return .integer(Int(truncating: NSDecimalNumber(decimal: r.value)))
+        case .add: return p.adding(q).map(FHIRPathValue.decimal)
+        case .subtract: return p.subtracting(q).map(FHIRPathValue.decimal)
+        case .multiply: return p.multiplied(by: q).map(FHIRPathValue.decimal)
+        case .divide: return divide(p, q).map(FHIRPathValue.decimal)
+        case .div: return divide(p, q)?.rounded(0, .down).integer.map(FHIRPathValue.integer)
         case .mod:
-            guard q.value != 0 else { return nil }
-            let quotient = divide(p, q).rounded(0, .down)
-            return .decimal(p - quotient * q)
+            guard let quotient = divide(p, q)?.rounded(0, .down), let whole = quotient.multiplied(by: q) else { return nil }
+            return p.subtracting(whole).map(FHIRPathValue.decimal)
         default:
             throw .evaluation(position, "'\(op.rawValue)' is not arithmetic")
         }
     }
 
-    /// Division to 8 more places than either operand, trailing zeros dropped.
-    static func divide(_ p: FHIRPathDecimal, _ q: FHIRPathDecimal) -> FHIRPathDecimal {
-        var result = Decimal(), a = p.value, b = q.value
-        NSDecimalDivide(&result, &a, &b, .plain)
+    /// A quantity, or empty when its value could not be computed.
+    static func quantity(_ value: FHIRPathDecimal?, _ unit: String) -> FHIRPathValue? {
+        value.map { .quantity(FHIRPathQuantity(value: $0, unit: unit)) }
+    }
+
+    /// Division to 8 more places than either operand, trailing zeros dropped; nil for a zero
+    /// divisor or a quotient Decimal cannot represent.
+    static func divide(_ p: FHIRPathDecimal, _ q: FHIRPathDecimal) -> FHIRPathDecimal? {
+        guard q.value != 0, var result = FHIRPathDecimal.checked(p.value, q.value, NSDecimalDivide) else { return nil }
         let places = max(p.scale, q.scale) + 8
         var rounded = Decimal()
         NSDecimalRound(&rounded, &result, places, .plain)

@@ -173,14 +173,14 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
     /// Adds a calendar duration (`year`, `month`, `week`, `day`, `hour`, `minute`, `second`,
     /// `millisecond`, or UCUM's definite ones); nil for a unit that is not a time.
     func adding(_ amount: FHIRPathDecimal, unit: String) -> PartialDateTime? {
-        // UCUM's `a` and `mo` are fixed lengths (365.25 and 30.4375 days), not calendar years and
-        // months: adding them to a date is an error, as the specification says.
-        guard unit != "a", unit != "mo", let unit = CalendarUnit(unit) else { return nil }
+        guard let unit = CalendarUnit(arithmetic: unit) else { return nil }
         var result = self
         var amount = amount
         // Seconds count whole; fractions of a second need the millisecond unit.
         if unit == .second { amount = amount.value < 0 ? amount.rounded(0, .up) : amount.rounded(0, .down) }
-        let whole = Int(truncating: NSDecimalNumber(decimal: amount.rounded(0, .down).value))
+        // FHIRPath dates stop at year 9999: an amount of more than 10,000 years in any unit gives
+        // nil (and so empty), never a wrapped value.
+        guard let whole = amount.rounded(0, .down).integer, abs(whole) <= unit.inTenThousandYears else { return nil }
         switch unit {
         case .year:
             result.year += whole
@@ -204,7 +204,8 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
             case .second: 1000
             default: 1
             }
-            let deltaMs = Int(truncating: NSDecimalNumber(decimal: (amount.value * factor)))
+            guard let deltaMs = FHIRPathDecimal.checked(amount.value, factor, NSDecimalMultiply).flatMap({ FHIRPathDecimal($0, scale: 0).rounded(0, .down).integer }),
+                  abs(deltaMs) <= CalendarUnit.millisecond.inTenThousandYears else { return nil }
             var ms = ((PartialDateTime.dayNumber(year, month, day) * 24 + hour) * 60 + (minute ?? 0)) * 60_000
                 + (second ?? 0) * 1000 + milliseconds + deltaMs
             let dayNumber = Int((Double(ms) / 86_400_000).rounded(.down))
@@ -220,7 +221,7 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
                 if fraction.count > 3 { result.fraction! += String(repeating: "0", count: fraction.count - 3) }
             }
         }
-        return result
+        return (1...9999).contains(result.year) ? result : nil
     }
 
     public var description: String {
@@ -269,7 +270,7 @@ public struct PartialTime: Sendable, Hashable, CustomStringConvertible {
     func compare(to other: PartialTime) -> Int? { asDateTime.compare(to: other.asDateTime) }
 
     func adding(_ amount: FHIRPathDecimal, unit: String) -> PartialTime? {
-        guard let unit = CalendarUnit(unit), [.hour, .minute, .second, .millisecond].contains(unit),
+        guard let unit = CalendarUnit(arithmetic: unit), [.hour, .minute, .second, .millisecond].contains(unit),
               let moved = asDateTime.adding(amount, unit: unit.rawValue) else { return nil }
         var result = self
         result.hour = moved.hour!; result.minute = moved.minute; result.second = moved.second; result.fraction = moved.fraction
@@ -301,6 +302,28 @@ enum CalendarUnit: String, Sendable {
         case "second", "seconds", "s": self = .second
         case "millisecond", "milliseconds", "ms": self = .millisecond
         default: return nil
+        }
+    }
+
+    /// A unit date arithmetic takes: UCUM's `a` and `mo` are fixed lengths (365.25 and 30.4375
+    /// days), not calendar years and months, so adding them to a date is an error, as the
+    /// specification says.
+    init?(arithmetic unit: String) {
+        guard unit != "a", unit != "mo" else { return nil }
+        self.init(unit)
+    }
+
+    /// How many of this unit make 10,000 years (the span of FHIRPath's dates), rounded up.
+    var inTenThousandYears: Int {
+        switch self {
+        case .year: 10_000
+        case .month: 120_000
+        case .week: 521_775
+        case .day: 3_652_425
+        case .hour: 87_658_200
+        case .minute: 5_259_492_000
+        case .second: 315_569_520_000
+        case .millisecond: 315_569_520_000_000
         }
     }
 }

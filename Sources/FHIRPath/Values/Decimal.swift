@@ -69,8 +69,34 @@ public struct FHIRPathDecimal: Sendable, Hashable, Comparable, CustomStringConve
     public static func == (a: FHIRPathDecimal, b: FHIRPathDecimal) -> Bool { a.value == b.value }
     public func hash(into hasher: inout Hasher) { hasher.combine(value) }
 
-    static func + (a: FHIRPathDecimal, b: FHIRPathDecimal) -> FHIRPathDecimal { FHIRPathDecimal(a.value + b.value, scale: max(a.scale, b.scale)) }
-    static func - (a: FHIRPathDecimal, b: FHIRPathDecimal) -> FHIRPathDecimal { FHIRPathDecimal(a.value - b.value, scale: max(a.scale, b.scale)) }
-    static func * (a: FHIRPathDecimal, b: FHIRPathDecimal) -> FHIRPathDecimal { FHIRPathDecimal(a.value * b.value, scale: max(a.scale, b.scale)) }
-    static prefix func - (a: FHIRPathDecimal) -> FHIRPathDecimal { FHIRPathDecimal(-a.value, scale: a.scale) }
+    // Arithmetic is checked: a result Foundation's Decimal cannot represent (overflow past
+    // 38 digits and exponent 127, or underflow) is nil, which FHIRPath turns into empty.
+
+    func adding(_ b: FHIRPathDecimal) -> FHIRPathDecimal? { checked(b, NSDecimalAdd) }
+    func subtracting(_ b: FHIRPathDecimal) -> FHIRPathDecimal? { checked(b, NSDecimalSubtract) }
+    func multiplied(by b: FHIRPathDecimal) -> FHIRPathDecimal? { checked(b, NSDecimalMultiply) }
+    var negated: FHIRPathDecimal { FHIRPathDecimal(-value, scale: scale) }
+
+    private func checked(_ b: FHIRPathDecimal,
+                         _ operation: (UnsafeMutablePointer<Decimal>, UnsafePointer<Decimal>, UnsafePointer<Decimal>, NSDecimalNumber.RoundingMode) -> NSDecimalNumber.CalculationError)
+        -> FHIRPathDecimal? {
+        FHIRPathDecimal.checked(value, b.value, operation).map { FHIRPathDecimal($0, scale: max(scale, b.scale)) }
+    }
+
+    /// `operation` on two Decimals, nil unless it succeeded (rounding past 38 digits is allowed).
+    static func checked(_ a: Decimal, _ b: Decimal,
+                        _ operation: (UnsafeMutablePointer<Decimal>, UnsafePointer<Decimal>, UnsafePointer<Decimal>, NSDecimalNumber.RoundingMode) -> NSDecimalNumber.CalculationError)
+        -> Decimal? {
+        var result = Decimal(), x = a, y = b
+        let error = operation(&result, &x, &y, .plain)
+        guard error == .noError || error == .lossOfPrecision, !result.isNaN else { return nil }
+        return result
+    }
+
+    /// The value as an Int when it is whole and within Int's range; nil otherwise (never a
+    /// truncated or wrapped number).
+    var integer: Int? {
+        guard isWhole, !value.isNaN, value >= Decimal(Int.min), value <= Decimal(Int.max) else { return nil }
+        return Int(exactly: NSDecimalNumber(decimal: value).int64Value).flatMap { Decimal($0) == value ? $0 : nil }
+    }
 }
