@@ -58,7 +58,10 @@ let package = Package(
         // 4. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
-            dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")]
+            dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
+            // The shipped mapping files, built into the binary (BuiltIn/Mappings links to the
+            // repository's Mappings/), so that commands work without them on disk.
+            resources: [.embedInCode("BuiltIn/Mappings")]
         ),
         // 5. FHIR REST over libcurl: auth (bearer, SMART Backend Services), paging, retries.
         .target(
@@ -86,6 +89,7 @@ let package = Package(
                 "FHIRPath",
                 "CareStore",
                 "Mapping",
+                "FHIRClient",
                 "Gateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -107,7 +111,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MappingTests",
-            dependencies: ["Mapping", "FHIR", "CareStore"]
+            dependencies: ["Mapping", "FHIR", "FHIRPath", "CareStore"]
         ),
         .testTarget(
             name: "FHIRClientTests",
@@ -115,7 +119,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Mapping", "CareStore", "FHIR"]
+            dependencies: ["Gateway", "Mapping", "CareStore", "FHIR", "FHIRClient"]
         ),
         .testTarget(
             name: "caregateTests",

@@ -1,8 +1,9 @@
 #!/bin/sh
 # The compose demo: seed the EHR with FHIRSamples/, import the patient from it, push outcomes back.
 set -eu
+cd /opt/caregate
 base="${FHIR_BASE:-http://hapi:8080/fhir}"
-store="${CAREGATE_STORE:-/data/care.sqlite}"
+store="${CAREGATE_STORE:-/data/caregate.sqlite}"
 tz="${TZ:-America/New_York}"
 echo "waiting for $base ..."
 i=0
@@ -18,7 +19,7 @@ for file in FHIRSamples/json/*.json; do
   curl -sf -X PUT -H 'Content-Type: application/fhir+json' --data-binary "@$file" "$base/$type/$id" >/dev/null \
     || echo "warning: $base/$type/$id was not accepted" >&2
 done
-caregate validate Mappings
+caregate validate
 caregate import --from "$base" --patient maria-lopez --store "$store" --tz "$tz"
 caregate store events --store "$store" --tz "$tz" --from "$(date +%F)" --to "$(date -d tomorrow +%F)"
 caregate push --to "$base" --store "$store" --dry-run

@@ -1,10 +1,7 @@
 import ArgumentParser
 import CareStore
 import FHIR
-
-#if canImport(Glibc)
-import Glibc
-#endif
+import Foundation
 
 /// The `caregate` command: a FHIR R4 gateway for CareKit care-plan stores.
 @main
@@ -24,7 +21,7 @@ struct CareGate: AsyncParsableCommand {
               caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, ImportCommand.self, ExportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self]
     )
 }
 
@@ -154,12 +151,12 @@ extension CareGate {
             }
         } catch let failure as CommandError {
             for line in failure.lines { Diagnostics.standardError(line) }
-            Glibc.exit(1)
+            Foundation.exit(1)
         } catch {
             // `validate` is a CI gate: its usage errors exit 2, apart from findings (1).
             if ["validate", "test"].contains(CommandLine.arguments.dropFirst().first), exitCode(for: error) == .validationFailure {
                 Diagnostics.standardError(fullMessage(for: error))
-                Glibc.exit(2)
+                Foundation.exit(2)
             }
             exit(withError: error)
         }

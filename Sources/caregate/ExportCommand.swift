@@ -38,11 +38,10 @@ struct ExportCommand: ParsableCommand {
     @Option(name: .shortAndLong, help: "The output file (a directory for json and xml); standard output when absent.", completion: .file())
     var output: String?
 
-    @Option(name: .long, parsing: .singleValue, help: "Mapping files or directories with the observation-codes table (default: Mappings/).", completion: .file())
-    var mappings: [String] = []
+    @OptionGroup var mappings: MappingOptions
 
-    @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).")
-    var tz: String?
+    @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).", transform: TimeZoneArgument.parse)
+    var tz: TimeZone?
 
     @Option(name: .customLong("identifier-system"), help: "The system of the Observations' identifiers (the gateway's).")
     var identifierSystem = ObservationBuilder.defaultIdentifierSystem
@@ -50,18 +49,43 @@ struct ExportCommand: ParsableCommand {
     @Flag(name: .customLong("include-imported"), help: "Also export outcomes imported from the EHR's own Observations.")
     var includeImported = false
 
-    func run() throws {
-        let zone = try tz.map { name throws -> TimeZone in
-            guard let z = TimeZone(identifier: name) else { throw ValidationError("unknown time zone '\(name)'") }
-            return z
-        } ?? .current
-        let set: MappingSet
-        do {
-            set = try MappingSet.load(mappings.isEmpty ? ["Mappings"] : mappings)
-        } catch {
-            for d in error.diagnostics { Diagnostics.standardError(d.description) }
-            throw CommandError.message("the mapping files have errors; nothing was exported")
+    /// Where the resources go, decided once from --format and the -o extension.
+    enum Destination: Equatable {
+        case ndjson
+        case jsonBundle
+        case xmlBundle
+        /// One file per resource in a directory.
+        case files(FHIRFormat)
+    }
+
+    /// --format and the extension of -o agree, or the command is refused before anything is read.
+    static func destination(_ format: Format, output: String?) throws -> Destination {
+        let ext = output.map { ($0 as NSString).pathExtension.lowercased() } ?? ""
+        switch format {
+        case .ndjson:
+            guard !["xml", "json"].contains(ext) else {
+                throw ValidationError("--format ndjson writes JSON lines, not a .\(ext) file: name the output .ndjson (or choose --format bundle)")
+            }
+            return .ndjson
+        case .bundle:
+            guard !["ndjson", "jsonl"].contains(ext) else {
+                throw ValidationError("--format bundle writes one Bundle, not .\(ext) lines: name the output .json or .xml (or choose --format ndjson)")
+            }
+            return ext == "xml" ? .xmlBundle : .jsonBundle
+        case .json, .xml:
+            guard output != nil else { throw ValidationError("--format \(format.rawValue) writes one file per resource: give -o DIRECTORY") }
+            guard !["xml", "json", "ndjson", "jsonl"].contains(ext) else {
+                throw ValidationError("--format \(format.rawValue) writes one file per resource into a directory, not into the file \(output!)")
+            }
+            return .files(format == .xml ? .xml : .json)
         }
+    }
+
+    func validate() throws { _ = try ExportCommand.destination(format, output: output) }
+
+    func run() throws {
+        let zone = tz ?? .current
+        let set = try mappings.load(whatFails: "exported")
         let store = try options.open()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
@@ -85,33 +109,33 @@ struct ExportCommand: ParsableCommand {
             kinds[item.observation.resourceType ?? "Observation", default: 0] += 1
         }
         do {
-            let xml = output?.lowercased().hasSuffix(".xml") == true
-            switch format {
-            case .ndjson, .bundle where !xml:
+            switch try ExportCommand.destination(format, output: output) {
+            case .ndjson:
                 // Streamed: one resource in memory at a time.
                 try write { sink in
-                    if format == .ndjson {
-                        try export.forEach { item in
-                            count(item)
-                            try sink.write(FHIRJSONWriter(pretty: false).write(item.observation) + [0x0A])
-                        }
-                    } else {
-                        try export.writeBundle(to: sink, each: count)
-                        try sink.write([0x0A])
+                    try export.forEach { item in
+                        count(item)
+                        try sink.write(FHIRJSONWriter(pretty: false).write(item.observation) + [0x0A])
                     }
                 }
-            case .bundle:
+            case .jsonBundle:
+                // Streamed too: the Bundle is written entry by entry.
+                try write { sink in
+                    try export.writeBundle(to: sink, each: count)
+                    try sink.write([0x0A])
+                }
+            case .xmlBundle:
                 let exported = try export.observations()
                 exported.forEach(count)
                 try write { sink in try sink.write(FHIRDocument.write(export.transactionBundle(exported), format: .xml) + [0x0A]) }
-            case .json, .xml:
-                guard let output else { throw ValidationError("--format \(format.rawValue) writes one file per Observation: give -o DIRECTORY") }
-                try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true)
+            case .files(let fileFormat):
+                let directory = output!
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 try export.forEach { item in
                     count(item)
-                    let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(format.rawValue)"
-                    let sink = try FHIROutput(path: (output as NSString).appendingPathComponent(name))
-                    try sink.write(FHIRDocument.write(item.observation, format: format == .xml ? .xml : .json) + [0x0A])
+                    let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(fileFormat.rawValue)"
+                    let sink = try FHIROutput(path: (directory as NSString).appendingPathComponent(name))
+                    try sink.write(FHIRDocument.write(item.observation, format: fileFormat) + [0x0A])
                     try sink.close()
                 }
             }

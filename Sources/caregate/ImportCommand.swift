@@ -5,10 +5,6 @@ import Foundation
 import Gateway
 import Mapping
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// `caregate import PATH... | --from URL --patient ID [--mappings DIR] [--store PATH] [--tz ZONE] [--dry-run] [--format text|json]`
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -49,13 +45,12 @@ struct ImportCommand: AsyncParsableCommand {
 
     @OptionGroup var server: ServerOptions
 
-    @Option(name: .long, parsing: .singleValue, help: "Mapping files or directories (default: Mappings/).", completion: .file())
-    var mappings: [String] = []
+    @OptionGroup var mappings: MappingOptions
 
     @OptionGroup var options: StoreOptions
 
-    @Option(name: .long, help: "The patients' time zone: clock times in Timings are in it (default: this machine's).")
-    var tz: String?
+    @Option(name: .long, help: "The patients' time zone: clock times in Timings are in it (default: this machine's).", transform: TimeZoneArgument.parse)
+    var tz: TimeZone?
 
     @Flag(name: .customLong("dry-run"), help: "Print what would be created, changed and ended, without writing.")
     var dryRun = false
@@ -77,20 +72,8 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let zone: TimeZone
-        if let tz {
-            guard let z = TimeZone(identifier: tz) else { throw ValidationError("unknown time zone '\(tz)' (use an IANA name such as America/New_York)") }
-            zone = z
-        } else {
-            zone = .current
-        }
-        let set: MappingSet
-        do {
-            set = try MappingSet.load(mappings.isEmpty ? ["Mappings"] : mappings)
-        } catch {
-            for d in error.diagnostics { Diagnostics.standardError(d.description) }
-            throw CommandError.message("the mapping files have errors; nothing was imported")
-        }
+        let zone = tz ?? .current
+        let set = try mappings.load(whatFails: "imported")
         let store = try options.open()
         let terminal = isatty(2) == 1
         let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
@@ -161,7 +144,7 @@ struct ImportCommand: AsyncParsableCommand {
             let filled = progress.done * width / progress.total
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let line = "\r\(progress.stage.rawValue) [\(bar)] \(progress.done)/\(progress.total)"
-            _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+            _ = line.withCString { Foundation.write(2, $0, strlen($0)) }
         } else if progress.done < progress.total, progress.total >= 20, progress.done % max(1, progress.total / 10) == 0 {
             Diagnostics.standardError("\(progress.stage.rawValue) \(progress.done)/\(progress.total)")
         }

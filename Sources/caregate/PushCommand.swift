@@ -130,11 +130,10 @@ struct PushCommand: AsyncParsableCommand {
     @OptionGroup var options: StoreOptions
     @OptionGroup var server: ServerOptions
 
-    @Option(name: .long, parsing: .singleValue, help: "Mapping files with the observation-codes table (default: Mappings/).", completion: .file())
-    var mappings: [String] = []
+    @OptionGroup var mappings: MappingOptions
 
-    @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).")
-    var tz: String?
+    @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).", transform: TimeZoneArgument.parse)
+    var tz: TimeZone?
 
     @Flag(name: .customLong("dry-run"), help: "Queue and show what would be sent, without contacting the server.")
     var dryRun = false
@@ -150,12 +149,8 @@ struct PushCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let zone = tz.flatMap(TimeZone.init(identifier:)) ?? .current
-        let set: MappingSet
-        do { set = try MappingSet.load(mappings.isEmpty ? ["Mappings"] : mappings) } catch {
-            for d in error.diagnostics { Diagnostics.standardError(d.description) }
-            throw CommandError.message("the mapping files have errors; nothing was pushed")
-        }
+        let zone = tz ?? .current
+        let set = try mappings.load(whatFails: "pushed")
         let store = try options.open()
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
         var push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))

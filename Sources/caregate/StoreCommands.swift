@@ -8,7 +8,8 @@ struct Store: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work with the care-plan store: CareKit JSON in and out, and the events of a day.",
         discussion: """
-            The store is an SQLite file (default: caregate.sqlite in the working directory), \
+            The store is an SQLite file (--store, else $CAREGATE_STORE, else caregate.sqlite in \
+            the working directory), \
             versioned as CareKit's own store is: updates append versions, deletes append tombstones.
 
             Examples:
@@ -17,16 +18,6 @@ struct Store: ParsableCommand {
               caregate store export --carekit --carekit-version 3 -o for-old-app.json
             """,
         subcommands: [StoreExport.self, StoreImport.self, StoreEvents.self])
-}
-
-/// Options every store command takes.
-struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: "The store's SQLite file.", completion: .file())
-    var store: String = "caregate.sqlite"
-
-    func open() throws -> SQLiteCarePlanStore {
-        do { return try SQLiteCarePlanStore(path: store) } catch { throw CommandError.store(error) }
-    }
 }
 
 struct StoreExport: ParsableCommand {
@@ -99,7 +90,7 @@ struct StoreImport: ParsableCommand {
         let store = try options.open()
         let inserted: Int
         do { inserted = try store.merge(record) } catch { throw CommandError.store(error) }
-        print("imported \(inserted) of \(record.entities.count) versions into \(options.store) (\(record.entities.count - inserted) already present)")
+        print("imported \(inserted) of \(record.entities.count) versions into \(options.path) (\(record.entities.count - inserted) already present)")
     }
 }
 
@@ -117,8 +108,8 @@ struct StoreEvents: ParsableCommand {
     @Option(help: "The day (or instant) to stop before.")
     var to: String
 
-    @Option(help: "The time zone for dates and the listing (default: this machine's).")
-    var tz: String?
+    @Option(help: "The time zone for dates and the listing (default: this machine's).", transform: TimeZoneArgument.parse)
+    var tz: TimeZone?
 
     @Option(help: "text (default) or json.")
     var format: OutputFormat = .text
@@ -126,13 +117,7 @@ struct StoreEvents: ParsableCommand {
     enum OutputFormat: String, ExpressibleByArgument { case text, json }
 
     func run() throws {
-        let zone: TimeZone
-        if let tz {
-            guard let z = TimeZone(identifier: tz) else { throw ValidationError("Unknown time zone \"\(tz)\" (use an IANA name such as America/New_York).") }
-            zone = z
-        } else {
-            zone = .current
-        }
+        let zone = tz ?? .current
         let start = try parseDate(from, zone: zone, option: "--from")
         let end = try parseDate(to, zone: zone, option: "--to")
         guard start < end else { throw ValidationError("--from must be before --to.") }

@@ -14,6 +14,10 @@ struct TestCommand: ParsableCommand {
             and the store's snapshot (readable JSON) is compared with the expected file; a \
             difference prints the lines that differ. --update writes the snapshots instead.
 
+            The tests of the files given run (default: $CAREGATE_MAPPINGS, else the built-in \
+            files); the inputs are imported with those files over the built-in ones. A missing \
+            input or snapshot fails its test.
+
             Exit status: 0 when every test passes, 1 when any fails, 2 on usage errors.
 
             Examples:
@@ -21,21 +25,23 @@ struct TestCommand: ParsableCommand {
               caregate test Mappings/ --update
             """)
 
-    @Argument(help: "Mapping files or directories (default: Mappings/).", completion: .file())
-    var paths: [String] = ["Mappings"]
+    @Argument(help: "Mapping files or directories, or builtin: (default: $CAREGATE_MAPPINGS, else builtin:).", completion: .file())
+    var paths: [String] = []
 
     @Flag(help: "Write the snapshots instead of comparing (after checking the difference is intended).")
     var update = false
 
     func run() throws {
-        let set: MappingSet
+        let paths = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(self.paths))
+        let tested: MappingSet, all: MappingSet
         do {
-            set = try MappingSet.load(paths)
+            tested = try MappingSet.load(paths)
+            all = try MappingSet.load(site: paths)
         } catch {
             for d in error.diagnostics { Diagnostics.standardError(d.description) }
             throw CommandError.message("the mapping files have errors")
         }
-        let outcomes = GoldenTestRunner(mappings: set).run(update: update)
+        let outcomes = GoldenTestRunner(mappings: all).run(update: update, testsOf: Array(tested.files.values))
         var failed = 0
         for outcome in outcomes {
             if let error = outcome.error {

@@ -14,10 +14,14 @@ struct ValidateCommand: ParsableCommand {
             can never apply. Directories are searched for .yaml files; files of shared tables are \
             checked as tables.
 
+            Without paths, the files of $CAREGATE_MAPPINGS are checked, else the built-in ones \
+            (builtin: names them; site files may extend them with 'extends: builtin:careplan.yaml').
+
             Exit status: 0 when there are no errors (warnings allowed), 1 with errors, 2 on usage errors.
 
             Examples:
               caregate validate Mappings/
+              caregate validate builtin:
               caregate validate Mappings/careplan.yaml site/careplan.yaml --format github
             """)
 
@@ -25,14 +29,14 @@ struct ValidateCommand: ParsableCommand {
         case text, github, json
     }
 
-    @Argument(help: "Mapping files or directories (default: Mappings/).", completion: .file())
-    var paths: [String] = ["Mappings"]
+    @Argument(help: "Mapping files or directories, or builtin: (default: $CAREGATE_MAPPINGS, else builtin:).", completion: .file())
+    var paths: [String] = []
 
     @Option(name: .long, help: "text (compiler-style lines), github (workflow annotations) or json.")
     var format: Format = .text
 
     func run() throws {
-        let files = try ValidateCommand.mappingFiles(paths)
+        let files = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(paths))
         var all: [MappingDiagnostic] = []
         let validator = MappingValidator()
         for file in files { all += validator.check(path: file).diagnostics }
@@ -54,23 +58,20 @@ struct ValidateCommand: ParsableCommand {
         if all.contains(where: { $0.severity == .error }) { throw ExitCode(1) }
     }
 
-    /// The .yaml files named or found under the directories named, in a stable order.
+    /// The paths given, else `$CAREGATE_MAPPINGS`, else the built-in files.
+    static func defaulted(_ paths: [String]) -> [String] {
+        if !paths.isEmpty { return paths }
+        let site = MappingOptions.environmentPaths
+        return site.isEmpty ? [MappingSource.builtInPrefix] : site
+    }
+
+    /// The .yaml files named or found under the directories named, in a stable order; a path
+    /// that does not exist is a usage error (exit 2).
     static func mappingFiles(_ paths: [String]) throws -> [String] {
-        var files: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-                FileHandle.standardError.write(Data("error: no such file or directory: \(path)\n".utf8))
-                throw ExitCode(2)
-            }
-            if isDirectory.boolValue {
-                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? [])
-                    .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
-                files += found.map { (path as NSString).appendingPathComponent($0) }
-            } else {
-                files.append(path)
-            }
+        for path in paths where path != MappingSource.builtInPrefix && !MappingSource.exists(path) {
+            Diagnostics.standardError("error: no such file or directory: \(path)")
+            throw ExitCode(2)
         }
-        return files
+        return MappingSet.yamlFiles(paths)
     }
 }

@@ -26,14 +26,19 @@ struct CommandLineTests {
 
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 
-    /// Runs the caregate executable; waits for it without holding one of the few threads
-    /// that async tests share.
-    func caregate(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
+    /// Runs the caregate executable (in the repository unless `directory` says otherwise); waits
+    /// for it without holding one of the few threads that async tests share.
+    func caregate(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> Run {
+        try await run([Self.binary] + arguments, environment: environment, directory: directory)
+    }
+
+    /// Runs a program (the first argument, a path) the same way.
+    func run(_ command: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> Run {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: command[0])
+        process.arguments = Array(command.dropFirst())
         if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-        process.currentDirectoryURL = Self.projectRoot
+        process.currentDirectoryURL = directory ?? Self.projectRoot
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).out")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).err")
         FileManager.default.createFile(atPath: out.path, contents: nil)

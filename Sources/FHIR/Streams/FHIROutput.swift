@@ -61,7 +61,7 @@ public final class FHIROutput {
         closed = true
         try flush()
         guard let path, let temporaryPath else { return }
-        if fsync(fd) != 0 || Glibc.close(fd) != 0 {
+        if fsync(fd) != 0 || sysClose(fd) != 0 {
             throw .io(path: path, reason: "cannot write: " + FileBytes.errnoDescription())
         }
         guard rename(temporaryPath, path) == 0 else {
@@ -74,7 +74,7 @@ public final class FHIROutput {
         guard !closed else { return }
         closed = true
         if let temporaryPath {
-            _ = Glibc.close(fd)
+            _ = sysClose(fd)
             unlink(temporaryPath)
         }
     }
@@ -92,5 +92,14 @@ func sysWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     return Glibc.write(fd, buffer, count)
     #else
     return Darwin.write(fd, buffer, count)
+    #endif
+}
+
+@inline(__always)
+func sysClose(_ fd: Int32) -> Int32 {
+    #if canImport(Glibc)
+    return Glibc.close(fd)
+    #else
+    return Darwin.close(fd)
     #endif
 }

@@ -78,22 +78,17 @@ public struct GoldenTestRunner: Sendable {
         self.mappings = mappings
     }
 
-    /// Runs every test of every file; with `update`, writes the snapshots instead of comparing.
-    public func run(update: Bool = false) -> [Outcome] {
+    /// Runs the tests of `files` (default: every file of the set), importing with the whole
+    /// set; with `update`, writes the snapshots instead of comparing. A missing input or
+    /// snapshot is a failure here, and only here.
+    public func run(update: Bool = false, testsOf files: [MappingFile]? = nil) -> [Outcome] {
         var outcomes: [Outcome] = []
-        for file in mappings.files.values.sorted(by: { $0.path < $1.path }) {
-            let directory = (file.path as NSString).deletingLastPathComponent
-            func resolve(_ p: String) -> String { p.hasPrefix("/") ? p : ((directory as NSString).appendingPathComponent(p) as NSString).standardizingPath }
+        for file in (files ?? Array(mappings.files.values)).sorted(by: { $0.path < $1.path }) {
             for test in file.tests {
-                var outcome = Outcome(mapping: file.path, input: resolve(test.input), expect: resolve(test.expect))
+                var outcome = Outcome(mapping: file.path, input: MappingSource.resolve(test.input, from: file.path),
+                                      expect: MappingSource.resolve(test.expect, from: file.path))
                 do {
-                    let actual = try snapshot(of: outcome.input, test: test)
-                    if update {
-                        try actual.write(toFile: outcome.expect, atomically: true, encoding: .utf8)
-                    } else {
-                        let expected = (try? String(contentsOfFile: outcome.expect, encoding: .utf8)) ?? ""
-                        if expected != actual { outcome.difference = GoldenTestRunner.diff(expected, actual) }
-                    }
+                    outcome.difference = try compare(outcome, test, update: update)
                 } catch {
                     outcome.error = "\(error)"
                 }
@@ -101,6 +96,24 @@ public struct GoldenTestRunner: Sendable {
             }
         }
         return outcomes
+    }
+
+    /// The differing lines of one test (nil when equal, or when `update` wrote the snapshot).
+    func compare(_ outcome: Outcome, _ test: GoldenTest, update: Bool) throws -> [String]? {
+        guard MappingSource.exists(outcome.input) else { throw GoldenTestError("the test input '\(test.input)' does not exist (named in \(outcome.mapping))") }
+        let actual = try snapshot(of: outcome.input, test: test)
+        if update {
+            guard !MappingSource.isBuiltIn(outcome.expect) else {
+                throw GoldenTestError("the built-in snapshots cannot be updated: write the files out with caregate mappings dump DIR and test those")
+            }
+            try actual.write(toFile: outcome.expect, atomically: true, encoding: .utf8)
+            return nil
+        }
+        guard let expected = MappingSource.contents(outcome.expect) else {
+            throw GoldenTestError("the expected snapshot '\(test.expect)' does not exist (caregate test --update writes it)")
+        }
+        let text = String(decoding: expected, as: UTF8.self)
+        return text == actual ? nil : GoldenTestRunner.diff(text, actual)
     }
 
     func snapshot(of input: String, test: GoldenTest) throws -> String {
@@ -134,4 +147,10 @@ public struct GoldenTestRunner: Sendable {
         }
         return lines
     }
+}
+
+/// Why a golden test could not be run.
+public struct GoldenTestError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    init(_ description: String) { self.description = description }
 }

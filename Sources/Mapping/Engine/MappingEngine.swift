@@ -3,64 +3,6 @@ import FHIR
 import FHIRPath
 import Foundation
 
-/// The mapping files in use, by the resource type each maps.
-public struct MappingSet: Sendable {
-    public var files: [String: MappingFile]
-    /// The tables of the shared table files among the paths (what export reads).
-    public var sharedTables: MappingTables
-
-    public init(files: [String: MappingFile], sharedTables: MappingTables = MappingTables()) {
-        self.files = files
-        self.sharedTables = sharedTables
-    }
-
-    /// By mapped resource type, what its tasks' outcomes are exported as, where a file says.
-    public var exportTargets: [String: ExportTarget] { files.compactMapValues(\.exportAs) }
-
-    /// Loads and validates the mapping files at `paths` (files or directories); a set with any
-    /// error is refused with every finding, as `caregate validate` prints them.
-    public static func load(_ paths: [String]) throws(MappingError) -> MappingSet {
-        var files: [String: MappingFile] = [:]
-        var problems: [MappingDiagnostic] = []
-        let validator = MappingValidator()
-        let loader = MappingLoader()
-        var shared = MappingTables()
-        for path in MappingSet.yamlFiles(paths) where loader.isTableFile(path) {
-            let (tables, found) = loader.loadTables(path)
-            problems += found.filter { $0.severity == .error }
-            shared.observationCodes.merge(tables.observationCodes) { $1 }
-            shared.units.merge(tables.units) { $1 }
-        }
-        for path in MappingSet.yamlFiles(paths) where !loader.isTableFile(path) {
-            let (file, found) = validator.check(path: path)
-            problems += found.filter { $0.severity == .error }
-            guard let file else { continue }
-            if let other = files[file.resource] {
-                problems.append(MappingDiagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
-            }
-            files[file.resource] = file
-        }
-        if !problems.isEmpty { throw MappingError(problems) }
-        return MappingSet(files: files, sharedTables: shared)
-    }
-
-    /// The .yaml files at `paths`, directories searched (a missing path is kept, to be reported when read).
-    public static func yamlFiles(_ paths: [String]) -> [String] {
-        var result: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? [])
-                    .filter { $0.hasSuffix(".yaml") || $0.hasSuffix(".yml") }.sorted()
-                result += found.map { (path as NSString).appendingPathComponent($0) }
-            } else {
-                result.append(path)
-            }
-        }
-        return result
-    }
-}
-
 /// One resource to map, with the Bundle it came in (where its references resolve) and its origin.
 public struct SourcedResource: Sendable {
     public var resource: Element
@@ -263,7 +205,7 @@ public struct MappingEngine: Sendable {
             for b in json { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
             return SourceRecord(reference: MappingEngine.key(source.resource) ?? source.resource.name, origin: source.origin,
                                 versionID: source.resource.first("meta.versionId")?.value,
-                                contentHash: String(hash, radix: 16), rule: "\((file.path as NSString).lastPathComponent)#\(rule)")
+                                contentHash: String(hash, radix: 16), rule: "\(MappingSource.fileName(file.path))#\(rule)")
         }
 
         /// The first skip rule that matches, or nil.

@@ -17,7 +17,7 @@ public struct MappingLoader: Sendable {
 
     /// Whether the file holds only shared tables (no `resource`): what `include` names.
     public func isTableFile(_ path: String) -> Bool {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8),
+        guard let data = MappingSource.contents(path), let text = String(data: data, encoding: .utf8),
               case .mapping(let pairs, _)? = try? YAMLTree.parse(text, file: path) else { return false }
         let keys = Set(pairs.map(\.key))
         return !keys.contains("resource") && keys.contains("tables")
@@ -50,8 +50,9 @@ public struct MappingLoader: Sendable {
         /// Parses `path` into a tree, or reports why not.
         mutating func tree(_ path: String) -> YAMLTree? {
             let start = MappingLocation(file: path, line: 1, column: 1)
-            guard let data = FileManager.default.contents(atPath: path) else {
-                error(start, "cannot read the file")
+            guard let data = MappingSource.contents(path) else {
+                let builtIn = BuiltInMappings.files.keys.filter(MappingSource.isYAML).sorted()
+                error(start, MappingSource.isBuiltIn(path) ? "there is no such built-in file (\(builtIn.map { "builtin:" + $0 }.joined(separator: ", ")))" : "cannot read the file")
                 return nil
             }
             guard let text = String(data: data, encoding: .utf8) else {
@@ -138,10 +139,7 @@ public struct MappingLoader: Sendable {
                 default: file.outcomes = rules
                 }
             }
-            let directory = (path as NSString).deletingLastPathComponent
-            func resolve(_ relative: String) -> String {
-                relative.hasPrefix("/") ? relative : ((directory as NSString).appendingPathComponent(relative) as NSString).standardizingPath
-            }
+            func resolve(_ relative: String) -> String { MappingSource.resolve(relative, from: path) }
             // Included tables first, then the file's own entries over them.
             for include in file.includes {
                 let includePath = resolve(include)

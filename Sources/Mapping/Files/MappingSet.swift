@@ -1,0 +1,64 @@
+import Foundation
+
+/// The mapping files in use, by the resource type each maps.
+public struct MappingSet: Sendable {
+    public var files: [String: MappingFile]
+    /// The tables of the shared table files among the paths (what export reads).
+    public var sharedTables: MappingTables
+
+    public init(files: [String: MappingFile], sharedTables: MappingTables = MappingTables()) {
+        self.files = files
+        self.sharedTables = sharedTables
+    }
+
+    /// By mapped resource type, what its tasks' outcomes are exported as, where a file says.
+    public var exportTargets: [String: ExportTarget] { files.compactMapValues(\.exportAs) }
+
+    /// Loads and validates the mapping files at `paths` (files, directories, `builtin:` for the
+    /// built-in ones) and nothing else; a set with any error is refused with every finding, as
+    /// `caregate validate` prints them.
+    public static func load(_ paths: [String]) throws(MappingError) -> MappingSet {
+        var files: [String: MappingFile] = [:]
+        var problems: [MappingDiagnostic] = []
+        let validator = MappingValidator()
+        let loader = MappingLoader()
+        var shared = MappingTables()
+        for path in MappingSet.yamlFiles(paths) where loader.isTableFile(path) {
+            let (tables, found) = loader.loadTables(path)
+            problems += found.filter { $0.severity == .error }
+            shared.observationCodes.merge(tables.observationCodes) { $1 }
+            shared.units.merge(tables.units) { $1 }
+        }
+        for path in MappingSet.yamlFiles(paths) where !loader.isTableFile(path) {
+            let (file, found) = validator.check(path: path)
+            problems += found.filter { $0.severity == .error }
+            guard let file else { continue }
+            if let other = files[file.resource] {
+                problems.append(MappingDiagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
+            }
+            files[file.resource] = file
+        }
+        if !problems.isEmpty { throw MappingError(problems) }
+        return MappingSet(files: files, sharedTables: shared)
+    }
+
+    /// The .yaml files at `paths`: directories searched, `builtin:` for the built-in files (a
+    /// missing path is kept, to be reported when read).
+    public static func yamlFiles(_ paths: [String]) -> [String] { MappingSource.yamlFiles(paths) }
+}
+
+extension MappingSet {
+    /// The built-in mapping files with a site's over them, as every command loads them: a site
+    /// mapping file replaces the built-in one for its resource type (or builds on it with
+    /// `extends: builtin:careplan.yaml`), a site file of shared tables adds and overrides
+    /// entries, and a resource type only the site maps is added. No site paths: the built-in set.
+    public static func load(site paths: [String]) throws(MappingError) -> MappingSet {
+        var merged = try load([MappingSource.builtInPrefix])
+        guard !paths.isEmpty else { return merged }
+        let site = try load(paths)
+        merged.files.merge(site.files) { $1 }
+        merged.sharedTables.observationCodes.merge(site.sharedTables.observationCodes) { $1 }
+        merged.sharedTables.units.merge(site.sharedTables.units) { $1 }
+        return merged
+    }
+}

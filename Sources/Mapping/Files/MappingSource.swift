@@ -1,0 +1,115 @@
+import Foundation
+
+/// The mapping files shipped in `Mappings/`, built into the binary, so that `caregate import`
+/// works from any folder and in a container that holds nothing but the executable. Paths are
+/// relative to `Mappings/`; on the command line and in `extends`/`include` they are written
+/// `builtin:careplan.yaml`, `builtin:shared/timing.yaml`.
+public enum BuiltInMappings {
+    /// Every shipped file by its path under `Mappings/` (a test checks that none is missing).
+    public static let files: [String: [UInt8]] = [
+        "README.md": PackageResources.README_md,
+        "careplan.yaml": PackageResources.careplan_yaml,
+        "careteam.yaml": PackageResources.careteam_yaml,
+        "medicationrequest.yaml": PackageResources.medicationrequest_yaml,
+        "observation.yaml": PackageResources.observation_yaml,
+        "patient.yaml": PackageResources.patient_yaml,
+        "servicerequest.yaml": PackageResources.servicerequest_yaml,
+        "shared/healthkit.yaml": PackageResources.healthkit_yaml,
+        "shared/observation-codes.yaml": PackageResources.observation_codes_yaml,
+        "shared/task-codes.yaml": PackageResources.task_codes_yaml,
+        "shared/timing.yaml": PackageResources.timing_yaml,
+        "tests/careteam-standalone.expected.json": PackageResources.careteam_standalone_expected_json,
+        "tests/hba1c-standalone.expected.json": PackageResources.hba1c_standalone_expected_json,
+        "tests/maria-lopez-demo-bundle.expected.json": PackageResources.maria_lopez_demo_bundle_expected_json,
+        "tests/metformin-standalone.expected.json": PackageResources.metformin_standalone_expected_json,
+        "tests/patient-maria-lopez.expected.json": PackageResources.patient_maria_lopez_expected_json,
+        "tests/weight-without-task.expected.json": PackageResources.weight_without_task_expected_json,
+    ]
+
+    /// Writes the built-in files into `directory` (created if needed), for a site to edit;
+    /// refuses to replace a file that is there already unless `overwrite`. Returns the paths written.
+    public static func dump(to directory: String, overwrite: Bool = false) throws(MappingError) -> [String] {
+        var written: [String] = []
+        for (relative, bytes) in files.sorted(by: { $0.key < $1.key }) {
+            let path = (directory as NSString).appendingPathComponent(relative)
+            let at = MappingLocation(file: path, line: 1, column: 1)
+            if !overwrite && FileManager.default.fileExists(atPath: path) {
+                throw MappingError([MappingDiagnostic(.error, at, "the file exists already; nothing was written (--force replaces the shipped files)")])
+            }
+            do {
+                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
+            } catch {
+                throw MappingError([MappingDiagnostic(.error, at, "cannot write the file: \(error.localizedDescription)")])
+            }
+            written.append(path)
+        }
+        return written
+    }
+}
+
+/// Where the loader reads mapping files: the file system, or the built-in files for paths that
+/// start with `builtin:`. Relative `include`, `extends` and test paths resolve against the file
+/// naming them, within the same place.
+public enum MappingSource {
+    public static let builtInPrefix = "builtin:"
+
+    public static func isBuiltIn(_ path: String) -> Bool { path.hasPrefix(builtInPrefix) }
+
+    /// The file's name without its folder (`careplan.yaml` for `builtin:careplan.yaml` and for
+    /// `site/careplan.yaml`), as provenance records name the rule's file.
+    public static func fileName(_ path: String) -> String {
+        let plain = isBuiltIn(path) ? String(path.dropFirst(builtInPrefix.count)) : path
+        return (plain as NSString).lastPathComponent
+    }
+
+    /// The file's bytes, or nil when there is no such file.
+    public static func contents(_ path: String) -> Data? {
+        if isBuiltIn(path) { return BuiltInMappings.files[String(path.dropFirst(builtInPrefix.count))].map { Data($0) } }
+        return FileManager.default.contents(atPath: path)
+    }
+
+    public static func exists(_ path: String) -> Bool {
+        if isBuiltIn(path) { return BuiltInMappings.files[String(path.dropFirst(builtInPrefix.count))] != nil }
+        return FileManager.default.fileExists(atPath: path)
+    }
+
+    /// `relative` as named in `file`: absolute and `builtin:` paths as they are, others against
+    /// the folder of `file`.
+    public static func resolve(_ relative: String, from file: String) -> String {
+        if relative.hasPrefix("/") || isBuiltIn(relative) { return relative }
+        guard isBuiltIn(file) else {
+            let directory = (file as NSString).deletingLastPathComponent
+            return ((directory as NSString).appendingPathComponent(relative) as NSString).standardizingPath
+        }
+        var parts = file.dropFirst(builtInPrefix.count).split(separator: "/").dropLast().map(String.init)
+        for part in relative.split(separator: "/") {
+            switch part {
+            case ".": continue
+            case "..": if parts.popLast() == nil { parts.append("..") }
+            default: parts.append(String(part))
+            }
+        }
+        return builtInPrefix + parts.joined(separator: "/")
+    }
+
+    /// The .yaml files at `paths`: directories searched, `builtin:` alone for every built-in
+    /// file (a missing path is kept, to be reported when read).
+    static func yamlFiles(_ paths: [String]) -> [String] {
+        var result: [String] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            if path == builtInPrefix {
+                result += BuiltInMappings.files.keys.filter(isYAML).sorted().map { builtInPrefix + $0 }
+            } else if !isBuiltIn(path), FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? []).filter(isYAML).sorted()
+                result += found.map { (path as NSString).appendingPathComponent($0) }
+            } else {
+                result.append(path)
+            }
+        }
+        return result
+    }
+
+    static func isYAML(_ path: String) -> Bool { path.hasSuffix(".yaml") || path.hasSuffix(".yml") }
+}

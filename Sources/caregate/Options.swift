@@ -1,0 +1,64 @@
+import ArgumentParser
+import CareStore
+import Foundation
+import Mapping
+
+/// The environment variables that set the defaults of every command.
+enum Environment {
+    /// The store's SQLite file when `--store` is absent.
+    static let store = "CAREGATE_STORE"
+    /// Site mapping files or folders (separated by ':') when `--mappings` is absent.
+    static let mappings = "CAREGATE_MAPPINGS"
+
+    static func value(_ name: String) -> String? {
+        ProcessInfo.processInfo.environment[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
+
+/// Options every store command takes.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The store's SQLite file (default: $\(Environment.store), else caregate.sqlite).", valueName: "path"),
+            completion: .file())
+    var store: String?
+
+    /// The file in use: `--store`, else `$CAREGATE_STORE`, else caregate.sqlite in the working directory.
+    var path: String { store ?? Environment.value(Environment.store) ?? "caregate.sqlite" }
+
+    func open() throws -> SQLiteCarePlanStore {
+        do { return try SQLiteCarePlanStore(path: path) } catch { throw CommandError.store(error) }
+    }
+}
+
+/// `--mappings`: a site's mapping files over the built-in ones.
+struct MappingOptions: ParsableArguments {
+    @Option(name: .long, parsing: .singleValue,
+            help: ArgumentHelp("Site mapping files or folders, over the built-in ones (default: $\(Environment.mappings), ':'-separated).", valueName: "path"),
+            completion: .file())
+    var mappings: [String] = []
+
+    /// `--mappings`, else `$CAREGATE_MAPPINGS`; empty for the built-in files alone.
+    var sitePaths: [String] { mappings.isEmpty ? MappingOptions.environmentPaths : mappings }
+
+    /// `$CAREGATE_MAPPINGS`, split at ':'.
+    static var environmentPaths: [String] {
+        Environment.value(Environment.mappings).map { $0.split(separator: ":").map(String.init) } ?? []
+    }
+
+    /// The built-in mappings with the site's over them; errors are printed and end the command.
+    func load(whatFails: String) throws -> MappingSet {
+        do { return try MappingSet.load(site: sitePaths) } catch {
+            for d in error.diagnostics { Diagnostics.standardError(d.description) }
+            throw CommandError.message("the mapping files have errors; nothing was \(whatFails)")
+        }
+    }
+}
+
+/// `--tz`: an IANA time zone, refused with the same message by every command.
+enum TimeZoneArgument {
+    static func parse(_ name: String) throws -> TimeZone {
+        guard let zone = TimeZone(identifier: name) else {
+            throw ValidationError("unknown time zone '\(name)' (use an IANA name such as America/New_York)")
+        }
+        return zone
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+/// CareGate as a new user meets it: run from a folder that is not the repository, with the
+/// mapping files built into the binary, a site's files over them, and defaults from the environment.
+@Suite("caregate outside the repository")
+struct OutsideRepositoryTests {
+    let cli = CommandLineTests()
+
+    /// An empty working folder of the test's own.
+    func emptyFolder(_ name: String) throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-outside-\(name)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    var demoBundle: String { CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path }
+
+    @Test("import, export and validate use the built-in mappings when no --mappings is given")
+    func builtInMappings() async throws {
+        let folder = try emptyFolder("builtin")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let run = try await cli.caregate(["import", demoBundle, "--tz", "America/New_York"], directory: folder)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("1 file, 15 resources, 1 patient: 15 created"))
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("caregate.sqlite").path))
+        // The same files on disk are the same mappings: nothing changes, provenance included.
+        let repository = CommandLineTests.projectRoot.appendingPathComponent("Mappings").path
+        let again = try await cli.caregate(["import", demoBundle, "--tz", "America/New_York", "--mappings", repository], directory: folder)
+        #expect(again.stdout.contains("1 file, 15 resources, 1 patient: 15 unchanged"), "\(again.stdout)")
+        let export = try await cli.caregate(["export", "-o", "out.ndjson", "--tz", "America/New_York"], directory: folder)
+        #expect(export.status == 0, "\(export.stderr)")
+        let validate = try await cli.caregate(["validate"], directory: folder)
+        #expect(validate.status == 0, "\(validate.stderr)")
+        #expect(validate.stderr.contains("10 mapping files checked: 0 errors"))
+        #expect(validate.stdout.contains("builtin:careplan.yaml:"))
+    }
+
+    @Test("mappings dump writes the built-in files; a site file given with --mappings overrides its type, extends builtin: files, and the rest stay built in")
+    func siteOverBuiltIn() async throws {
+        let folder = try emptyFolder("site")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let dump = try await cli.caregate(["mappings", "dump", "dumped"], directory: folder)
+        #expect(dump.status == 0, "\(dump.stderr)")
+        for file in ["careplan.yaml", "shared/timing.yaml", "README.md", "tests/maria-lopez-demo-bundle.expected.json"] {
+            let written = try Data(contentsOf: folder.appendingPathComponent("dumped/\(file)"))
+            #expect(written == (try Data(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("Mappings/\(file)"))), "\(file)")
+        }
+        let again = try await cli.caregate(["mappings", "dump", "dumped"], directory: folder)
+        #expect(again.status == 1 && again.stderr.contains("the file exists already"))
+        // A site's CarePlan mapping: the built-in one with another plan title.
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("site"), withIntermediateDirectories: true)
+        try """
+            caregate-mapping: 1
+            resource: CarePlan
+            extends: builtin:careplan.yaml
+            care-plan:
+              title: "'Plan from the clinic'"
+            """.write(to: folder.appendingPathComponent("site/careplan.yaml"), atomically: true, encoding: .utf8)
+        let run = try await cli.caregate(["import", demoBundle, "--mappings", "site", "--tz", "America/New_York"], directory: folder)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("15 created"), "the patient, care team and requests still map through the built-in files")
+        let plans = try await cli.caregate(["store", "export", "--carekit"], directory: folder)
+        #expect(plans.stdout.contains("\"title\":\"Plan from the clinic\""))
+        // The same through the environment, into the store it names.
+        let environment = ["CAREGATE_MAPPINGS": "site", "CAREGATE_STORE": folder.appendingPathComponent("env.sqlite").path]
+        let viaEnvironment = try await cli.caregate(["import", demoBundle, "--tz", "America/New_York"], environment: environment, directory: folder)
+        #expect(viaEnvironment.status == 0 && viaEnvironment.stdout.contains("15 created"), "\(viaEnvironment.stderr)")
+        let fromEnvironment = try await cli.caregate(["store", "export", "--carekit"], environment: environment, directory: folder)
+        #expect(fromEnvironment.stdout.contains("\"title\":\"Plan from the clinic\""))
+        let status = try await cli.caregate(["status"], environment: environment, directory: folder)
+        #expect(status.status == 0 && status.stdout.contains("outbox: 0 queued"))
+        // A site file with an error stops the command with its location.
+        try "caregate-mapping: 1\nresource: CarePlan\nextends: builtin:careplan.yaml\ncare-plan:\n  titel: x\n"
+            .write(to: folder.appendingPathComponent("site/careplan.yaml"), atomically: true, encoding: .utf8)
+        let broken = try await cli.caregate(["import", demoBundle, "--mappings", "site"], directory: folder)
+        #expect(broken.status == 1)
+        #expect(broken.stderr.contains("site/careplan.yaml:5:3: error: unknown key 'titel' in 'care-plan'; did you mean 'title'?"), "\(broken.stderr)")
+    }
+
+    @Test("a mapping folder copied without FHIRSamples/: import works, validate warns, caregate test fails naming the missing input")
+    func goldenInputMissing() async throws {
+        let folder = try emptyFolder("copied")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        #expect(try await cli.caregate(["mappings", "dump", "Mappings"], directory: folder).status == 0)
+        let run = try await cli.caregate(["import", demoBundle, "--mappings", "Mappings", "--tz", "America/New_York"], directory: folder)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("15 created"))
+        let validate = try await cli.caregate(["validate", "Mappings"], directory: folder)
+        #expect(validate.status == 0)
+        #expect(validate.stdout.contains("Mappings/careplan.yaml:74:5: warning: the test file '../FHIRSamples/bundle/maria-lopez-demo-bundle.json' does not exist"))
+        let test = try await cli.caregate(["test", "Mappings"], directory: folder)
+        #expect(test.status == 1)
+        #expect(test.stdout.contains("the test input '../FHIRSamples/bundle/maria-lopez-demo-bundle.json' does not exist (named in Mappings/careplan.yaml)"))
+        #expect(test.stdout.contains("6 golden tests: 0 passed, 6 failed"))
+        // With the samples beside it, the dumped folder's tests pass as the repository's do.
+        try FileManager.default.copyItem(at: CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples"), to: folder.appendingPathComponent("FHIRSamples"))
+        let passing = try await cli.caregate(["test", "Mappings"], directory: folder)
+        #expect(passing.status == 0, "\(passing.stdout)")
+    }
+
+    @Test("an unknown --tz is refused with the same message by import, export, push and store events")
+    func badTimeZone() async throws {
+        let folder = try emptyFolder("tz")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let commands = [["import", demoBundle], ["export"], ["push", "--to", "http://127.0.0.1:9/fhir"], ["store", "events", "--from", "2026-11-02", "--to", "2026-11-03"]]
+        for command in commands {
+            let run = try await cli.caregate(command + ["--tz", "Bad/Zone"], directory: folder)
+            #expect(run.status == 64, "\(command)")
+            #expect(run.stderr.contains("unknown time zone 'Bad/Zone' (use an IANA name such as America/New_York)"), "\(command): \(run.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("caregate.sqlite").path), "refused before the store is opened")
+    }
+
+    @Test("export refuses a --format that the output's extension contradicts, and writes nothing")
+    func exportFormatMismatch() async throws {
+        let folder = try emptyFolder("export")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let cases: [([String], String)] = [
+            (["--format", "ndjson", "-o", "out.xml"], "--format ndjson writes JSON lines, not a .xml file"),
+            (["-o", "out.json"], "--format ndjson writes JSON lines, not a .json file"),
+            (["--format", "bundle", "-o", "out.ndjson"], "--format bundle writes one Bundle, not .ndjson lines"),
+            (["--format", "xml", "-o", "out.xml"], "--format xml writes one file per resource into a directory"),
+            (["--format", "json"], "--format json writes one file per resource: give -o DIRECTORY"),
+        ]
+        for (arguments, message) in cases {
+            let run = try await cli.caregate(["export"] + arguments, directory: folder)
+            #expect(run.status == 64, "\(arguments)")
+            #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+        #expect(try await cli.caregate(["export", "--format", "bundle", "-o", "out.xml"], directory: folder).status == 0)
+        #expect(try await cli.caregate(["export", "-o", "out.ndjson"], directory: folder).status == 0)
+    }
+}
