@@ -121,7 +121,8 @@ struct ImportCommand: AsyncParsableCommand {
             let counts = result.counts
             let summary = ImportChange.Action.allCasesInOrder.compactMap { a in counts[a].map { "\($0) \(dryRun ? "to \(a.rawValue)" : ImportCommand.pastTense(a))" } }
             let source = from.map { "\($0): " } ?? "\(result.files) file\(result.files == 1 ? "" : "s"), "
-            print("\(dryRun ? "dry run: " : "")\(source)\(result.resources) resources, \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
+            let repeated = result.repeated > 0 ? " (and \(result.repeated) repeated cop\(result.repeated == 1 ? "y" : "ies"))" : ""
+            print("\(dryRun ? "dry run: " : "")\(source)\(result.resources) resources\(repeated), \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
                 + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
         }
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
@@ -152,7 +153,7 @@ struct ImportCommand: AsyncParsableCommand {
 
     static func json(_ report: ImportReport, dryRun: Bool) -> String {
         let object: [String: Any] = [
-            "dryRun": dryRun, "files": report.files, "resources": report.resources,
+            "dryRun": dryRun, "files": report.files, "resources": report.resources, "repeated": report.repeated,
             "patients": report.patients.map { p -> [String: Any] in
                 var o: [String: Any] = ["patient": p.patientID, "changes": p.changes.map { c -> [String: Any] in
                     var d: [String: Any] = ["action": c.action.rawValue, "type": c.type.rawValue, "id": c.id]

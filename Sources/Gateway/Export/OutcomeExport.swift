@@ -37,7 +37,7 @@ public struct OutcomeExport: Sendable {
 
     /// Whether an outcome was imported from a FHIR Observation rather than recorded in the app.
     public static func isImported(_ outcome: Outcome) -> Bool {
-        outcome.version.source == "caregate" && (outcome.version.remoteID?.hasPrefix("Observation/") ?? false)
+        outcome.version.source == VersionInfo.importedFromEHR && (outcome.version.remoteID?.hasPrefix("Observation/") ?? false)
     }
 
     /// The current version of every outcome, with its task version and patient.

@@ -16,7 +16,10 @@ public struct ImportProgress: Sendable {
 /// and the report's notes (skips, ends, approximations of schedules, errors).
 public struct ImportReport: Sendable {
     public var files = 0
+    /// Resources imported: each identity (type and id) once.
     public var resources = 0
+    /// Copies of a resource read more than once in the run, left out (see `RepeatedResources`).
+    public var repeated = 0
     public var patients: [PatientImport] = []
     public var notes: [ImportNote] = []
     /// What became of every item of every mapping rule (each activity, dosage, participant).
@@ -80,9 +83,12 @@ public struct FHIRImporter: Sendable {
                     progress: (@Sendable (ImportProgress) -> Void)? = nil) -> ImportReport {
         var report = report
         let clock = ContinuousClock()
-        report.resources = resources.count
         var start = clock.now
-        let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(resources)
+        let unique = RepeatedResources.collapse(resources)
+        report.resources = unique.resources.count
+        report.repeated = unique.repeated
+        report.notes += unique.notes
+        let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(unique.resources)
         report.notes += output.notes
         report.dispositions = output.dispositions
         report.unmapped = output.unmapped

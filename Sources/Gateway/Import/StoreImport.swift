@@ -198,7 +198,7 @@ public struct StoreImport: Sendable {
                                       effectiveDate: max(event.start, task.effectiveDate), id: id, timezone: importer.timeZone)
                 outcome.version.remoteID = mapped.source.reference
                 outcome.version.userInfo = mapped.source.userInfo
-                outcome.version.source = "caregate"
+                outcome.version.source = VersionInfo.importedFromEHR
                 outcomeAdds.append(.outcome(outcome))
                 change(.create, .outcome, id, "task \(task.id) occurrence \(event.occurrence)")
             }

@@ -135,3 +135,9 @@ public struct MappingOutput: Sendable {
     /// Resources no mapping file covers, by type (counted, not errors).
     public var unmapped: [String: Int] = [:]
 }
+
+extension VersionInfo {
+    /// The `source` of every entry CareGate makes from the EHR's resources: how export tells
+    /// imported outcomes (the EHR's own Observations) from what the patient recorded.
+    public static let importedFromEHR = "caregate"
+}

@@ -271,7 +271,7 @@ public struct MappingEngine: Sendable {
                 let record = sourceRecord(source, file, rule: "patient-fields")
                 patient.version.remoteID = record.reference
                 patient.version.userInfo = record.userInfo
-                patient.version.source = "caregate"
+                patient.version.source = VersionInfo.importedFromEHR
                 var b = batch(id)
                 b.patient = patient
                 store(b)
@@ -356,7 +356,7 @@ public struct MappingEngine: Sendable {
                                 plan.version.remoteID = record.reference
                                 plan.version.userInfo = record.userInfo
                             }
-                            plan.version.source = "caregate"
+                            plan.version.source = VersionInfo.importedFromEHR
                             b.carePlans.append(MappedCarePlan(plan: plan, patientID: patientID, source: record))
                         }
                     }
@@ -529,7 +529,7 @@ public struct MappingEngine: Sendable {
             task.version.tags = tags.isEmpty ? nil : tags
             task.version.remoteID = record.reference
             task.version.userInfo = record.userInfo
-            task.version.source = "caregate"
+            task.version.source = VersionInfo.importedFromEHR
             // The site's words for the task's code, over what the expressions gave.
             if let lookup = rule.lookups["code-table"], let table = fileFor(rule)?.tables.taskCodes {
                 for key in try strings(lookup.key, item, source, variables) {
@@ -671,7 +671,7 @@ public struct MappingEngine: Sendable {
             }
             contact.version.remoteID = record.reference
             contact.version.userInfo = record.userInfo
-            contact.version.source = "caregate"
+            contact.version.source = VersionInfo.importedFromEHR
             return contact
         }
 
