@@ -86,9 +86,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A versioned care-plan store with CareKit's rules (CareKit's `OCKStoreProtocol`): updates
-/// append versions, deletes append tombstones, nothing is overwritten.
-/// One write among several that must land together (`CarePlanStore.apply`).
+/// One write among several that must land together (`CarePlanWriter.apply`).
 public enum StoreOperation: Sendable {
     case add([CareEntity])
     case update([CareEntity])
@@ -96,7 +94,32 @@ public enum StoreOperation: Sendable {
     case delete(EntityType, ids: [String], at: Date)
 }
 
-public protocol CarePlanStore: Sendable {
+/// What can be read from a care-plan store. On the store itself each call is one read; inside
+/// `read {}` or `write {}` every call sees the same state (and, in a write, its own writes).
+public protocol CarePlanReader {
+    func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
+    func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan]
+    func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact]
+    func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask]
+    func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome]
+    /// The events of the tasks matching `tasks` (their version filter is ignored) from `start`
+    /// to `end`, with their outcomes, in time order.
+    func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent]
+    /// Versions written after `revision` (0 for everything).
+    func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
+    /// Ids that have more than one current version (conflicts from merged devices).
+    func conflicts() throws(StoreError) -> [(EntityType, String)]
+    /// The entities' versions, kind by kind in apply order: patients, care plans, contacts,
+    /// tasks, outcomes (what a revision record holds).
+    func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity]
+    /// The store's CareKit sync process: its stable id, and the latest revision as its clock.
+    func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process]
+}
+
+/// What can be written, with CareKit's rules (CareKit's `OCKStoreProtocol`): updates append
+/// versions, deletes append tombstones, nothing is overwritten. On the store each call is one
+/// transaction; inside `write {}` they all land together or not at all.
+public protocol CarePlanWriter: CarePlanReader {
     /// Adds first versions of new entities, all or none.
     @discardableResult
     func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]
@@ -107,25 +130,49 @@ public protocol CarePlanStore: Sendable {
     @discardableResult
     func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity]
     /// Several writes in one transaction: every one of them lands, or none does.
+    @discardableResult
     func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity]
     /// Stores versions made elsewhere (a CareKit device's revision record) as they are: new
     /// uuids are added and linked, known ones skipped; several tips for one id is a conflict.
     @discardableResult
     func merge(_ record: RevisionRecord) throws(StoreError) -> Int
+}
 
-    func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
-    func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan]
-    func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact]
-    func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask]
-    func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome]
+/// A versioned care-plan store: the seam between the gateway's use cases and where versions
+/// live (`SQLiteCarePlanStore`, on disk or in memory). As in GRDB, `read {}` runs a body on
+/// one consistent snapshot and `write {}` runs it in one transaction that commits when the
+/// body returns and rolls back when it throws; the body's own errors pass through unchanged.
+///
+/// ```swift
+/// try store.write { tx in
+///     let current = try tx.fetchCarePlans(EntityQuery(ids: ["CarePlan/home"]))
+///     try tx.apply(plan(from: current))      // decided and written in one transaction
+/// }
+/// let record = try store.read { tx in try RevisionRecord(entities: tx.allEntities(versions: .history), knowledgeVector: tx.knowledgeVector()) }
+/// ```
+public protocol CarePlanStore: CarePlanWriter, Sendable {
+    func read<T>(_ body: (any CarePlanReader) throws -> T) throws -> T
+    func write<T>(_ body: (any CarePlanWriter) throws -> T) throws -> T
+}
 
-    /// The events of the tasks matching `tasks` (their version filter is ignored) from `start`
-    /// to `end`, with their outcomes, in time order.
-    func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent]
-    /// Versions written after `revision` (0 for everything).
-    func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
-    /// Ids that have more than one current version (conflicts from merged devices).
-    func conflicts() throws(StoreError) -> [(EntityType, String)]
+extension CarePlanReader {
+    public func fetchPatients() throws(StoreError) -> [Patient] { try fetchPatients(EntityQuery()) }
+    public func fetchCarePlans() throws(StoreError) -> [CarePlan] { try fetchCarePlans(EntityQuery()) }
+    public func fetchContacts() throws(StoreError) -> [Contact] { try fetchContacts(EntityQuery()) }
+    public func fetchTasks() throws(StoreError) -> [CareTask] { try fetchTasks(EntityQuery()) }
+    public func fetchOutcomes() throws(StoreError) -> [Outcome] { try fetchOutcomes(EntityQuery()) }
+    public func changes(since revision: Int) throws(StoreError) -> StoreChanges { try changes(since: revision, limit: nil) }
+    public func allEntities() throws(StoreError) -> [CareEntity] { try allEntities(versions: .history) }
+
+    /// The whole store as one revision record, parents before children.
+    public func revisionRecord() throws(StoreError) -> RevisionRecord {
+        RevisionRecord(entities: try allEntities(versions: .history), knowledgeVector: try knowledgeVector())
+    }
+}
+
+extension CarePlanWriter {
+    @discardableResult
+    public func delete(_ type: EntityType, ids: [String]) throws(StoreError) -> [CareEntity] { try delete(type, ids: ids, at: Date()) }
 }
 
 extension CarePlanStore {

@@ -40,14 +40,53 @@ public struct OutboxCounts: Sendable, Equatable {
     }
 }
 
-/// The durable push outbox, in the store's own database: entries survive crashes, a version is
-/// queued only once (so a re-run never sends it twice as a new item), and every change of state
-/// is one committed write.
-extension SQLiteCarePlanStore {
+/// What became of one outbox item in a delivery attempt.
+public enum OutboxDelivery: Sendable {
+    case pushed(UUID, location: String?)
+    case failed(UUID, error: String, dead: Bool)
+}
+
+/// The durable push outbox: entries survive crashes, a version is queued only once (so a re-run
+/// never sends it twice as a new item), and every change of state is one committed write. The
+/// gateway's push works through this protocol; `SQLiteCarePlanStore` keeps the outbox in the
+/// store's own database.
+public protocol Outbox: Sendable {
+    /// Queues items whose versions are not queued yet; returns how many were new.
+    @discardableResult
+    func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int
+    /// Takes the dead letters out, so that the next enqueue exports their versions again;
+    /// returns how many there were.
+    @discardableResult
+    func forgetFailed() throws(StoreError) -> Int
+    /// The versions the outbox holds in any state: what a push need not export again.
+    func outboxVersions() throws(StoreError) -> Set<UUID>
+    /// Items in a state, oldest first.
+    func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
+    /// Records the results of a batch in one transaction: all of them or, on error, none.
+    func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
+    func outboxCounts() throws(StoreError) -> OutboxCounts
+}
+
+extension Outbox {
+    /// Queued items, oldest first.
+    public func queuedOutbox(limit: Int = 1000) throws(StoreError) -> [OutboxItem] { try outbox(state: .queued, limit: limit) }
+
+    /// Records a delivery.
+    public func markPushed(_ version: UUID, location: String?) throws(StoreError) { try record([.pushed(version, location: location)]) }
+
+    /// Records a failed attempt: `dead` moves the item to the dead-letter list (the receiver
+    /// refused it); otherwise it stays queued for the next run.
+    public func markAttempt(_ version: UUID, error: String, dead: Bool) throws(StoreError) {
+        try record([.failed(version, error: error, dead: dead)])
+    }
+}
+
+/// The outbox in the store's own database, so that an outcome and its queue entry share one file.
+extension SQLiteCarePlanStore: Outbox {
     /// Queues items whose versions are not queued yet; returns how many were new.
     @discardableResult
     public func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int {
-        try write { db in
+        try writeDatabase { db in
             let statement = try db.cachedStatement(sql: """
                 INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at) VALUES (?, ?, ?, ?, ?)
                 """)
@@ -66,7 +105,7 @@ extension SQLiteCarePlanStore {
     /// whose outcome version is gone are simply dropped.
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
-        try write { db in
+        try writeDatabase { db in
             try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed'")
             return db.changesCount
         }
@@ -79,11 +118,6 @@ extension SQLiteCarePlanStore {
         } catch {
             throw wrap(error)
         }
-    }
-
-    /// Queued items, oldest first.
-    public func queuedOutbox(limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
-        try outbox(state: .queued, limit: limit)
     }
 
     public func outbox(state: OutboxItem.State, limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
@@ -104,21 +138,10 @@ extension SQLiteCarePlanStore {
         }
     }
 
-    /// Records a delivery.
-    public func markPushed(_ version: UUID, location: String?) throws(StoreError) {
-        try record([.pushed(version, location: location)])
-    }
-
-    /// What became of one outbox item in a delivery attempt.
-    public enum Delivery: Sendable {
-        case pushed(UUID, location: String?)
-        case failed(UUID, error: String, dead: Bool)
-    }
-
     /// Records the results of a batch in one transaction: all of them or, on error, none.
-    public func record(_ deliveries: [Delivery]) throws(StoreError) {
+    public func record(_ deliveries: [OutboxDelivery]) throws(StoreError) {
         let now = Date().timeIntervalSinceReferenceDate
-        try write { db in
+        try writeDatabase { db in
             for delivery in deliveries {
                 switch delivery {
                 case .pushed(let version, let location):
@@ -130,12 +153,6 @@ extension SQLiteCarePlanStore {
                 }
             }
         }
-    }
-
-    /// Records a failed attempt: `dead` moves the item to the dead-letter list (the receiver
-    /// refused it); otherwise it stays queued for the next run.
-    public func markAttempt(_ version: UUID, error: String, dead: Bool) throws(StoreError) {
-        try record([.failed(version, error: error, dead: dead)])
     }
 
     public func outboxCounts() throws(StoreError) -> OutboxCounts {

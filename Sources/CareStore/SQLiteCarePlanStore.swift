@@ -9,6 +9,7 @@ import Glibc
 /// The care-plan store on SQLite (through GRDB): one row per immutable version with the
 /// version's CareKit JSON and indexed query columns, in WAL mode with full synchronous commits,
 /// every multi-entity write in one transaction. The file is created readable by its owner only.
+/// `SQLiteCarePlanStore(inMemory: ())` keeps everything in memory (golden tests, tools, tests).
 ///
 /// ```swift
 /// let store = try SQLiteCarePlanStore(path: "caregate.sqlite")
@@ -16,10 +17,12 @@ import Glibc
 /// let today = try store.events(from: startOfDay, to: endOfDay, tasks: EntityQuery())
 /// ```
 public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
+    /// The file, or `:memory:`.
     public let path: String
-    let pool: DatabasePool
-    /// Moves committed pages from the log into the database file in the background.
-    let checkpointer: WALCheckpointer
+    /// A pool of connections for a file (readers beside one writer), a single queue in memory.
+    let pool: any DatabaseWriter
+    /// Moves committed pages from the log into the database file in the background (files only).
+    let checkpointer: WALCheckpointer?
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
@@ -30,20 +33,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     public init(path: String) throws(StoreError) {
         self.path = path
         do {
-            if !FileManager.default.fileExists(atPath: path) {
-                // Create the file with owner-only permissions; SQLite gives its -wal and -shm files the same.
-                let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-                guard fd >= 0 else { throw StoreError.database(path: path, message: "cannot create: " + String(cString: strerror(errno))) }
-                close(fd)
-                // 16 KiB pages (fixed once WAL mode is on): versions are a few hundred bytes with
-                // several indexes, and larger pages mean fewer B-tree splits on bulk writes.
-                let setup = try DatabaseQueue(path: path)
-                try setup.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 16384; VACUUM") }
-                try setup.close()
-            }
+            try SQLiteCarePlanStore.create(path)
             let checkpointer = WALCheckpointer(path: path)
             self.checkpointer = checkpointer
-            var configuration = Configuration()
+            var configuration = SQLiteCarePlanStore.configuration
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
                 // Large transactions keep their dirty pages in memory until commit instead of
@@ -52,13 +45,68 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 // Checkpoints run off the writer's path (see `WALCheckpointer`).
                 try checkpointer.install(on: db)
             }
-            configuration.busyMode = .timeout(10)
             pool = try DatabasePool(path: path, configuration: configuration)
-            try SQLiteCarePlanStore.migrator.migrate(pool)
+            try SQLiteCarePlanStore.prepare(pool)
         } catch let error as StoreError {
             throw error
         } catch {
             throw StoreError.database(path: path, message: "\(error)")
+        }
+    }
+
+    /// A store in memory, gone with its last reference: GRDB's in-memory `DatabaseQueue`, with
+    /// the same schema and rules as a file.
+    public init(inMemory: Void) throws(StoreError) {
+        path = ":memory:"
+        checkpointer = nil
+        do {
+            pool = try DatabaseQueue(configuration: SQLiteCarePlanStore.configuration)
+            try SQLiteCarePlanStore.prepare(pool)
+        } catch {
+            throw StoreError.database(path: path, message: "\(error)")
+        }
+    }
+
+    /// Creates the file when there is none, with owner-only permissions (SQLite gives its -wal
+    /// and -shm files the same) and 16 KiB pages (fixed once WAL mode is on: versions are a few
+    /// hundred bytes with several indexes, and larger pages mean fewer B-tree splits on bulk
+    /// writes). Another process creating it at the same moment is fine: one of them does.
+    static func create(_ path: String) throws {
+        guard !FileManager.default.fileExists(atPath: path) else { return }
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        if fd < 0 {
+            if errno == EEXIST { return }
+            throw StoreError.database(path: path, message: "cannot create: " + String(cString: strerror(errno)))
+        }
+        close(fd)
+        let setup = try DatabaseQueue(path: path, configuration: configuration)
+        try setup.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 16384; VACUUM") }
+        try setup.close()
+    }
+
+    static var configuration: Configuration {
+        var configuration = Configuration()
+        // Another process's writer holds the lock for its transaction: wait for it.
+        configuration.busyMode = .timeout(10)
+        return configuration
+    }
+
+    /// The schema, and the store's sync process id (made once, so that reads can name it).
+    static func prepare(_ writer: any DatabaseWriter) throws {
+        // GRDB checks which migrations ran before taking the write lock: two processes opening a
+        // new store together both try, and the second fails once the first has committed. Its
+        // retry then finds the migrations done.
+        for attempt in 1...5 {
+            do {
+                try migrator.migrate(writer)
+                break
+            } catch let error as DatabaseError {
+                if try writer.read({ try migrator.hasCompletedMigrations($0) }) { break }
+                if attempt == 5 { throw error }
+            }
+        }
+        try writer.write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('processID', ?)", arguments: [UUID().uuidString])
         }
     }
 
@@ -349,11 +397,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    @discardableResult
-    public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        try write { db in try addVersions(entities, db: db) }
-    }
-
     func addVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
         do {
             var revision = try nextRevision(db)
@@ -391,11 +434,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    @discardableResult
-    public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] {
-        try write { db in try updateVersions(entities, db: db) }
-    }
-
     func updateVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
         do {
             var revision = try nextRevision(db)
@@ -428,25 +466,16 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    @discardableResult
-    public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
-        try write { db in try deleteVersions(type, ids: ids, at: date, db: db) }
-    }
-
-    /// Runs several writes as one transaction: all of them, or none (an import of one patient).
-    @discardableResult
-    public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] {
-        try write { db in
-            var written: [CareEntity] = []
-            for operation in operations {
-                switch operation {
-                case .add(let entities): written += try addVersions(entities, db: db)
-                case .update(let entities): written += try updateVersions(entities, db: db)
-                case .delete(let type, let ids, let date): written += try deleteVersions(type, ids: ids, at: date, db: db)
-                }
+    func applyOperations(_ operations: [StoreOperation], db: Database) throws -> [CareEntity] {
+        var written: [CareEntity] = []
+        for operation in operations {
+            switch operation {
+            case .add(let entities): written += try addVersions(entities, db: db)
+            case .update(let entities): written += try updateVersions(entities, db: db)
+            case .delete(let type, let ids, let date): written += try deleteVersions(type, ids: ids, at: date, db: db)
             }
-            return written
         }
+        return written
     }
 
     func deleteVersions(_ type: EntityType, ids: [String], at date: Date, db: Database) throws -> [CareEntity] {
@@ -479,9 +508,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    @discardableResult
-    public func merge(_ record: RevisionRecord) throws(StoreError) -> Int {
-        return try write { db in
+    func mergeVersions(_ record: RevisionRecord, db: Database) throws -> Int {
+        do {
             var revision = try nextRevision(db)
             var inserted = 0
             var batch = Batch()
@@ -525,9 +553,37 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return try CareKitJSON.decode(resolved, from: value)
     }
 
-    /// Runs a write transaction, reporting failures as `StoreError`.
-    func write<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+    /// Runs a write transaction on the database itself (the outbox), reporting failures as `StoreError`.
+    func writeDatabase<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
         do { return try pool.write(body) } catch { throw wrap(error) }
+    }
+
+    /// Runs a read-only body on one snapshot: GRDB's errors as `StoreError`, the body's own unchanged.
+    public func read<T>(_ body: (any CarePlanReader) throws -> T) throws -> T {
+        do {
+            return try pool.read { db in try body(Transaction(store: self, db: db, committed: true)) }
+        } catch let error as DatabaseError {
+            throw wrap(error)
+        }
+    }
+
+    /// Runs a body in one write transaction: committed when it returns, rolled back when it throws.
+    public func write<T>(_ body: (any CarePlanWriter) throws -> T) throws -> T {
+        do {
+            return try pool.write { db in try body(Transaction(store: self, db: db, committed: false)) }
+        } catch let error as DatabaseError {
+            throw wrap(error)
+        }
+    }
+
+    /// `read {}` for the store's own one-call reads, every error as `StoreError`.
+    func reading<T>(_ body: (Transaction) throws -> T) throws(StoreError) -> T {
+        do { return try pool.read { db in try body(Transaction(store: self, db: db, committed: true)) } } catch { throw wrap(error) }
+    }
+
+    /// `write {}` for the store's own one-call writes, every error as `StoreError`.
+    func writing<T>(_ body: (Transaction) throws -> T) throws(StoreError) -> T {
+        do { return try pool.write { db in try body(Transaction(store: self, db: db, committed: false)) } } catch { throw wrap(error) }
     }
 
     /// Decodes a row and fills in its successors. Only reads of committed rows (`pool.read`) may
@@ -607,29 +663,31 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return (sql, arguments)
     }
 
-    func fetch(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) throws(StoreError) -> [CareEntity] {
+    /// Versions of one kind: those decoded already come from the cache; the rest are decoded,
+    /// and cached only when `committed` (read outside any write transaction, which may yet roll
+    /// back: a version cached from it would shadow a corrected retry with the same uuid).
+    func fetch(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, db: Database, committed: Bool) throws -> [CareEntity] {
         let (sql, arguments) = select(kind: kind, query, includeTombstones: includeTombstones)
-        do {
-            return try pool.read { db in
-                // Versions never change: read the JSON only for those not decoded yet.
-                let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
-                let uuids = rows.map { $0["uuid"] as UUID }
-                cacheLock.lock()
-                let missing = uuids.filter { cache[$0] == nil }
-                cacheLock.unlock()
-                var offset = 0
-                while offset < missing.count {
-                    let chunk = missing[offset..<min(offset + 500, missing.count)]
-                    offset += chunk.count
-                    let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(SQLiteCarePlanStore.placeholders(chunk.count)))"
-                    for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
-                        cacheDecoded(try decodeRow(kind: row["kind"], json: row["json"]))
-                    }
-                }
-                return try zip(rows, uuids).map { row, uuid in try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"]) }
+        // Versions never change: read the JSON only for those not decoded yet.
+        let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+        let uuids = rows.map { $0["uuid"] as UUID }
+        cacheLock.lock()
+        let missing = uuids.filter { cache[$0] == nil }
+        cacheLock.unlock()
+        var uncached: [UUID: CareEntity] = [:]
+        var offset = 0
+        while offset < missing.count {
+            let chunk = missing[offset..<min(offset + 500, missing.count)]
+            offset += chunk.count
+            let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(SQLiteCarePlanStore.placeholders(chunk.count)))"
+            for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
+                let decoded = try decodeRow(kind: row["kind"], json: row["json"])
+                if committed { cacheDecoded(decoded) } else { uncached[decoded.version.uuid] = decoded }
             }
-        } catch {
-            throw wrap(error)
+        }
+        return try zip(rows, uuids).map { row, uuid in
+            if let decoded = uncached[uuid] { return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"]) }
+            return try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"])
         }
     }
 
@@ -652,36 +710,19 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return replacing(entity, version: version)
     }
 
-    public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] {
-        try fetch(kind: "patient", query).compactMap { if case .patient(let e) = $0 { e } else { nil } }
-    }
-
-    public func fetchCarePlans(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CarePlan] {
-        try fetch(kind: "carePlan", query).compactMap { if case .carePlan(let e) = $0 { e } else { nil } }
-    }
-
-    public func fetchContacts(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Contact] {
-        try fetch(kind: "contact", query).compactMap { if case .contact(let e) = $0 { e } else { nil } }
-    }
-
-    public func fetchTasks(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CareTask] {
-        try fetch(kind: "task", query).compactMap { if case .task(let e) = $0 { e } else { nil } }
-    }
-
-    public func fetchOutcomes(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Outcome] {
-        try fetch(kind: "outcome", query).compactMap { if case .outcome(let e) = $0 { e } else { nil } }
-    }
-
-    public func events(from start: Date, to end: Date, tasks query: EntityQuery = EntityQuery()) throws(StoreError) -> [TaskEvent] {
+    /// The events of the matching tasks in a range, read on `db` (see `CarePlanReader.events`).
+    func events(from start: Date, to end: Date, tasks query: EntityQuery, db: Database, committed: Bool) throws -> [TaskEvent] {
         var taskQuery = query
         // Versions whose span touches the range, widened by a day for windows reaching back.
         taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end))
         // Tombstones too: a deletion ends the versions before it.
-        let versions = try fetch(kind: "task", taskQuery, includeTombstones: true).compactMap { if case .task(let t) = $0 { t } else { nil } }
+        let versions = try fetch(kind: "task", taskQuery, includeTombstones: true, db: db, committed: committed)
+            .compactMap { if case .task(let t) = $0 { t } else { nil } }
         guard !versions.isEmpty else { return [] }
         var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
         outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
-        let outcomes = try fetchOutcomes(outcomeQuery)
+        let outcomes = try fetch(kind: "outcome", outcomeQuery, db: db, committed: committed)
+            .compactMap { if case .outcome(let o) = $0 { o } else { nil } }
         // Versions come ordered by id, then effective date: walk each task's run.
         let index = OutcomeIndex(outcomes)
         var events: [TaskEvent] = []
@@ -700,66 +741,37 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return order.map { events[$0] }
     }
 
-    public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges {
-        do {
-            return try pool.read { db in
-                var sql = "SELECT uuid, kind, json, next_uuids, revision FROM entity_version WHERE revision > ? ORDER BY revision"
-                if let limit { sql += " LIMIT \(limit)" }
-                let rows = try Row.fetchAll(db, sql: sql, arguments: [revision])
-                let latest: Int = rows.last?["revision"] ?? revision
-                return StoreChanges(entities: try rows.map { try entity($0) }, revision: latest)
-            }
-        } catch {
-            throw wrap(error)
-        }
+    func changes(since revision: Int, limit: Int?, db: Database, committed: Bool) throws -> StoreChanges {
+        var sql = "SELECT uuid, kind, json, next_uuids, revision FROM entity_version WHERE revision > ? ORDER BY revision"
+        if let limit { sql += " LIMIT \(limit)" }
+        let rows = try Row.fetchAll(db, sql: sql, arguments: [revision])
+        let latest: Int = rows.last?["revision"] ?? revision
+        return StoreChanges(entities: try rows.map { try entity($0, caching: committed) }, revision: latest)
     }
 
-    public func conflicts() throws(StoreError) -> [(EntityType, String)] {
-        do {
-            return try pool.read { db in
-                try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
-                    .map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
-            }
-        } catch {
-            throw wrap(error)
+    func conflicts(db: Database) throws -> [(EntityType, String)] {
+        try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
+            .map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
+    }
+
+    func knowledgeVector(db: Database) throws -> [RevisionRecord.Process] {
+        let id = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'")
+        let clock = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
+        guard let id, let uuid = UUID(uuidString: id) else { throw StoreError.database(path: path, message: "the store has no sync process id") }
+        return [RevisionRecord.Process(id: uuid, clock: clock)]
+    }
+
+    func allEntities(versions: VersionFilter, db: Database, committed: Bool) throws -> [CareEntity] {
+        var result: [CareEntity] = []
+        for kind in ["patient", "carePlan", "contact", "task", "outcome"] {
+            result += try fetch(kind: kind, EntityQuery(versions: versions), db: db, committed: committed)
         }
+        return result
     }
 
     /// SQLite's own consistency check of the file: `["ok"]` when sound.
     public func integrityCheck() throws(StoreError) -> [String] {
         do { return try pool.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") } } catch { throw wrap(error) }
-    }
-
-    /// The store's CareKit sync process: a stable id, and the latest revision as its clock.
-    public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] {
-        do {
-            return try pool.write { db in
-                var id = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'")
-                if id == nil {
-                    id = UUID().uuidString
-                    try db.execute(sql: "INSERT INTO store_meta (key, value) VALUES ('processID', ?)", arguments: [id])
-                }
-                let clock = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
-                return [RevisionRecord.Process(id: UUID(uuidString: id!)!, clock: clock)]
-            }
-        } catch {
-            throw wrap(error)
-        }
-    }
-
-    /// The whole store as one revision record, parents before children.
-    public func revisionRecord() throws(StoreError) -> RevisionRecord {
-        RevisionRecord(entities: try allEntities(versions: .history), knowledgeVector: try knowledgeVector())
-    }
-
-    /// The entities' versions (by default every version, tombstones included), kind by kind in
-    /// apply order: patients, care plans, contacts, tasks, outcomes.
-    public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] {
-        var result: [CareEntity] = []
-        for kind in ["patient", "carePlan", "contact", "task", "outcome"] {
-            result += try fetch(kind: kind, EntityQuery(versions: versions))
-        }
-        return result
     }
 }
 

@@ -153,7 +153,7 @@ struct PushCommand: AsyncParsableCommand {
         let set = try mappings.load(whatFails: "pushed")
         let store = try options.open()
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
-        var push = OutcomePush(store: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
+        var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         push.batchSize = batchSize
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CareStore
 import Foundation
 import Gateway
 import Mapping
@@ -41,7 +42,7 @@ struct TestCommand: ParsableCommand {
             for d in error.diagnostics { Diagnostics.standardError(d.description) }
             throw CommandError.message("the mapping files have errors")
         }
-        let outcomes = GoldenTestRunner(mappings: all).run(update: update, testsOf: Array(tested.files.values))
+        let outcomes = GoldenTestRunner(mappings: all, emptyStore: { try SQLiteCarePlanStore(inMemory: ()) }).run(update: update, testsOf: Array(tested.files.values))
         var failed = 0
         for outcome in outcomes {
             if let error = outcome.error {

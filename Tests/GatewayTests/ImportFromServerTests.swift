@@ -113,7 +113,7 @@ struct ImportFromServerTests {
             .outcome(Outcome(taskUUID: tasks["MedicationRequest/metformin/dosage-1"]!.uuid, taskOccurrenceIndex: 4,
                              values: [OutcomeValue(.double(500), kind: "dose", units: "mg", createdDate: done)], effectiveDate: done, timezone: newYork)),
         ])
-        var push = OutcomePush(store: store, export: OutcomeExport(store: store, builder: try builder()), client: client)
+        var push = OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: try builder()), client: client)
         push.batchSize = 10
         let report = try await push.run()
         #expect(report.pushed.count == 2, "\(report.failed) \(report.deferred)")

@@ -10,7 +10,7 @@ import Testing
 let quickRetry = RetryPolicy(maxAttempts: 8, baseDelay: 0.05, maxDelay: 1, maxTotal: 300)
 
 func pusher(_ store: SQLiteCarePlanStore, _ base: String) throws -> OutcomePush {
-    OutcomePush(store: store, export: OutcomeExport(store: store, builder: try builder()),
+    OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: try builder()),
                 client: FHIRRESTClient(base: base, retry: quickRetry, timeout: 20))
 }
 
@@ -159,7 +159,7 @@ struct MedicationAdministrationPushTests {
         guard let server = await LocalFHIRServer() else { return }
         let proxy = try FaultProxy(upstream: server.port)
         let store = try storeWithAppOutcomes()
-        var push = OutcomePush(store: store, export: OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork)),
+        var push = OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork)),
                                client: FHIRRESTClient(base: proxy.base, retry: quickRetry, timeout: 20))
         push.batchSize = batchSize
         try proxy.configure(["drop_after_forward": 1])

@@ -84,4 +84,15 @@ struct PackageStructureTests {
             }
         }
     }
+
+    @Test("Gateway works through the CarePlanStore and Outbox protocols: its code never names the SQLite store")
+    func gatewayUsesTheProtocols() throws {
+        let gateway = CommandLineTests.projectRoot.appendingPathComponent("Sources/Gateway")
+        for case let relative as String in FileManager.default.enumerator(atPath: gateway.path) ?? NSEnumerator() where relative.hasSuffix(".swift") {
+            let lines = try String(contentsOf: gateway.appendingPathComponent(relative), encoding: .utf8).split(separator: "\n")
+            for (n, line) in lines.enumerated() where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                #expect(!line.contains("SQLiteCarePlanStore") && !line.contains("import GRDB"), "Sources/Gateway/\(relative):\(n + 1): \(line)")
+            }
+        }
+    }
 }

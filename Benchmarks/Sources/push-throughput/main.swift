@@ -64,7 +64,7 @@ for body in bundles {
 let direct = seconds(ContinuousClock.now - directStart)
 
 // Through the gateway: queue, export, send in batches, mark each pushed, Provenance.
-var push = OutcomePush(store: store, export: export, client: FHIRRESTClient(base: pushBase))
+var push = OutcomePush(outbox: store, export: export, client: FHIRRESTClient(base: pushBase))
 push.batchSize = batchSize
 let pushStart = ContinuousClock.now
 let queued = try push.enqueue()

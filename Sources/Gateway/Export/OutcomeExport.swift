@@ -24,13 +24,13 @@ public struct ExportedObservation: Sendable {
 /// Turns the store's outcomes into R4 Observations: the current version of every outcome
 /// (`final`, `amended` when it has earlier versions, `entered-in-error` when deleted).
 public struct OutcomeExport: Sendable {
-    public let store: SQLiteCarePlanStore
+    public let store: any CarePlanStore
     public let builder: ObservationBuilder
 
     /// Also export outcomes that came from the EHR (imported Observations), which it already has.
     public var includeImported = false
 
-    public init(store: SQLiteCarePlanStore, builder: ObservationBuilder) {
+    public init(store: any CarePlanStore, builder: ObservationBuilder) {
         self.store = store
         self.builder = builder
     }

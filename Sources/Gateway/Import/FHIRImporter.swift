@@ -45,12 +45,12 @@ public struct ImportReport: Sendable {
 /// whose transaction fails keeps nothing of it.
 public struct FHIRImporter: Sendable {
     public var mappings: MappingSet
-    public var store: SQLiteCarePlanStore
+    public var store: any CarePlanStore
     public var timeZone: TimeZone
     public var now: Date
     public var files: ResourceFiles
 
-    public init(mappings: MappingSet, store: SQLiteCarePlanStore, timeZone: TimeZone, now: Date = Date(), files: ResourceFiles = ResourceFiles()) {
+    public init(mappings: MappingSet, store: any CarePlanStore, timeZone: TimeZone, now: Date = Date(), files: ResourceFiles = ResourceFiles()) {
         self.mappings = mappings
         self.store = store
         self.timeZone = timeZone

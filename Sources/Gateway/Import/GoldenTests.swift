@@ -6,7 +6,7 @@ import Mapping
 /// schedules as clock times in the test's time zone, and the report's notes. Golden files hold
 /// this, so a diff shows what a mapping change changed.
 public enum StoreSnapshot {
-    public static func json(_ store: SQLiteCarePlanStore, notes: [ImportNote], timeZone: TimeZone) throws -> String {
+    public static func json(_ store: any CarePlanReader, notes: [ImportNote], timeZone: TimeZone) throws -> String {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = timeZone
         formatter.formatOptions = [.withInternetDateTime]
@@ -73,9 +73,12 @@ public struct GoldenTestRunner: Sendable {
     }
 
     public var mappings: MappingSet
+    /// A new, empty store for each test (an in-memory one: `SQLiteCarePlanStore(inMemory: ())`).
+    public var emptyStore: @Sendable () throws -> any CarePlanStore
 
-    public init(mappings: MappingSet) {
+    public init(mappings: MappingSet, emptyStore: @escaping @Sendable () throws -> any CarePlanStore) {
         self.mappings = mappings
+        self.emptyStore = emptyStore
     }
 
     /// Runs the tests of `files` (default: every file of the set), importing with the whole
@@ -119,10 +122,7 @@ public struct GoldenTestRunner: Sendable {
     func snapshot(of input: String, test: GoldenTest) throws -> String {
         let zone = TimeZone(identifier: test.timeZone) ?? TimeZone(identifier: "UTC")!
         let now = ISO8601DateFormatter().date(from: test.now) ?? Date(timeIntervalSince1970: 1_767_225_600)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-golden-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("store.sqlite").path)
+        let store = try emptyStore()
         let report = FHIRImporter(mappings: mappings, store: store, timeZone: zone, now: now).run([input])
         if let failed = report.failedPatients.first { throw StoreError.database(path: input, message: failed.failure ?? "import failed") }
         return try StoreSnapshot.json(store, notes: report.notes, timeZone: zone)

@@ -24,13 +24,15 @@ public struct PatientImport: Sendable {
 /// Writes mapped batches into the care store, one transaction per patient, versioned as CareKit
 /// does: new entries are added; changed ones get a new version that takes effect after the
 /// newest recorded outcome (history is never rewritten); unchanged ones are left alone, so
-/// importing the same data twice changes nothing; ended ones get a tombstone.
+/// importing the same data twice changes nothing; ended ones get a tombstone. What a patient
+/// needs is read, decided and written in one write transaction, so an import racing another
+/// writer never plans from a state that has changed under it.
 public struct StoreImport: Sendable {
-    public let store: SQLiteCarePlanStore
+    public let store: any CarePlanStore
     public let timeZone: TimeZone
     public let now: Date
 
-    public init(store: SQLiteCarePlanStore, timeZone: TimeZone, now: Date = Date()) {
+    public init(store: any CarePlanStore, timeZone: TimeZone, now: Date = Date()) {
         self.store = store
         self.timeZone = timeZone
         self.now = now
@@ -43,10 +45,20 @@ public struct StoreImport: Sendable {
     public func apply(_ batch: PatientBatch, dryRun: Bool, notes: inout [ImportNote]) -> PatientImport {
         var result = PatientImport(patientID: batch.patientID)
         do {
-            var plan = Plan(importer: self, batch: batch)
-            try plan.build(notes: &notes)
-            result.changes = plan.changes
-            if !dryRun && !plan.operations.isEmpty { try store.apply(plan.operations) }
+            func plan(_ reader: any CarePlanReader) throws -> Plan {
+                var plan = Plan(importer: self, store: reader, batch: batch)
+                try plan.build(notes: &notes)
+                return plan
+            }
+            if dryRun {
+                result.changes = try store.read { try plan($0).changes }
+            } else {
+                result.changes = try store.write { tx in
+                    let planned = try plan(tx)
+                    if !planned.operations.isEmpty { try tx.apply(planned.operations) }
+                    return planned.changes
+                }
+            }
         } catch {
             result.failure = "\(error)"
             result.changes = []
@@ -57,6 +69,8 @@ public struct StoreImport: Sendable {
     /// The operations for one patient, worked out against what the store holds.
     struct Plan {
         let importer: StoreImport
+        /// The transaction the plan reads in (and is then applied in).
+        let store: any CarePlanReader
         let batch: PatientBatch
         var operations: [StoreOperation] = []
         var changes: [ImportChange] = []
@@ -65,12 +79,11 @@ public struct StoreImport: Sendable {
         var planUUIDs: [String: UUID] = [:]
         var tasksByID: [String: CareTask] = [:]
 
-        init(importer: StoreImport, batch: PatientBatch) {
+        init(importer: StoreImport, store: any CarePlanReader, batch: PatientBatch) {
             self.importer = importer
+            self.store = store
             self.batch = batch
         }
-
-        var store: SQLiteCarePlanStore { importer.store }
 
         mutating func change(_ action: ImportChange.Action, _ type: EntityType, _ id: String, _ detail: String? = nil) {
             changes.append(ImportChange(action: action, type: type, id: id, detail: detail))

@@ -28,7 +28,8 @@ public struct PushReport: Sendable {
 /// answer cannot duplicate; amended and entered-in-error ones as conditional updates); refusals go
 /// to the dead-letter list with the server's OperationOutcome, transient failures stay queued.
 public struct OutcomePush: Sendable {
-    public let store: SQLiteCarePlanStore
+    /// Where queued items wait (the store's own database, for `SQLiteCarePlanStore`).
+    public let outbox: any Outbox
     public let export: OutcomeExport
     public let client: FHIRRESTClient
     /// Stop after this many transient failures in a row (the server is down: try again later).
@@ -38,28 +39,28 @@ public struct OutcomePush: Sendable {
     /// creates nothing twice.
     public var batchSize = 1
 
-    public init(store: SQLiteCarePlanStore, export: OutcomeExport, client: FHIRRESTClient) {
-        self.store = store
+    public init(outbox: any Outbox, export: OutcomeExport, client: FHIRRESTClient) {
+        self.outbox = outbox
         self.export = export
         self.client = client
     }
 
     /// Queues the current outcome versions not queued yet.
     public func enqueue() throws(StoreError) -> Int {
-        let items = try export.observations(excluding: store.outboxVersions()).map { item in
+        let items = try export.observations(excluding: outbox.outboxVersions()).map { item in
             OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
                        payload: FHIRJSONWriter(pretty: false).write(item.observation))
         }
-        return try store.enqueue(items)
+        return try outbox.enqueue(items)
     }
 
     /// Queues what is new and sends what is queued. With `retryFailed`, the dead letters are
     /// exported again first (after a mapping fix, say) and sent like new ones.
     public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
         var report = PushReport()
-        if retryFailed && !dryRun { report.retriedFailed = try store.forgetFailed() }
+        if retryFailed && !dryRun { report.retriedFailed = try outbox.forgetFailed() }
         report.newlyQueued = try enqueue()
-        let queued = try store.queuedOutbox(limit: 100_000)
+        let queued = try outbox.queuedOutbox(limit: 100_000)
         if dryRun {
             for item in queued {
                 guard let resource = try? FHIRJSONReader().read(item.payload).resource else { continue }
@@ -87,7 +88,7 @@ public struct OutcomePush: Sendable {
                 throw error
             } catch {
                 // A payload that cannot be read will never go: dead-letter it.
-                try store.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
+                try outbox.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
                 report.failed.append((item.idempotencyKey, "\(error)"))
             }
         }
@@ -104,14 +105,14 @@ public struct OutcomePush: Sendable {
                 let identifier = item.idempotencyKey
                 do {
                     let location = try await deliver(observation, key: identifier, strategy: strategies[observation.resourceType ?? "Observation"]!)
-                    try store.markPushed(item.versionUUID, location: location)
+                    try outbox.markPushed(item.versionUUID, location: location)
                     report.pushed.append((identifier, location))
                     failuresInARow = 0
                 } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
-                    try store.markAttempt(item.versionUUID, error: error.description, dead: true)
+                    try outbox.markAttempt(item.versionUUID, error: error.description, dead: true)
                     report.failed.append((identifier, error.description))
                 } catch {
-                    try store.markAttempt(item.versionUUID, error: "\(error)", dead: false)
+                    try outbox.markAttempt(item.versionUUID, error: "\(error)", dead: false)
                     report.deferred.append((identifier, "\(error)"))
                     failuresInARow += 1
                 }
@@ -132,11 +133,11 @@ public struct OutcomePush: Sendable {
         do {
             outcomes = try await client.batch(bundle)
         } catch {
-            try store.record(chunk.map { .failed($0.item.versionUUID, error: error.description, dead: false) })
+            try outbox.record(chunk.map { .failed($0.item.versionUUID, error: error.description, dead: false) })
             for (item, _) in chunk { report.deferred.append((item.idempotencyKey, error.description)) }
             return false
         }
-        var deliveries: [SQLiteCarePlanStore.Delivery] = []
+        var deliveries: [OutboxDelivery] = []
         for ((item, _), outcome) in zip(chunk, outcomes) {
             let identifier = item.idempotencyKey
             if outcome.succeeded {
@@ -148,7 +149,7 @@ public struct OutcomePush: Sendable {
                 if outcome.isTransient { report.deferred.append((identifier, reason)) } else { report.failed.append((identifier, reason)) }
             }
         }
-        try store.record(deliveries)
+        try outbox.record(deliveries)
         return true
     }
 

@@ -1,0 +1,106 @@
+import Foundation
+import GRDB
+
+extension SQLiteCarePlanStore {
+    /// One transaction's view of the store (GRDB's `Database`): what `read {}` and `write {}`
+    /// hand their body, and what every one-call method of the store runs in.
+    struct Transaction: CarePlanWriter {
+        let store: SQLiteCarePlanStore
+        let db: Database
+        /// Outside a write transaction: what is read is committed, and may be cached.
+        let committed: Bool
+
+        /// Runs `body`, reporting GRDB's errors as `StoreError`.
+        func run<T>(_ body: () throws -> T) throws(StoreError) -> T {
+            do { return try body() } catch { throw store.wrap(error) }
+        }
+
+        func fetch<Entity>(_ kind: String, _ query: EntityQuery, _ cast: (CareEntity) -> Entity?) throws(StoreError) -> [Entity] {
+            try run { try store.fetch(kind: kind, query, db: db, committed: committed).compactMap(cast) }
+        }
+
+        func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient] {
+            try fetch("patient", query) { if case .patient(let e) = $0 { e } else { nil } }
+        }
+
+        func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan] {
+            try fetch("carePlan", query) { if case .carePlan(let e) = $0 { e } else { nil } }
+        }
+
+        func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact] {
+            try fetch("contact", query) { if case .contact(let e) = $0 { e } else { nil } }
+        }
+
+        func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask] {
+            try fetch("task", query) { if case .task(let e) = $0 { e } else { nil } }
+        }
+
+        func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome] {
+            try fetch("outcome", query) { if case .outcome(let e) = $0 { e } else { nil } }
+        }
+
+        func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent] {
+            try run { try store.events(from: start, to: end, tasks: tasks, db: db, committed: committed) }
+        }
+
+        func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges {
+            try run { try store.changes(since: revision, limit: limit, db: db, committed: committed) }
+        }
+
+        func conflicts() throws(StoreError) -> [(EntityType, String)] { try run { try store.conflicts(db: db) } }
+
+        func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity] {
+            try run { try store.allEntities(versions: versions, db: db, committed: committed) }
+        }
+
+        func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try run { try store.knowledgeVector(db: db) } }
+
+        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.addVersions(entities, db: db) } }
+
+        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.updateVersions(entities, db: db) } }
+
+        func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity] {
+            try run { try store.deleteVersions(type, ids: ids, at: date, db: db) }
+        }
+
+        func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try run { try store.applyOperations(operations, db: db) } }
+
+        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try run { try store.mergeVersions(record, db: db) } }
+    }
+}
+
+/// Every read and write of the store alone is one transaction of its own.
+extension SQLiteCarePlanStore {
+    public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] { try reading { try $0.fetchPatients(query) } }
+    public func fetchCarePlans(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CarePlan] { try reading { try $0.fetchCarePlans(query) } }
+    public func fetchContacts(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Contact] { try reading { try $0.fetchContacts(query) } }
+    public func fetchTasks(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CareTask] { try reading { try $0.fetchTasks(query) } }
+    public func fetchOutcomes(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Outcome] { try reading { try $0.fetchOutcomes(query) } }
+
+    public func events(from start: Date, to end: Date, tasks: EntityQuery = EntityQuery()) throws(StoreError) -> [TaskEvent] {
+        try reading { try $0.events(from: start, to: end, tasks: tasks) }
+    }
+
+    public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges { try reading { try $0.changes(since: revision, limit: limit) } }
+    public func conflicts() throws(StoreError) -> [(EntityType, String)] { try reading { try $0.conflicts() } }
+    public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] { try reading { try $0.allEntities(versions: versions) } }
+    public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try reading { try $0.knowledgeVector() } }
+
+    /// The whole store as one revision record, read in one transaction: a consistent snapshot
+    /// even while other connections write.
+    public func revisionRecord() throws(StoreError) -> RevisionRecord { try reading { try $0.revisionRecord() } }
+
+    @discardableResult
+    public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writing { try $0.add(entities) } }
+    @discardableResult
+    public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writing { try $0.update(entities) } }
+    @discardableResult
+    public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
+        try writing { try $0.delete(type, ids: ids, at: date) }
+    }
+    /// Runs several writes as one transaction: all of them, or none (an import of one patient).
+    @discardableResult
+    public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try writing { try $0.apply(operations) } }
+    @discardableResult
+    public func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try writing { try $0.merge(record) } }
+}
