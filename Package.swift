@@ -8,6 +8,7 @@ let package = Package(
     name: "CareGate",
     platforms: [.macOS(.v14)],
     products: [
+        .library(name: "JSON", targets: ["JSON"]),
         .library(name: "FHIR", targets: ["FHIR"]),
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
@@ -37,25 +38,28 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        // 1. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
+        // 1. One JSON value, byte parser with positions, writer and escaping rule.
+        .target(name: "JSON"),
+        // 2. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
         .target(
             name: "FHIR",
-            dependencies: ["CLibXML2"]
+            dependencies: ["JSON", "CLibXML2"]
         ),
-        // 2. FHIRPath: parser, type checker and evaluator over the element model.
+        // 3. FHIRPath: parser, type checker and evaluator over the element model.
         .target(
             name: "FHIRPath",
             dependencies: ["FHIR"]
         ),
-        // 3. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
+        // 4. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
             name: "CareStore",
             dependencies: [
+                "JSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
-        // 4. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
+        // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
             dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
@@ -63,28 +67,29 @@ let package = Package(
             // repository's Mappings/), so that commands work without them on disk.
             resources: [.embedInCode("BuiltIn/Mappings")]
         ),
-        // 5. FHIR REST over libcurl: auth (bearer, SMART Backend Services), paging, retries.
+        // 6. FHIR REST over libcurl: auth (bearer, SMART Backend Services), paging, retries.
         .target(
             name: "FHIRClient",
             dependencies: [
-                "FHIR", "CLibCurl",
+                "JSON", "FHIR", "CLibCurl",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        // 6. Import, export and push use cases, the outbox, provenance.
+        // 7. Import, export and push use cases, the outbox, provenance.
         .target(
             name: "Gateway",
-            dependencies: ["FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
+            dependencies: ["JSON", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
             name: "fhir-tablegen"
         ),
-        // 7. The command line.
+        // 8. The command line.
         .executableTarget(
             name: "caregate",
             dependencies: [
+                "JSON",
                 "FHIR",
                 "FHIRPath",
                 "CareStore",
@@ -95,8 +100,12 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "JSONTests",
+            dependencies: ["JSON"]
+        ),
+        .testTarget(
             name: "FHIRTests",
-            dependencies: ["FHIR"],
+            dependencies: ["FHIR", "JSON"],
             resources: []
         ),
         .testTarget(
@@ -107,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CareStoreTests",
-            dependencies: ["CareStore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CareStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "MappingTests",
@@ -123,7 +132,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["FHIR", "CareStore"]
+            dependencies: ["FHIR", "CareStore", "JSON"]
         ),
     ]
 )

@@ -1,3 +1,4 @@
+import JSON
 import Foundation
 
 /// Which CareKit release's JSON to write. 4.0 added a required `calendar` to schedule elements,

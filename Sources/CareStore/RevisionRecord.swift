@@ -1,3 +1,4 @@
+import JSON
 import Foundation
 
 /// CareKit's sync unit: entities plus a knowledge vector (CareKit's `OCKRevisionRecord`).

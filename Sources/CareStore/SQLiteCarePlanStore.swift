@@ -1,3 +1,4 @@
+import JSON
 import Foundation
 import GRDB
 import GRDBSQLite

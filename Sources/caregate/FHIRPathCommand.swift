@@ -1,6 +1,7 @@
 import ArgumentParser
 import FHIR
 import FHIRPath
+import JSON
 import Foundation
 
 /// `caregate fhirpath EXPRESSION FILE... [--var NAME=VALUE] [--check TYPE]`
@@ -109,9 +110,7 @@ struct FHIRPathCommand: ParsableCommand {
     /// The result collection as one line of JSON.
     static func json(_ items: [FHIRPathValue]) -> String {
         let writer = FHIRJSONWriter(pretty: false)
-        func quote(_ s: String) -> String {
-            String(decoding: try! JSONSerialization.data(withJSONObject: [s], options: [.withoutEscapingSlashes]).dropFirst().dropLast(), as: UTF8.self)
-        }
+        func quote(_ s: String) -> String { JSONValue.string(s).serialized() }
         let parts = items.map { item -> String in
             switch item {
             case .element(let e): String(decoding: writer.writeValue(e), as: UTF8.self)

@@ -3,6 +3,7 @@ import CareStore
 import FHIRClient
 import Foundation
 import Gateway
+import JSON
 import Mapping
 
 /// `caregate import PATH... | --from URL --patient ID [--mappings DIR] [--store PATH] [--tz ZONE] [--dry-run] [--format text|json]`
@@ -152,26 +153,26 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     static func json(_ report: ImportReport, dryRun: Bool) -> String {
-        let object: [String: Any] = [
-            "dryRun": dryRun, "files": report.files, "resources": report.resources, "repeated": report.repeated,
-            "patients": report.patients.map { p -> [String: Any] in
-                var o: [String: Any] = ["patient": p.patientID, "changes": p.changes.map { c -> [String: Any] in
-                    var d: [String: Any] = ["action": c.action.rawValue, "type": c.type.rawValue, "id": c.id]
-                    if let detail = c.detail { d["detail"] = detail }
-                    return d
-                }]
-                if let failure = p.failure { o["failure"] = failure }
-                return o
-            },
-            "notes": report.notes.map { n -> [String: Any] in
-                var d: [String: Any] = ["kind": n.kind.rawValue, "resource": n.resource, "origin": n.origin, "message": n.message]
-                if let path = n.path { d["path"] = path }
-                return d
-            },
-            "unmapped": report.unmapped,
+        let patients = report.patients.map { p -> JSONValue in
+            var patient: [(String, JSONValue)] = [("patient", .init(p.patientID)), ("changes", .array(p.changes.map { c in
+                var change: [(String, JSONValue)] = [("action", .init(c.action.rawValue)), ("type", .init(c.type.rawValue)), ("id", .init(c.id))]
+                if let detail = c.detail { change.append(("detail", .init(detail))) }
+                return .object(change)
+            }))]
+            if let failure = p.failure { patient.append(("failure", .init(failure))) }
+            return .object(patient)
+        }
+        let notes = report.notes.map { n -> JSONValue in
+            var note: [(String, JSONValue)] = [("kind", .init(n.kind.rawValue)), ("resource", .init(n.resource)), ("origin", .init(n.origin)), ("message", .init(n.message))]
+            if let path = n.path { note.append(("path", .init(path))) }
+            return .object(note)
+        }
+        let object: JSONValue = [
+            "dryRun": .init(dryRun), "files": .init(report.files), "resources": .init(report.resources), "repeated": .init(report.repeated),
+            "patients": .array(patients), "notes": .array(notes),
+            "unmapped": .object(report.unmapped.map { ($0.key, .init($0.value)) }),
         ]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        return object.serialized(sortedKeys: true)
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import JSON
 import Mapping
 
 /// `caregate validate [PATH...] [--format text|github|json]`
@@ -49,11 +50,11 @@ struct ValidateCommand: ParsableCommand {
         case .github:
             for d in all { print(d.githubAnnotation) }
         case .json:
-            let items = all.map { d -> [String: Any] in
-                ["file": d.location.file, "line": d.location.line, "column": d.location.column, "severity": d.severity.rawValue, "message": d.message]
+            let items = all.map { d -> JSONValue in
+                ["file": .init(d.location.file), "line": .init(d.location.line), "column": .init(d.location.column),
+                 "severity": .init(d.severity.rawValue), "message": .init(d.message)]
             }
-            let data = try JSONSerialization.data(withJSONObject: ["files": files, "diagnostics": items], options: [.sortedKeys, .withoutEscapingSlashes])
-            print(String(decoding: data, as: UTF8.self))
+            print(JSONValue.object([("files", .init(files)), ("diagnostics", .array(items))]).serialized(sortedKeys: true))
         }
         if all.contains(where: { $0.severity == .error }) { throw ExitCode(1) }
     }

@@ -1,3 +1,4 @@
+import JSON
 import CareStore
 import Foundation
 import Testing

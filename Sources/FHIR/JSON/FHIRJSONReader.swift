@@ -1,3 +1,4 @@
+import JSON
 /// Reads FHIR R4 JSON into `Element` trees, checking it against the R4 definitions as it goes.
 ///
 /// The reader works on the raw UTF-8 bytes and types every property from the definitions, so
@@ -195,65 +196,11 @@ struct JSONParser {
         throw syntaxError("unterminated string", at: start - 1)
     }
 
-    /// Decodes a scanned string to a Swift String, resolving escapes.
+    /// Decodes a scanned string to a Swift String, resolving escapes (`JSONEscaping`).
     mutating func decodeString(_ s: (start: Int, end: Int, escaped: Bool)) throws(FHIRFormatError) -> String {
         let raw = UnsafeBufferPointer(rebasing: input[s.start..<s.end])
         if !s.escaped { return String(decoding: raw, as: UTF8.self) }
-        var out: [UInt8] = []
-        out.reserveCapacity(raw.count)
-        var i = 0
-        while i < raw.count {
-            let b = raw[i]
-            if b != 0x5C { out.append(b); i += 1; continue }
-            guard i + 1 < raw.count else { throw syntaxError("bad escape", at: s.start + i) }
-            let e = raw[i + 1]
-            i += 2
-            switch e {
-            case 0x22: out.append(0x22)
-            case 0x5C: out.append(0x5C)
-            case 0x2F: out.append(0x2F)
-            case 0x62: out.append(0x08)
-            case 0x66: out.append(0x0C)
-            case 0x6E: out.append(0x0A)
-            case 0x72: out.append(0x0D)
-            case 0x74: out.append(0x09)
-            case 0x75:
-                guard var scalar = hex4(raw, i) else { throw syntaxError("bad \\u escape", at: s.start + i - 2) }
-                i += 4
-                if scalar >= 0xD800 && scalar < 0xDC00 {
-                    // A high surrogate must be followed by an escaped low surrogate.
-                    guard i + 6 <= raw.count, raw[i] == 0x5C, raw[i + 1] == 0x75, let low = hex4(raw, i + 2),
-                          low >= 0xDC00 && low < 0xE000 else {
-                        throw syntaxError("unpaired surrogate in \\u escape", at: s.start + i - 6)
-                    }
-                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    i += 6
-                } else if scalar >= 0xDC00 && scalar < 0xE000 {
-                    throw syntaxError("unpaired surrogate in \\u escape", at: s.start + i - 6)
-                }
-                out.append(contentsOf: String(Character(Unicode.Scalar(scalar)!)).utf8)
-            default:
-                throw syntaxError("bad escape '\\\(Character(Unicode.Scalar(e)))'", at: s.start + i - 2)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
-
-    func hex4(_ raw: UnsafeBufferPointer<UInt8>, _ i: Int) -> UInt32? {
-        guard i + 4 <= raw.count else { return nil }
-        var v: UInt32 = 0
-        for k in i..<(i + 4) {
-            let b = raw[k]
-            let d: UInt32
-            switch b {
-            case 0x30...0x39: d = UInt32(b - 0x30)
-            case 0x41...0x46: d = UInt32(b - 0x41 + 10)
-            case 0x61...0x66: d = UInt32(b - 0x61 + 10)
-            default: return nil
-            }
-            v = v << 4 | d
-        }
-        return v
+        do { return try JSONEscaping.unescape(raw) } catch { throw syntaxError(error.message, at: s.start + error.offset) }
     }
 
     /// Scans a JSON number at `pos` and returns its byte range.

@@ -1,3 +1,4 @@
+import JSON
 /// Writes `Element` trees as FHIR R4 JSON.
 ///
 /// Choice elements get their typed names (`valueQuantity`), repeating elements become arrays,
@@ -73,35 +74,8 @@ struct JSONEmitter {
         if pretty { byte(0x20) }
     }
 
-    /// A JSON string literal, escaping what JSON requires.
-    mutating func string(_ value: String) {
-        byte(0x22)
-        var value = value
-        value.withUTF8 { bytes in
-            var runStart = 0
-            for i in 0..<bytes.count {
-                let b = bytes[i]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
-                runStart = i + 1
-                out.append(0x5C)
-                switch b {
-                case 0x22: out.append(0x22)
-                case 0x5C: out.append(0x5C)
-                case 0x0A: out.append(0x6E)
-                case 0x0D: out.append(0x72)
-                case 0x09: out.append(0x74)
-                case 0x08: out.append(0x62)
-                case 0x0C: out.append(0x66)
-                default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: [0x75, 0x30, 0x30, hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-                }
-            }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
-        }
-        byte(0x22)
-    }
+    /// A JSON string literal, escaped by the one rule (`JSONEscaping`).
+    mutating func string(_ value: String) { JSONEscaping.appendQuoted(value, to: &out) }
 
     /// A primitive's value in its JSON form.
     mutating func primitiveValue(_ element: Element) {

@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// Where a client gets the access token it sends as `Authorization: Bearer`. The client asks
 /// before each request and calls `invalidate` when the server answers 401 with that token.
@@ -94,16 +95,16 @@ public actor SMARTBackendServices: AccessTokenProvider {
         if let endpoint = configuration.tokenEndpoint ?? discoveredEndpoint { return endpoint }
         let url = fhirBase + "/.well-known/smart-configuration"
         let response = try await send(HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
-        guard response.status == 200, let object = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any] else {
+        guard response.status == 200, let object = try? JSONValue.parse(response.body), case .object = object else {
             throw .authorization("\(url): HTTP \(response.status), no SMART configuration; give the token endpoint explicitly")
         }
-        guard let endpoint = object["token_endpoint"] as? String, !endpoint.isEmpty else {
+        guard let endpoint = object["token_endpoint"]?.stringValue, !endpoint.isEmpty else {
             throw .authorization("\(url) names no token_endpoint")
         }
-        if let methods = object["token_endpoint_auth_methods_supported"] as? [String], !methods.contains("private_key_jwt") {
+        if let methods = object["token_endpoint_auth_methods_supported"]?.arrayValue?.compactMap(\.stringValue), !methods.contains("private_key_jwt") {
             throw .authorization("\(endpoint) does not accept private_key_jwt (it offers \(methods.joined(separator: ", ")))")
         }
-        if let algorithms = object["token_endpoint_auth_signing_alg_values_supported"] as? [String],
+        if let algorithms = object["token_endpoint_auth_signing_alg_values_supported"]?.arrayValue?.compactMap(\.stringValue),
            !algorithms.contains(configuration.key.algorithm) {
             throw .authorization("\(endpoint) does not accept \(configuration.key.algorithm) assertions (it accepts \(algorithms.joined(separator: ", ")))")
         }
@@ -126,20 +127,20 @@ public actor SMARTBackendServices: AccessTokenProvider {
         let response = try await send(HTTPRequest(method: "POST", url: endpoint,
                                                   headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
                                                   body: Array(form.utf8)))
-        let object = (try? JSONSerialization.jsonObject(with: Data(response.body))) as? [String: Any]
+        let object = try? JSONValue.parse(response.body)
         guard response.status == 200 else {
             // OAuth 2.0 §5.2: error and error_description; never echo the request.
-            let reason = [object?["error"] as? String, object?["error_description"] as? String].compactMap { $0 }.joined(separator: ": ")
+            let reason = [object?["error"]?.stringValue, object?["error_description"]?.stringValue].compactMap { $0 }.joined(separator: ": ")
             throw .authorization("\(endpoint) refused the client \(configuration.clientID): HTTP \(response.status)\(reason.isEmpty ? "" : ", \(reason)")")
         }
-        guard let token = object?["access_token"] as? String, !token.isEmpty else {
+        guard let token = object?["access_token"]?.stringValue, !token.isEmpty else {
             throw .authorization("\(endpoint) answered without an access_token")
         }
-        if let type = object?["token_type"] as? String, type.lowercased() != "bearer" {
+        if let type = object?["token_type"]?.stringValue, type.lowercased() != "bearer" {
             throw .authorization("\(endpoint) issued a \(type) token; only bearer tokens are supported")
         }
-        let lifetime = (object?["expires_in"] as? NSNumber)?.doubleValue ?? 300
-        return Grant(accessToken: token, expires: requested.addingTimeInterval(lifetime), scope: object?["scope"] as? String)
+        let lifetime = object?["expires_in"]?.numberValue ?? 300
+        return Grant(accessToken: token, expires: requested.addingTimeInterval(lifetime), scope: object?["scope"]?.stringValue)
     }
 
     /// One request to the authorization server, retried like FHIR requests on network faults, 429 and 5xx.

@@ -1,5 +1,6 @@
 import CareStore
 import Foundation
+import JSON
 import Mapping
 
 /// What the store holds after an import, as readable, stable JSON: ids, titles, links by id,
@@ -10,51 +11,56 @@ public enum StoreSnapshot {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = timeZone
         formatter.formatOptions = [.withInternetDateTime]
-        func date(_ d: Date?) -> Any { d.map { formatter.string(from: $0) } ?? NSNull() }
+        func date(_ d: Date?) -> JSONValue { JSONValue(d.map { formatter.string(from: $0) }) }
         let patients = try store.fetchPatients()
         let plans = try store.fetchCarePlans()
         let tasks = try store.fetchTasks()
-        func planID(_ uuid: UUID?) -> Any { plans.first { $0.uuid == uuid }?.id ?? NSNull() }
-        var object: [String: Any] = [:]
-        object["patients"] = patients.map { p -> [String: Any] in
-            ["id": p.id, "given": p.name.givenName ?? NSNull(), "family": p.name.familyName ?? NSNull(), "sex": p.sex ?? NSNull(),
-             "birthday": date(p.birthday), "source": p.version.remoteID ?? NSNull()]
+        func planID(_ uuid: UUID?) -> JSONValue { JSONValue(plans.first { $0.uuid == uuid }?.id) }
+        let snapshot: JSONValue = [
+            "patients": .array(patients.map { p in
+                ["id": .init(p.id), "given": .init(p.name.givenName), "family": .init(p.name.familyName), "sex": .init(p.sex),
+                 "birthday": date(p.birthday), "source": .init(p.version.remoteID)]
+            }),
+            "carePlans": .array(plans.map { c in
+                ["id": .init(c.id), "title": .init(c.title), "patient": .init(patients.first { $0.uuid == c.patientUUID }?.id), "source": .init(c.version.remoteID)]
+            }),
+            "tasks": .array(tasks.map { t in
+                var task: [(String, JSONValue)] = [
+                    ("id", .init(t.id)), ("title", .init(t.title)), ("instructions", .init(t.instructions)), ("carePlan", planID(t.carePlanUUID)),
+                    ("impactsAdherence", .init(t.impactsAdherence)), ("group", .init(t.version.groupIdentifier)), ("tags", .init(t.version.tags ?? [])),
+                    ("effective", date(t.effectiveDate)), ("source", .init(t.version.remoteID)),
+                    ("schedule", .array(t.schedule.elements.map { schedule($0, date) })),
+                ]
+                if let link = t.healthKitLinkage { task.append(("healthKit", .init(link.quantityIdentifier))) }
+                return .object(task)
+            }),
+            "contacts": .array(try store.fetchContacts().map { c in
+                ["id": .init(c.id), "given": .init(c.name.givenName), "family": .init(c.name.familyName), "role": .init(c.role),
+                 "title": .init(c.title), "category": .init(c.category?.rawValue), "carePlan": planID(c.carePlanUUID),
+                 "phones": .init((c.phoneNumbers ?? []).map(\.value)), "messaging": .init((c.messagingNumbers ?? []).map(\.value)),
+                 "emails": .init((c.emailAddresses ?? []).map(\.value))]
+            }),
+            "outcomes": .array(try store.fetchOutcomes().map { o in
+                ["id": .init(o.id), "task": .init(tasks.first { $0.uuid == o.taskUUID }?.id), "occurrence": .init(o.taskOccurrenceIndex),
+                 "values": .init(o.values.map { "\($0.kind ?? ""): \($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) })]
+            }),
+            "notes": .init(notes.map { "\($0.resource)\($0.path.map { " \($0)" } ?? ""): \($0.kind.rawValue): \($0.message)" }),
+        ]
+        return snapshot.serialized(pretty: true, sortedKeys: true) + "\n"
+    }
+
+    /// A schedule element: start and end in the test's zone, the interval by component, the
+    /// duration in seconds (or "all day"), the text and the targets.
+    static func schedule(_ e: ScheduleElement, _ date: (Date?) -> JSONValue) -> JSONValue {
+        var duration: JSONValue = "all day"
+        if case .seconds(let s) = e.duration { duration = .number(s) }
+        var interval: [(String, JSONValue)] = []
+        for (key, component) in [("year", Calendar.Component.year), ("month", .month), ("week", .weekOfYear), ("day", .day),
+                                 ("hour", .hour), ("minute", .minute), ("second", .second)] {
+            if let v = e.interval.value(for: component), v != 0 { interval.append((key, .init(v))) }
         }
-        object["carePlans"] = plans.map { c -> [String: Any] in
-            ["id": c.id, "title": c.title, "patient": patients.first { $0.uuid == c.patientUUID }?.id ?? NSNull(), "source": c.version.remoteID ?? NSNull()]
-        }
-        object["tasks"] = tasks.map { t -> [String: Any] in
-            var o: [String: Any] = [
-                "id": t.id, "title": t.title ?? NSNull(), "instructions": t.instructions ?? NSNull(), "carePlan": planID(t.carePlanUUID),
-                "impactsAdherence": t.impactsAdherence, "group": t.version.groupIdentifier ?? NSNull(), "tags": t.version.tags ?? [],
-                "effective": date(t.effectiveDate), "source": t.version.remoteID ?? NSNull(),
-                "schedule": t.schedule.elements.map { e -> [String: Any] in
-                    var duration: Any = "all day"
-                    if case .seconds(let s) = e.duration { duration = s }
-                    var interval: [String: Int] = [:]
-                    for (key, component) in [("year", Calendar.Component.year), ("month", .month), ("week", .weekOfYear), ("day", .day),
-                                             ("hour", .hour), ("minute", .minute), ("second", .second)] {
-                        if let v = e.interval.value(for: component), v != 0 { interval[key] = v }
-                    }
-                    return ["start": date(e.start), "end": date(e.end), "every": interval, "duration": duration, "text": e.text ?? NSNull(),
-                            "targets": e.targetValues.map { "\($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) }]
-                },
-            ]
-            if let link = t.healthKitLinkage { o["healthKit"] = link.quantityIdentifier }
-            return o
-        }
-        object["contacts"] = try store.fetchContacts().map { c -> [String: Any] in
-            ["id": c.id, "given": c.name.givenName ?? NSNull(), "family": c.name.familyName ?? NSNull(), "role": c.role ?? NSNull(),
-             "title": c.title ?? NSNull(), "category": c.category?.rawValue ?? NSNull(), "carePlan": planID(c.carePlanUUID),
-             "phones": (c.phoneNumbers ?? []).map(\.value), "messaging": (c.messagingNumbers ?? []).map(\.value), "emails": (c.emailAddresses ?? []).map(\.value)]
-        }
-        object["outcomes"] = try store.fetchOutcomes().map { o -> [String: Any] in
-            ["id": o.id, "task": tasks.first { $0.uuid == o.taskUUID }?.id ?? NSNull(), "occurrence": o.taskOccurrenceIndex,
-             "values": o.values.map { "\($0.kind ?? ""): \($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) }]
-        }
-        object["notes"] = notes.map { "\($0.resource)\($0.path.map { " \($0)" } ?? ""): \($0.kind.rawValue): \($0.message)" }
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: data, as: UTF8.self) + "\n"
+        return ["start": date(e.start), "end": date(e.end), "every": .object(interval), "duration": duration, "text": .init(e.text),
+                "targets": .init(e.targetValues.map { "\($0.value) \($0.units ?? "")".trimmingCharacters(in: .whitespaces) })]
     }
 }
 
