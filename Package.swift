@@ -9,6 +9,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "JSON", targets: ["JSON"]),
+        .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .library(name: "FHIR", targets: ["FHIR"]),
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
@@ -38,17 +39,19 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
-        // 1. One JSON value, byte parser with positions, writer and escaping rule.
+        // 1. One JSON value, byte parser with positions, writer and escaping rule; one source
+        //    location and diagnostic type with its renderers and "did you mean" suggestions.
         .target(name: "JSON"),
+        .target(name: "Diagnostics", dependencies: ["JSON"]),
         // 2. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
         .target(
             name: "FHIR",
-            dependencies: ["JSON", "CLibXML2"]
+            dependencies: ["JSON", "Diagnostics", "CLibXML2"]
         ),
         // 3. FHIRPath: parser, type checker and evaluator over the element model.
         .target(
             name: "FHIRPath",
-            dependencies: ["FHIR"]
+            dependencies: ["Diagnostics", "FHIR"]
         ),
         // 4. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
@@ -62,7 +65,7 @@ let package = Package(
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
-            dependencies: ["FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
+            dependencies: ["Diagnostics", "FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
             // The shipped mapping files, built into the binary (BuiltIn/Mappings links to the
             // repository's Mappings/), so that commands work without them on disk.
             resources: [.embedInCode("BuiltIn/Mappings")]
@@ -90,6 +93,7 @@ let package = Package(
             name: "caregate",
             dependencies: [
                 "JSON",
+                "Diagnostics",
                 "FHIR",
                 "FHIRPath",
                 "CareStore",
@@ -102,6 +106,10 @@ let package = Package(
         .testTarget(
             name: "JSONTests",
             dependencies: ["JSON"]
+        ),
+        .testTarget(
+            name: "DiagnosticsTests",
+            dependencies: ["Diagnostics", "JSON"]
         ),
         .testTarget(
             name: "FHIRTests",

@@ -89,9 +89,9 @@ struct Convert: ParsableCommand {
             let conversion = FHIRConversion(options: options, pretty: !compact)
             let summary = try conversion.convert(inputPath: input, from: from, to: to, output: sink)
             try sink.close()
-            if !quiet { Diagnostics.printWarnings(summary.warnings) }
+            if !quiet { StandardError.printWarnings(summary.warnings) }
             if output != nil && !quiet {
-                Diagnostics.standardError("converted \(input) to \(to.rawValue): \(summary.resourcesWritten) resource\(summary.resourcesWritten == 1 ? "" : "s") written to \(output!)")
+                StandardError.print("converted \(input) to \(to.rawValue): \(summary.resourcesWritten) resource\(summary.resourcesWritten == 1 ? "" : "s") written to \(output!)")
             }
         } catch {
             sink.discard()
@@ -125,8 +125,9 @@ enum CommandError: Error {
     }
 }
 
-enum Diagnostics {
-    static func standardError(_ line: String) {
+/// Lines for standard error: failures, warnings and progress.
+enum StandardError {
+    static func print(_ line: String) {
         var line = line
         line += "\n"
         let bytes = Array(line.utf8)
@@ -134,8 +135,8 @@ enum Diagnostics {
     }
 
     static func printWarnings(_ warnings: [ParseIssue], limit: Int = 20) {
-        for warning in warnings.prefix(limit) { standardError(warning.description) }
-        if warnings.count > limit { standardError("... and \(warnings.count - limit) more warnings") }
+        for warning in warnings.prefix(limit) { print(warning.description) }
+        if warnings.count > limit { print("... and \(warnings.count - limit) more warnings") }
     }
 }
 
@@ -150,12 +151,12 @@ extension CareGate {
                 try command.run()
             }
         } catch let failure as CommandError {
-            for line in failure.lines { Diagnostics.standardError(line) }
+            for line in failure.lines { StandardError.print(line) }
             Foundation.exit(1)
         } catch {
             // `validate` is a CI gate: its usage errors exit 2, apart from findings (1).
             if ["validate", "test"].contains(CommandLine.arguments.dropFirst().first), exitCode(for: error) == .validationFailure {
-                Diagnostics.standardError(fullMessage(for: error))
+                StandardError.print(fullMessage(for: error))
                 Foundation.exit(2)
             }
             exit(withError: error)

@@ -90,7 +90,7 @@ struct ExportCommand: ParsableCommand {
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
         func report(_ item: ExportedObservation) {
-            for note in item.notes { Diagnostics.standardError("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
+            for note in item.notes { StandardError.print("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
         }
         /// Writes to -o FILE (replaced only when everything was written) or standard output.
         func write(_ body: (FHIROutput) throws -> Void) throws {
@@ -147,6 +147,6 @@ struct ExportCommand: ParsableCommand {
         let administrations = kinds["MedicationAdministration", default: 0]
         let observations = kinds["Observation", default: 0]
         let counts = "\(observations) Observation\(observations == 1 ? "" : "s")" + (administrations > 0 ? " and \(administrations) MedicationAdministration\(administrations == 1 ? "" : "s")" : "")
-        Diagnostics.standardError("exported \(counts)\(output.map { " to \($0)" } ?? "")")
+        StandardError.print("exported \(counts)\(output.map { " to \($0)" } ?? "")")
     }
 }

@@ -97,7 +97,7 @@ struct ImportCommand: AsyncParsableCommand {
                 ImportCommand.show(progress, terminal: terminal)
             }
         }
-        if terminal { Diagnostics.standardError("") }
+        if terminal { StandardError.print("") }
         let json = ImportCommand.json(result, dryRun: dryRun)
         if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
         if format == .json {
@@ -148,7 +148,7 @@ struct ImportCommand: AsyncParsableCommand {
             let line = "\r\(progress.stage.rawValue) [\(bar)] \(progress.done)/\(progress.total)"
             _ = line.withCString { Foundation.write(2, $0, strlen($0)) }
         } else if progress.done < progress.total, progress.total >= 20, progress.done % max(1, progress.total / 10) == 0 {
-            Diagnostics.standardError("\(progress.stage.rawValue) \(progress.done)/\(progress.total)")
+            StandardError.print("\(progress.stage.rawValue) \(progress.done)/\(progress.total)")
         }
     }
 

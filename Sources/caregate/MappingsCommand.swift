@@ -31,10 +31,10 @@ struct MappingsCommand: ParsableCommand {
         func run() throws {
             let written: [String]
             do { written = try BuiltInMappings.dump(to: directory, overwrite: force) } catch {
-                for d in error.diagnostics { Diagnostics.standardError(d.description) }
+                for d in error.diagnostics { StandardError.print(d.description) }
                 throw ExitCode(1)
             }
-            Diagnostics.standardError("wrote \(written.count) built-in mapping files to \(directory)")
+            StandardError.print("wrote \(written.count) built-in mapping files to \(directory)")
         }
     }
 }

@@ -47,7 +47,7 @@ struct MappingOptions: ParsableArguments {
     /// The built-in mappings with the site's over them; errors are printed and end the command.
     func load(whatFails: String) throws -> MappingSet {
         do { return try MappingSet.load(site: sitePaths) } catch {
-            for d in error.diagnostics { Diagnostics.standardError(d.description) }
+            for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors; nothing was \(whatFails)")
         }
     }

@@ -56,7 +56,7 @@ struct StoreExport: ParsableCommand {
             throw CommandError.fhir(error)
         }
         if let output {
-            Diagnostics.standardError("exported \(record.entities.count) versions (CareKit \(careKitVersion) JSON) to \(output)")
+            StandardError.print("exported \(record.entities.count) versions (CareKit \(careKitVersion) JSON) to \(output)")
         }
     }
 }

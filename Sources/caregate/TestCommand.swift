@@ -39,7 +39,7 @@ struct TestCommand: ParsableCommand {
             tested = try MappingSet.load(paths)
             all = try MappingSet.load(site: paths)
         } catch {
-            for d in error.diagnostics { Diagnostics.standardError(d.description) }
+            for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors")
         }
         let outcomes = GoldenTestRunner(mappings: all, emptyStore: { try SQLiteCarePlanStore(inMemory: ()) }).run(update: update, testsOf: Array(tested.files.values))

@@ -1,3 +1,4 @@
+import Diagnostics
 import ArgumentParser
 import Foundation
 import JSON
@@ -38,7 +39,7 @@ struct ValidateCommand: ParsableCommand {
 
     func run() throws {
         let files = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(paths))
-        var all: [MappingDiagnostic] = []
+        var all: [Diagnostic] = []
         let validator = MappingValidator()
         for file in files { all += validator.check(path: file).diagnostics }
         switch format {
@@ -50,11 +51,7 @@ struct ValidateCommand: ParsableCommand {
         case .github:
             for d in all { print(d.githubAnnotation) }
         case .json:
-            let items = all.map { d -> JSONValue in
-                ["file": .init(d.location.file), "line": .init(d.location.line), "column": .init(d.location.column),
-                 "severity": .init(d.severity.rawValue), "message": .init(d.message)]
-            }
-            print(JSONValue.object([("files", .init(files)), ("diagnostics", .array(items))]).serialized(sortedKeys: true))
+            print(JSONValue.object([("files", .init(files)), ("diagnostics", .array(all.map(\.json)))]).serialized(sortedKeys: true))
         }
         if all.contains(where: { $0.severity == .error }) { throw ExitCode(1) }
     }
@@ -70,7 +67,7 @@ struct ValidateCommand: ParsableCommand {
     /// that does not exist is a usage error (exit 2).
     static func mappingFiles(_ paths: [String]) throws -> [String] {
         for path in paths where path != MappingSource.builtInPrefix && !MappingSource.exists(path) {
-            Diagnostics.standardError("error: no such file or directory: \(path)")
+            StandardError.print("error: no such file or directory: \(path)")
             throw ExitCode(2)
         }
         return MappingSet.yamlFiles(paths)

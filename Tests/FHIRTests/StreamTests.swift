@@ -35,7 +35,7 @@ struct StreamTests {
         #expect(errors.count == 2)
         #expect(errors[0].location.line == 3 && errors[0].location.path == "Observation.status")
         #expect(errors[1].location.line == 4 && errors[1].code == .syntax)
-        #expect(errors[1].location.source == path)
+        #expect(errors[1].location.file == path)
     }
 
     @Test("format detection by extension and by content")

@@ -63,7 +63,7 @@ struct XMLSafetyTests {
         #expect(throws: FHIRFormatError.self) { try FHIRXMLReader().read(contentsOf: path) }
         do { _ = try FHIRXMLReader().read(contentsOf: path) } catch {
             #expect(error.issues.first?.location.line == 2)
-            #expect(error.issues.first?.location.source == path)
+            #expect(error.issues.first?.location.file == path)
         }
     }
 
@@ -74,7 +74,7 @@ struct XMLSafetyTests {
         do { _ = try FHIRXMLReader(options: ParseOptions(sourceName: "broken.xml")).read("<Patient xmlns=\"http://hl7.org/fhir\">\n  <id value=\"x\">\n</Patient>") } catch {
             guard case .malformed(let issue) = error else { Issue.record("expected malformed, got \(error)"); return }
             #expect(issue.code == .syntax)
-            #expect(issue.location.source == "broken.xml")
+            #expect(issue.location.file == "broken.xml")
             #expect(issue.location.line == 3)
         }
     }

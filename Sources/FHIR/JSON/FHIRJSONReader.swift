@@ -1,3 +1,4 @@
+import Diagnostics
 import JSON
 /// Reads FHIR R4 JSON into `Element` trees, checking it against the R4 definitions as it goes.
 ///
@@ -39,7 +40,7 @@ public struct FHIRJSONReader: Sendable {
         guard buffer.count <= options.maximumDocumentSize else {
             throw .limitExceeded(ParseIssue(.error, .limit,
                 "document is \(buffer.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
-                at: SourceLocation(source: options.sourceName)))
+                at: SourceLocation(file: options.sourceName)))
         }
         var parser = JSONParser(input: buffer, options: options, lineOffset: lineOffset)
         let root = try parser.parseDocument()
@@ -102,7 +103,7 @@ struct JSONParser {
         var column = 1
         var k = lineStart
         while k < end { if input[k] & 0xC0 != 0x80 { column += 1 }; k += 1 }
-        return SourceLocation(source: options.sourceName, line: line + lineOffset, column: column, path: pathString())
+        return SourceLocation(file: options.sourceName, line: line + lineOffset, column: column, path: pathString())
     }
 
     func pathString() -> String {

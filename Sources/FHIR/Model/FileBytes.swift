@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import Diagnostics
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -17,7 +18,7 @@ enum FileBytes {
         let size = Int(info.st_size)
         if size > limit {
             throw .limitExceeded(ParseIssue(.error, .limit,
-                "file is \(size) bytes, larger than the limit of \(limit)", at: SourceLocation(source: path)))
+                "file is \(size) bytes, larger than the limit of \(limit)", at: SourceLocation(file: path)))
         }
         var bytes = [UInt8](repeating: 0, count: size)
         var total = 0

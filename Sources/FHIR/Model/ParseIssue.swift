@@ -1,42 +1,9 @@
-/// Where something is in a FHIR document: file, line and column, and the element path
-/// (`Bundle.entry[3].resource.status`).
-public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
-    /// The file (or other source name) the document came from, if known.
-    public var source: String?
-    /// 1-based line, or 0 when unknown.
-    public var line: Int
-    /// 1-based column in characters, or 0 when unknown.
-    public var column: Int
-    /// The element path in FHIRPath style, with indexes on repeated elements.
-    public var path: String
-
-    public init(source: String? = nil, line: Int = 0, column: Int = 0, path: String = "") {
-        self.source = source
-        self.line = line
-        self.column = column
-        self.path = path
-    }
-
-    /// `file.json:12:5` (or as much of it as is known).
-    public var position: String {
-        var parts: [String] = []
-        if let source { parts.append(source) }
-        if line > 0 { parts.append(String(line)); if column > 0 { parts.append(String(column)) } }
-        return parts.joined(separator: ":")
-    }
-
-    public var description: String {
-        let position = self.position
-        if path.isEmpty { return position }
-        return position.isEmpty ? path : "\(position): \(path)"
-    }
-}
+import Diagnostics
 
 /// A problem found while reading a FHIR document.
 public struct ParseIssue: Sendable, Hashable, CustomStringConvertible, Error {
-    public enum Severity: String, Sendable, Hashable {
-        case error, warning
-    }
+    /// The one severity every diagnostic has (`Diagnostic.Severity`).
+    public typealias Severity = Diagnostic.Severity
 
     /// What sort of problem.
     public enum Code: String, Sendable, Hashable {
@@ -74,12 +41,11 @@ public struct ParseIssue: Sendable, Hashable, CustomStringConvertible, Error {
         self.location = location
     }
 
+    /// The issue as a diagnostic, its code kept for programs.
+    public var diagnostic: Diagnostic { Diagnostic(severity, location, message, code: code.rawValue) }
+
     /// `file.json:12:5: error: Observation.status: expected one of ..., found "done"`.
-    public var description: String {
-        let position = location.position
-        let path = location.path.isEmpty ? "" : location.path + ": "
-        return (position.isEmpty ? "" : position + ": ") + "\(severity.rawValue): \(path)\(message)"
-    }
+    public var description: String { diagnostic.description }
 }
 
 /// Why a FHIR document could not be read.
@@ -98,7 +64,7 @@ public enum FHIRFormatError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .malformed(let issue), .limitExceeded(let issue): [issue]
         case .invalid(let issues): issues
-        case .io(let path, let reason): [ParseIssue(.error, .io, reason, at: SourceLocation(source: path))]
+        case .io(let path, let reason): [ParseIssue(.error, .io, reason, at: SourceLocation(file: path))]
         }
     }
 

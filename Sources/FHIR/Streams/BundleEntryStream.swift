@@ -1,3 +1,4 @@
+import Diagnostics
 /// Reads a Bundle file entry by entry, holding one entry in memory at a time, in JSON or XML.
 ///
 /// `next()` returns each `Bundle.entry` (with its `fullUrl`, `resource`, `request`...) in order.
@@ -43,7 +44,7 @@ public final class BundleEntryStream {
             source = .xml(XMLParserBox(parser))
         case .ndjson:
             throw .malformed(ParseIssue(.error, .structure, "an NDJSON file is not a Bundle; read it with NDJSONReader",
-                                        at: SourceLocation(source: path)))
+                                        at: SourceLocation(file: path)))
         }
     }
 
@@ -87,7 +88,7 @@ public final class BundleEntryStream {
         guard let root else { throw parser.syntaxError("the document ended early") }
         guard root.resourceType == "Bundle" else {
             throw .malformed(ParseIssue(.error, .structure, "the document is a \(root.resourceType ?? root.name), not a Bundle",
-                                        at: SourceLocation(source: parser.options.sourceName)))
+                                        at: SourceLocation(file: parser.options.sourceName)))
         }
         bundle = root
         return nil
@@ -148,7 +149,7 @@ final class JSONBundleScanner {
         for b in buffer[0..<min(pos, buffer.count)] {
             if b == 0x0A { line += 1; column = 1 } else if b & 0xC0 != 0x80 { column += 1 }
         }
-        return SourceLocation(source: options.sourceName, line: line, column: column,
+        return SourceLocation(file: options.sourceName, line: line, column: column,
                               path: inEntries ? "Bundle.entry[\(entryIndex)]" : "Bundle")
     }
 
@@ -323,7 +324,7 @@ final class JSONBundleScanner {
         let parsed = try FHIRJSONReader(options: options).read(shell)
         guard parsed.resource.resourceType == "Bundle" else {
             throw .malformed(ParseIssue(.error, .structure,
-                "the document is a \(parsed.resource.resourceType ?? "?"), not a Bundle", at: SourceLocation(source: self.options.sourceName)))
+                "the document is a \(parsed.resource.resourceType ?? "?"), not a Bundle", at: SourceLocation(file: self.options.sourceName)))
         }
         return parsed
     }

@@ -1,3 +1,4 @@
+import Diagnostics
 /// Converts a FHIR file between JSON, XML and NDJSON, streaming where the shapes allow.
 ///
 /// - a resource or Bundle in JSON or XML converts to the other format whole;

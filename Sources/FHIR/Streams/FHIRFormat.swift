@@ -1,3 +1,4 @@
+import Diagnostics
 /// The three FHIR serialisations CareGate reads and writes.
 public enum FHIRFormat: String, Sendable, CaseIterable {
     case json, xml, ndjson
@@ -65,7 +66,7 @@ public enum FHIRDocument {
         case .xml: return try FHIRXMLReader(options: options).read(contentsOf: path)
         case .ndjson:
             throw .malformed(ParseIssue(.error, .structure, "an NDJSON file holds many resources; read it with NDJSONReader",
-                                        at: SourceLocation(source: path)))
+                                        at: SourceLocation(file: path)))
         }
     }
 

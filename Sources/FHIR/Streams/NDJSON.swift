@@ -1,3 +1,4 @@
+import Diagnostics
 /// Reads FHIR NDJSON (one resource per line) as a stream: one line in memory at a time.
 ///
 /// A line that fails to parse throws with its line number, and the reader stays positioned after
@@ -30,7 +31,7 @@ public final class NDJSONReader {
             if line.count > options.maximumDocumentSize {
                 throw .limitExceeded(ParseIssue(.error, .limit,
                     "line is \(line.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
-                    at: SourceLocation(source: options.sourceName, line: lineNumber)))
+                    at: SourceLocation(file: options.sourceName, line: lineNumber)))
             }
             return try buffer.withUnsafeBufferPointer { all throws(FHIRFormatError) in
                 try FHIRJSONReader(options: options).read(UnsafeBufferPointer(rebasing: all[line]), lineOffset: lineNumber - 1)
@@ -64,7 +65,7 @@ public final class NDJSONReader {
             if buffer.count > options.maximumDocumentSize {
                 throw .limitExceeded(ParseIssue(.error, .limit,
                     "line is longer than the limit of \(options.maximumDocumentSize) bytes",
-                    at: SourceLocation(source: options.sourceName, line: lineNumber + 1)))
+                    at: SourceLocation(file: options.sourceName, line: lineNumber + 1)))
             }
             _ = try file.read(into: &buffer, count: NDJSONReader.chunkSize)
         }

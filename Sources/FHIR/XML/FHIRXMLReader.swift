@@ -1,6 +1,7 @@
 internal import CLibXML2
 
 #if canImport(Glibc)
+import Diagnostics
 import Glibc
 #endif
 
@@ -23,7 +24,7 @@ public struct FHIRXMLReader: Sendable {
         guard bytes.count <= options.maximumDocumentSize else {
             throw .limitExceeded(ParseIssue(.error, .limit,
                 "document is \(bytes.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
-                at: SourceLocation(source: options.sourceName)))
+                at: SourceLocation(file: options.sourceName)))
         }
         var parser = try XMLResourceParser(bytes: bytes, options: options)
         return try parser.parseDocument()
@@ -139,7 +140,7 @@ struct XMLResourceParser {
             xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, nil, XMLResourceParser.parserOptions)
         }
         guard let created else {
-            throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(source: options.sourceName)))
+            throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(file: options.sourceName)))
         }
         handle.reader = created
         self.handle = handle
@@ -198,7 +199,7 @@ struct XMLResourceParser {
                 if at("<!DOCTYPE") || at("<!doctype") {
                     throw .malformed(ParseIssue(.error, .forbidden,
                         "document type declarations (DTDs) are not allowed in FHIR XML; CareGate refuses them so that no entity is ever expanded or loaded",
-                        at: SourceLocation(source: options.sourceName, line: line)))
+                        at: SourceLocation(file: options.sourceName, line: line)))
                 }
                 if at("<?") || at("<!--") {
                     let end = at("<?") ? "?>" : "-->"
@@ -223,7 +224,7 @@ struct XMLResourceParser {
     /// The current node's source, line and element path; the column is filled in later by
     /// `resolveColumns()` (libxml2 keeps lines on nodes, not columns).
     func location() -> SourceLocation {
-        SourceLocation(source: options.sourceName, line: caregate_reader_line(reader), column: 0, path: pathString())
+        SourceLocation(file: options.sourceName, line: caregate_reader_line(reader), column: 0, path: pathString())
     }
 
     /// Records where to look for the column of the issue just appended.
@@ -322,7 +323,7 @@ struct XMLResourceParser {
     func syntaxError(_ fallback: String) -> FHIRFormatError {
         if let message = errors.message {
             return .malformed(ParseIssue(.error, .syntax, message,
-                at: SourceLocation(source: options.sourceName, line: errors.line, column: errors.column, path: pathString())))
+                at: SourceLocation(file: options.sourceName, line: errors.line, column: errors.column, path: pathString())))
         }
         return .malformed(ParseIssue(.error, .syntax, fallback, at: location()))
     }

@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 
 /// A type FHIRPath knows statically: a FHIR type (by name; backbone elements by path, such as
@@ -44,16 +45,6 @@ public struct InferredType: Sendable, CustomStringConvertible, Equatable {
     }
 }
 
-/// A finding of the checker, with the place in the expression it concerns.
-public struct Diagnostic: Sendable, CustomStringConvertible, Equatable {
-    public enum Severity: String, Sendable { case error, warning }
-    public let severity: Severity
-    public let position: SourcePosition
-    public let message: String
-
-    public var description: String { "\(position): \(severity.rawValue): \(message)" }
-}
-
 /// Types an expression against the R4 definitions for a root type, before any data is seen:
 /// unknown elements (with a suggestion), choice types, functions applied to the wrong types, and
 /// single-item functions given collections (a warning). The mapping validator runs it on every
@@ -94,7 +85,7 @@ public struct FHIRPathChecker: Sendable {
     public func analyse(_ expression: FHIRPathExpression, context: InferredType) -> (type: InferredType, diagnostics: [Diagnostic]) {
         var run = Run(checker: self)
         let type = run.infer(expression.root, input: context, this: context)
-        let sorted = run.diagnostics.sorted { ($0.severity == .error ? 0 : 1, $0.position.offset) < ($1.severity == .error ? 0 : 1, $1.position.offset) }
+        let sorted = run.diagnostics.sorted { ($0.severity, $0.location) < ($1.severity, $1.location) }
         return (type, sorted)
     }
 
@@ -104,11 +95,11 @@ public struct FHIRPathChecker: Sendable {
         let model = ModelInfo.r4
 
         mutating func error(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(severity: .error, position: node.position, message: message))
+            diagnostics.append(Diagnostic(.error, node.position.location, message))
         }
 
         mutating func warning(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(severity: .warning, position: node.position, message: message))
+            diagnostics.append(Diagnostic(.warning, node.position.location, message))
         }
 
         func isStringLike(_ type: StaticType) -> Bool {
@@ -153,25 +144,7 @@ public struct FHIRPathChecker: Sendable {
         }
 
         /// The closest of `candidates` to `name`, when close enough to be a likely typo.
-        func suggestion(for name: String, in candidates: [String]) -> String? {
-            let scored = candidates.map { ($0, Run.distance(name.lowercased(), $0.lowercased())) }.min { $0.1 < $1.1 }
-            guard let (best, d) = scored, d <= max(2, name.count / 3) else { return nil }
-            return best
-        }
-
-        static func distance(_ a: String, _ b: String) -> Int {
-            let x = Array(a), y = Array(b)
-            if x.isEmpty { return y.count }
-            var previous = Array(0...y.count)
-            for i in 1...x.count {
-                var current = [i] + Array(repeating: 0, count: y.count)
-                for j in 1...max(1, y.count) where !y.isEmpty {
-                    current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
-                }
-                previous = current
-            }
-            return previous[y.count]
-        }
+        func suggestion(for name: String, in candidates: [String]) -> String? { Suggestion.closest(to: name, among: candidates) }
 
         mutating func member(_ node: ExpressionNode, _ base: InferredType, _ name: String, isPathStart: Bool) -> InferredType {
             guard let types = base.types else { return .unknown }

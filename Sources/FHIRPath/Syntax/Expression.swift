@@ -1,3 +1,5 @@
+import Diagnostics
+
 /// A position in an expression's text: 1-based line and column (in characters), for errors that
 /// point at the place (`1:14: expected ')' after where(...)`).
 public struct SourcePosition: Sendable, Hashable, CustomStringConvertible {
@@ -13,6 +15,9 @@ public struct SourcePosition: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "\(line):\(column)" }
+
+    /// The position as a diagnostic's location (line and column in the expression's text).
+    public var location: SourceLocation { SourceLocation(line: line, column: column) }
 }
 
 /// A type named in an expression (`Quantity`, `FHIR.Patient`, `System.String`).

@@ -1,18 +1,20 @@
+import Diagnostics
 import CareStore
 import FHIRPath
 
 /// A FHIRPath expression written in a mapping file, with its place there.
 public struct MappingExpression: Sendable {
     public let text: String
-    public let location: MappingLocation
+    public let location: SourceLocation
     /// The compiled expression; nil when it does not parse (a diagnostic says where and why).
     public let compiled: FHIRPathExpression?
     let quoted: Bool
 
-    /// The file position of a position inside the expression (first line of the scalar).
-    func location(of position: SourcePosition) -> MappingLocation {
-        if position.line > 1 { return MappingLocation(file: location.file, line: location.line + position.line - 1, column: position.column) }
-        return MappingLocation(file: location.file, line: location.line, column: location.column + (quoted ? 1 : 0) + position.column - 1)
+    /// The file position of a place inside the expression (line and column in its text; the
+    /// first line of the text starts where the scalar does).
+    func location(of place: SourceLocation) -> SourceLocation {
+        if place.line > 1 { return SourceLocation(file: location.file, line: location.line + place.line - 1, column: place.column) }
+        return SourceLocation(file: location.file, line: location.line, column: location.column + (quoted ? 1 : 0) + place.column - 1)
     }
 }
 
@@ -22,14 +24,14 @@ public struct MappingCondition: Sendable {
     public let reason: String?
     /// For `end`: tombstone what was made instead of ending it.
     public let delete: Bool
-    public let location: MappingLocation
+    public let location: SourceLocation
 }
 
 /// `{table, key}`: a value looked up in one of the file's tables.
 public struct TableLookup: Sendable {
     public let table: String
     public let key: MappingExpression
-    public let location: MappingLocation
+    public let location: SourceLocation
 }
 
 /// A task, contact or outcome rule: what each item of `each` becomes.
@@ -41,7 +43,7 @@ public struct MappingRule: Sendable {
 
     public let kind: Kind
     public var name: String
-    public var location: MappingLocation
+    public var location: SourceLocation
     /// The items (default: the resource itself).
     public var each: MappingExpression?
     public var skip: [MappingCondition] = []
@@ -67,7 +69,7 @@ public struct GoldenTest: Sendable {
     public var timeZone: String
     /// The import time, ISO 8601 (default 2026-01-01T00:00:00Z).
     public var now: String
-    public var location: MappingLocation
+    public var location: SourceLocation
 }
 
 /// What the outcomes of a mapping file's tasks go back to the EHR as: Observations (the default,
@@ -76,9 +78,9 @@ public struct GoldenTest: Sendable {
 public struct ExportTarget: Sendable, Hashable {
     public var resource: String
     public var medicationSystem: String?
-    public var location: MappingLocation
+    public var location: SourceLocation
 
-    public init(resource: String, medicationSystem: String? = nil, location: MappingLocation) {
+    public init(resource: String, medicationSystem: String? = nil, location: SourceLocation) {
         self.resource = resource
         self.medicationSystem = medicationSystem
         self.location = location
@@ -107,7 +109,7 @@ public struct MappingTables: Sendable {
     /// category and component codes).
     public var observationCodes: [String: ObservationCode] = [:]
     /// Where each entry came from, for messages (`tables.event-times.ACM`).
-    var origins: [String: MappingLocation] = [:]
+    var origins: [String: SourceLocation] = [:]
 
     /// No tables beyond the shipped timing defaults.
     public init() {}
@@ -137,7 +139,7 @@ public struct MappingFile: Sendable {
     public var tables = MappingTables()
     public var tests: [GoldenTest] = []
     /// Where the file's `resource` key is (for file-level messages).
-    public var location: MappingLocation
+    public var location: SourceLocation
 
     /// Every rule, for checks that apply to all kinds.
     var allRules: [MappingRule] { tasks + contacts + outcomes }

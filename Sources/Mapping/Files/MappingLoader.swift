@@ -1,3 +1,4 @@
+import Diagnostics
 import CareStore
 import FHIR
 import FHIRPath
@@ -9,7 +10,7 @@ public struct MappingLoader: Sendable {
     public init() {}
 
     /// The file with what was found reading it; the file is nil when it cannot be read at all.
-    public func load(_ path: String) -> (file: MappingFile?, diagnostics: [MappingDiagnostic]) {
+    public func load(_ path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
         var reader = Reader()
         let file = reader.load(path, chain: [])
         return (file, reader.diagnostics)
@@ -24,7 +25,7 @@ public struct MappingLoader: Sendable {
     }
 
     /// Reads a file of shared tables.
-    public func loadTables(_ path: String) -> (tables: MappingTables, diagnostics: [MappingDiagnostic]) {
+    public func loadTables(_ path: String) -> (tables: MappingTables, diagnostics: [Diagnostic]) {
         var reader = Reader()
         var tables = MappingTables()
         if let tree = reader.tree(path), case .mapping(let pairs, _) = tree {
@@ -42,14 +43,14 @@ public struct MappingLoader: Sendable {
     }
 
     struct Reader {
-        var diagnostics: [MappingDiagnostic] = []
+        var diagnostics: [Diagnostic] = []
 
-        mutating func error(_ at: MappingLocation, _ message: String) { diagnostics.append(MappingDiagnostic(.error, at, message)) }
-        mutating func warning(_ at: MappingLocation, _ message: String) { diagnostics.append(MappingDiagnostic(.warning, at, message)) }
+        mutating func error(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.error, at, message)) }
+        mutating func warning(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.warning, at, message)) }
 
         /// Parses `path` into a tree, or reports why not.
         mutating func tree(_ path: String) -> YAMLTree? {
-            let start = MappingLocation(file: path, line: 1, column: 1)
+            let start = SourceLocation(file: path, line: 1, column: 1)
             guard let data = MappingSource.contents(path) else {
                 let builtIn = BuiltInMappings.files.keys.filter(MappingSource.isYAML).sorted()
                 error(start, MappingSource.isBuiltIn(path) ? "there is no such built-in file (\(builtIn.map { "builtin:" + $0 }.joined(separator: ", ")))" : "cannot read the file")
@@ -73,7 +74,7 @@ public struct MappingLoader: Sendable {
 
         mutating func load(_ path: String, chain: [String]) -> MappingFile? {
             guard !chain.contains(path) else {
-                error(MappingLocation(file: chain.last ?? path, line: 1, column: 1), "extends and include go round in a circle: \((chain + [path]).joined(separator: " → "))")
+                error(SourceLocation(file: chain.last ?? path, line: 1, column: 1), "extends and include go round in a circle: \((chain + [path]).joined(separator: " → "))")
                 return nil
             }
             guard let tree = tree(path) else { return nil }
@@ -94,7 +95,7 @@ public struct MappingLoader: Sendable {
                     file.location = keyAt
                     if let name = scalar(value, "resource") {
                         if ModelInfo.r4.resourceType(named: name) == nil {
-                            let suggestion = closest(name, ModelInfo.r4.types.filter { $0.kind == .resource && !$0.isAbstract }.map(\.name))
+                            let suggestion = Suggestion.closest(to: name, among: ModelInfo.r4.types.filter { $0.kind == .resource && !$0.isAbstract }.map(\.name))
                             error(value.location, "'\(name)' is not an R4 resource type\(suggestion.map { "; did you mean '\($0)'?" } ?? "")")
                         }
                         file.resource = name
@@ -238,20 +239,14 @@ public struct MappingLoader: Sendable {
                 return MappingExpression(text: text, location: at, compiled: compiled, quoted: quoted)
             } catch {
                 let partial = MappingExpression(text: text, location: at, compiled: nil, quoted: quoted)
-                self.error(partial.location(of: error.position), error.message)
+                self.error(partial.location(of: error.position.location), error.message)
                 return partial
             }
         }
 
-        mutating func unknownKey(_ key: String, _ at: MappingLocation, _ allowed: [String], _ place: String) {
-            let hint = closest(key, allowed).map { "; did you mean '\($0)'?" } ?? ""
+        mutating func unknownKey(_ key: String, _ at: SourceLocation, _ allowed: [String], _ place: String) {
+            let hint = Suggestion.closest(to: key, among: allowed).map { "; did you mean '\($0)'?" } ?? ""
             error(at, "unknown key '\(key)' \(place)\(hint)")
-        }
-
-        func closest(_ name: String, _ candidates: [String]) -> String? {
-            let scored = candidates.map { ($0, editDistance(name.lowercased(), $0.lowercased())) }.min { $0.1 < $1.1 }
-            guard let (best, d) = scored, d <= max(2, name.count / 3) else { return nil }
-            return best
         }
 
         mutating func conditions(_ node: YAMLTree, allowDelete: Bool) -> [MappingCondition] {
@@ -358,7 +353,7 @@ public struct MappingLoader: Sendable {
         }
 
         /// `export-as: {resource: MedicationAdministration, medication-system: URI}`.
-        mutating func exportTarget(_ node: YAMLTree, _ at: MappingLocation) -> ExportTarget? {
+        mutating func exportTarget(_ node: YAMLTree, _ at: SourceLocation) -> ExportTarget? {
             guard case .mapping(let pairs, _) = node else {
                 error(node.location, "export-as is {resource, medication-system}, not \(node.kindName)")
                 return nil
@@ -512,7 +507,7 @@ public struct MappingLoader: Sendable {
         }
 
         /// Checks a `system|code` table key.
-        mutating func codeKey(_ key: String, _ keyAt: MappingLocation, _ table: String) {
+        mutating func codeKey(_ key: String, _ keyAt: SourceLocation, _ table: String) {
             let parts = key.split(separator: "|", maxSplits: 1)
             if parts.count != 2 {
                 error(keyAt, "a \(table) entry is keyed by SYSTEM|CODE ('http://loinc.org|29463-7')")
@@ -582,7 +577,7 @@ public struct MappingLoader: Sendable {
             return ObservationCode(code: code, category: category, components: components)
         }
 
-        mutating func taskCode(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> TaskCodeEntry? {
+        mutating func taskCode(_ node: YAMLTree, _ key: String, _ keyAt: SourceLocation) -> TaskCodeEntry? {
             codeKey(key, keyAt, "task-codes")
             guard case .mapping(let pairs, _) = node else {
                 error(node.location, "a task-codes entry is {title, instructions, group, impacts-adherence}, not \(node.kindName)")
@@ -603,7 +598,7 @@ public struct MappingLoader: Sendable {
             return entry
         }
 
-        mutating func healthKit(_ node: YAMLTree, _ key: String, _ keyAt: MappingLocation) -> HealthKitLinkage? {
+        mutating func healthKit(_ node: YAMLTree, _ key: String, _ keyAt: SourceLocation) -> HealthKitLinkage? {
             codeKey(key, keyAt, "healthkit")
             guard case .mapping(let pairs, let at) = node else {
                 error(node.location, "a healthkit entry is {identifier, type, unit}, not \(node.kindName)")
@@ -639,20 +634,4 @@ func isURI(_ text: String) -> Bool {
     let scheme = text[..<colon]
     return scheme.first!.isLetter && scheme.allSatisfy { $0.isLetter || $0.isNumber || "+-.".contains($0) }
         && text.count > scheme.count + 1 && !text.contains(" ")
-}
-
-/// Levenshtein distance, for "did you mean" suggestions.
-func editDistance(_ a: String, _ b: String) -> Int {
-    let x = Array(a), y = Array(b)
-    if x.isEmpty { return y.count }
-    if y.isEmpty { return x.count }
-    var previous = Array(0...y.count)
-    for i in 1...x.count {
-        var current = [i] + Array(repeating: 0, count: y.count)
-        for j in 1...y.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
-        }
-        previous = current
-    }
-    return previous[y.count]
 }

@@ -1,3 +1,4 @@
+import Diagnostics
 import Foundation
 
 /// The mapping files in use, by the resource type each maps.
@@ -19,7 +20,7 @@ public struct MappingSet: Sendable {
     /// `caregate validate` prints them.
     public static func load(_ paths: [String]) throws(MappingError) -> MappingSet {
         var files: [String: MappingFile] = [:]
-        var problems: [MappingDiagnostic] = []
+        var problems: [Diagnostic] = []
         let validator = MappingValidator()
         let loader = MappingLoader()
         var shared = MappingTables()
@@ -34,7 +35,7 @@ public struct MappingSet: Sendable {
             problems += found.filter { $0.severity == .error }
             guard let file else { continue }
             if let other = files[file.resource] {
-                problems.append(MappingDiagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
+                problems.append(Diagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
             }
             files[file.resource] = file
         }

@@ -1,3 +1,4 @@
+import Diagnostics
 import Foundation
 
 /// The mapping files shipped in `Mappings/`, built into the binary, so that `caregate import`
@@ -32,15 +33,15 @@ public enum BuiltInMappings {
         var written: [String] = []
         for (relative, bytes) in files.sorted(by: { $0.key < $1.key }) {
             let path = (directory as NSString).appendingPathComponent(relative)
-            let at = MappingLocation(file: path, line: 1, column: 1)
+            let at = SourceLocation(file: path, line: 1, column: 1)
             if !overwrite && FileManager.default.fileExists(atPath: path) {
-                throw MappingError([MappingDiagnostic(.error, at, "the file exists already; nothing was written (--force replaces the shipped files)")])
+                throw MappingError([Diagnostic(.error, at, "the file exists already; nothing was written (--force replaces the shipped files)")])
             }
             do {
                 try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                 try Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
             } catch {
-                throw MappingError([MappingDiagnostic(.error, at, "cannot write the file: \(error.localizedDescription)")])
+                throw MappingError([Diagnostic(.error, at, "cannot write the file: \(error.localizedDescription)")])
             }
             written.append(path)
         }

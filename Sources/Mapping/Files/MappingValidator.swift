@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 import FHIRPath
 import Foundation
@@ -11,7 +12,7 @@ public struct MappingValidator: Sendable {
 
     /// Loads and validates a file: every finding, in file order. A file of shared tables (no
     /// `resource`, only `tables`) is checked as tables.
-    public func check(path: String) -> (file: MappingFile?, diagnostics: [MappingDiagnostic]) {
+    public func check(path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
         let loader = MappingLoader()
         if loader.isTableFile(path) {
             return (nil, loader.loadTables(path).diagnostics.sorted(by: MappingValidator.order))
@@ -21,11 +22,11 @@ public struct MappingValidator: Sendable {
         return (file, found.sorted(by: MappingValidator.order))
     }
 
-    static func order(_ a: MappingDiagnostic, _ b: MappingDiagnostic) -> Bool {
-        (a.location.file, a.location.line, a.location.column) < (b.location.file, b.location.line, b.location.column)
+    static func order(_ a: Diagnostic, _ b: Diagnostic) -> Bool {
+        a.location < b.location
     }
 
-    public func validate(_ file: MappingFile) -> [MappingDiagnostic] {
+    public func validate(_ file: MappingFile) -> [Diagnostic] {
         var run = Run(file: file)
         run.validate()
         return run.diagnostics.sorted(by: MappingValidator.order)
@@ -33,13 +34,13 @@ public struct MappingValidator: Sendable {
 
     struct Run {
         let file: MappingFile
-        var diagnostics: [MappingDiagnostic] = []
+        var diagnostics: [Diagnostic] = []
         let model = ModelInfo.r4
 
         init(file: MappingFile) { self.file = file }
 
-        mutating func error(_ at: MappingLocation, _ message: String) { diagnostics.append(MappingDiagnostic(.error, at, message)) }
-        mutating func warning(_ at: MappingLocation, _ message: String) { diagnostics.append(MappingDiagnostic(.warning, at, message)) }
+        mutating func error(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.error, at, message)) }
+        mutating func warning(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.warning, at, message)) }
 
         var root: InferredType { InferredType(types: [.fhir(file.resource)], isCollection: false) }
 
@@ -69,7 +70,7 @@ public struct MappingValidator: Sendable {
             if !file.tasks.isEmpty && file.carePlan["id"] == nil && file.tasks.contains(where: { !$0.delegate }) {
                 error(file.location, "tasks need a care plan: add 'care-plan' with an 'id' (used when the resource is not imported through a CarePlan)")
             }
-            var names: [String: MappingLocation] = [:]
+            var names: [String: SourceLocation] = [:]
             for rule in file.allRules {
                 let key = "\(rule.kind.rawValue)/\(rule.name)"
                 if let first = names[key], !rule.name.isEmpty {
@@ -91,7 +92,7 @@ public struct MappingValidator: Sendable {
             guard let compiled = e.compiled else { return .unknown }
             let (type, found) = checker.analyse(compiled, context: context)
             for d in found {
-                let at = e.location(of: d.position)
+                let at = e.location(of: d.location)
                 if d.severity == .error { error(at, d.message) } else { warning(at, d.message) }
             }
             if found.contains(where: { $0.severity == .error }) { return type }

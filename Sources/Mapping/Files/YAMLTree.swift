@@ -1,3 +1,4 @@
+import Diagnostics
 import Foundation
 import Yams
 
@@ -5,11 +6,11 @@ import Yams
 /// name its line and column. Built from Yams' composed nodes.
 indirect enum YAMLTree: Sendable {
     /// A scalar; `quoted` tells whether the text in the file starts one character later (a quote).
-    case scalar(String, at: MappingLocation, quoted: Bool)
-    case mapping([(key: String, keyAt: MappingLocation, value: YAMLTree)], at: MappingLocation)
-    case sequence([YAMLTree], at: MappingLocation)
+    case scalar(String, at: SourceLocation, quoted: Bool)
+    case mapping([(key: String, keyAt: SourceLocation, value: YAMLTree)], at: SourceLocation)
+    case sequence([YAMLTree], at: SourceLocation)
 
-    var location: MappingLocation {
+    var location: SourceLocation {
         switch self {
         case .scalar(_, let at, _), .mapping(_, let at), .sequence(_, let at): at
         }
@@ -37,33 +38,33 @@ indirect enum YAMLTree: Sendable {
         } catch let error as YamlError {
             throw MappingError([YAMLTree.diagnostic(error, file: file)])
         } catch {
-            throw MappingError([MappingDiagnostic(.error, MappingLocation(file: file, line: 1, column: 1), "not YAML: \(error)")])
+            throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1), "not YAML: \(error)")])
         }
         return node.map { convert($0, file: file) }
     }
 
-    static func diagnostic(_ error: YamlError, file: String) -> MappingDiagnostic {
-        func at(_ mark: Mark) -> MappingLocation { MappingLocation(file: file, line: mark.line, column: mark.column) }
+    static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
+        func at(_ mark: Mark) -> SourceLocation { SourceLocation(file: file, line: mark.line, column: mark.column) }
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _), .composer(let context, let problem, let mark, _):
             let where_ = context.map { " \($0.text)" } ?? ""
-            return MappingDiagnostic(.error, at(mark), "YAML: \(problem)\(where_)")
+            return Diagnostic(.error, at(mark), "YAML: \(problem)\(where_)")
         case .duplicatedKeysInMapping(let duplicates, let context):
-            return MappingDiagnostic(.error, at(context.mark), "YAML: the key \(duplicates.map { "'\($0)'" }.joined(separator: ", ")) appears twice in one mapping")
+            return Diagnostic(.error, at(context.mark), "YAML: the key \(duplicates.map { "'\($0)'" }.joined(separator: ", ")) appears twice in one mapping")
         default:
-            return MappingDiagnostic(.error, MappingLocation(file: file, line: 1, column: 1), "YAML: \(error)")
+            return Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1), "YAML: \(error)")
         }
     }
 
     private static func convert(_ node: Node, file: String) -> YAMLTree {
-        let at = MappingLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        let at = SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
         switch node {
         case .scalar(let scalar):
             let quoted = scalar.style == .singleQuoted || scalar.style == .doubleQuoted
             return .scalar(scalar.string, at: at, quoted: quoted)
         case .mapping(let mapping):
             return .mapping(mapping.map { pair in
-                let keyAt = pair.key.mark.map { MappingLocation(file: file, line: $0.line, column: $0.column) } ?? at
+                let keyAt = pair.key.mark.map { SourceLocation(file: file, line: $0.line, column: $0.column) } ?? at
                 return (pair.key.string ?? "", keyAt, convert(pair.value, file: file))
             }, at: at)
         case .sequence(let sequence):
