@@ -19,22 +19,26 @@ public enum RepeatedResources {
 
     public static func collapse(_ resources: [SourcedResource]) -> Result {
         var result = Result()
-        var kept: [String: (index: Int, json: [UInt8])] = [:]
+        // The position of each identity's kept copy; its JSON only once a second copy turns up
+        // (most resources are read once, and they are never serialised here).
+        var kept: [String: (index: Int, json: [UInt8]?)] = [:]
         for resource in resources {
             guard let type = resource.resource.resourceType, let id = resource.resource.string("id") else {
                 result.resources.append(resource)
                 continue
             }
             let key = "\(type)/\(id)"
-            let json = FHIRJSONWriter(pretty: false).write(resource.resource)
             guard let first = kept[key] else {
-                kept[key] = (result.resources.count, json)
+                kept[key] = (result.resources.count, nil)
                 result.resources.append(resource)
                 continue
             }
             result.repeated += 1
-            if first.json == json { continue }
             let earlier = result.resources[first.index]
+            let earlierJSON = first.json ?? FHIRJSONWriter(pretty: false).write(earlier.resource)
+            let json = FHIRJSONWriter(pretty: false).write(resource.resource)
+            kept[key] = (first.index, earlierJSON)
+            if earlierJSON == json { continue }
             let (replaces, reason) = isNewer(resource, than: earlier)
             let winner = replaces ? resource : earlier
             result.notes.append(ImportNote(kind: .warning, resource: key, path: nil, origin: resource.origin,
