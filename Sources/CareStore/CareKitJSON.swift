@@ -26,12 +26,23 @@ public enum CareEntity: Sendable, Hashable {
 
     /// The entity's version fields.
     public var version: VersionInfo {
-        switch self {
-        case .patient(let e): e.version
-        case .carePlan(let e): e.version
-        case .contact(let e): e.version
-        case .task(let e): e.version
-        case .outcome(let e): e.version
+        get {
+            switch self {
+            case .patient(let e): e.version
+            case .carePlan(let e): e.version
+            case .contact(let e): e.version
+            case .task(let e): e.version
+            case .outcome(let e): e.version
+            }
+        }
+        set {
+            switch self {
+            case .patient(var e): e.version = newValue; self = .patient(e)
+            case .carePlan(var e): e.version = newValue; self = .carePlan(e)
+            case .contact(var e): e.version = newValue; self = .contact(e)
+            case .task(var e): e.version = newValue; self = .task(e)
+            case .outcome(var e): e.version = newValue; self = .outcome(e)
+            }
         }
     }
 

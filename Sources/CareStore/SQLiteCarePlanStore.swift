@@ -536,13 +536,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
-        switch entity {
-        case .patient(var e): e.version = version; return .patient(e)
-        case .carePlan(var e): e.version = version; return .carePlan(e)
-        case .contact(var e): e.version = version; return .contact(e)
-        case .task(var e): e.version = version; return .task(e)
-        case .outcome(var e): e.version = version; return .outcome(e)
-        }
+        var replaced = entity
+        replaced.version = version
+        return replaced
     }
 
     // MARK: Reading

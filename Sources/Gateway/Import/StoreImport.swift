@@ -92,47 +92,38 @@ public struct StoreImport: Sendable {
         mutating func build(notes: inout [ImportNote]) throws {
             var adds: [CareEntity] = []
             var updates: [CareEntity] = []
-            // The patient.
-            let existingPatient = try store.fetchPatients(EntityQuery(ids: [batch.patientID])).first
-            patientUUID = existingPatient?.uuid
-            if let patient = batch.patient {
-                if let existing = existingPatient {
-                    if Fingerprint.of(.patient(existing)) == Fingerprint.of(.patient(patient)) {
-                        change(.unchanged, .patient, patient.id)
-                    } else {
-                        var next = patient
-                        next.version.effectiveDate = max(patient.version.effectiveDate, existing.effectiveDate)
-                        updates.append(.patient(next))
-                        patientUUID = next.uuid
-                        change(.update, .patient, patient.id)
-                    }
-                } else {
-                    adds.append(.patient(patient))
-                    patientUUID = patient.uuid
-                    change(.create, .patient, patient.id)
+            /// The entry against its current version: created, unchanged, or a new version that
+            /// takes effect no earlier than the current one (nor `notBefore`, worked out only
+            /// for an update). Returns the version in effect once the plan is applied.
+            func reconcile(_ entity: CareEntity, sameAs: (CareEntity) -> Bool = { _ in false }, notBefore: () throws -> Date? = { nil },
+                           detail: (Date?) -> String? = { _ in nil }) throws -> CareEntity {
+                let type = entity.entityType, id = entity.version.id
+                guard let existing = try current(type, id) else {
+                    adds.append(entity)
+                    change(.create, type, id)
+                    return entity
                 }
+                if Fingerprint.of(existing) == Fingerprint.of(entity) || sameAs(existing) {
+                    change(.unchanged, type, id)
+                    return existing
+                }
+                let after = try notBefore()
+                var next = entity
+                next.version.effectiveDate = [entity.version.effectiveDate, existing.version.effectiveDate, after].compactMap { $0 }.max()!
+                updates.append(next)
+                change(.update, type, id, detail(after))
+                return next
             }
+            // The patient.
+            patientUUID = try store.fetchPatients(EntityQuery(ids: [batch.patientID])).first?.uuid
+            if let patient = batch.patient { patientUUID = try reconcile(.patient(patient)).version.uuid }
             // Care plans.
             for mapped in batch.carePlans {
                 var plan = mapped.plan
                 plan.patientUUID = patientUUID
-                if let existing = try store.fetchCarePlans(EntityQuery(ids: [plan.id])).first {
-                    planUUIDs[plan.id] = existing.uuid
-                    if Fingerprint.of(.carePlan(existing)) == Fingerprint.of(.carePlan(plan)) {
-                        change(.unchanged, .carePlan, plan.id)
-                    } else {
-                        plan.version.effectiveDate = max(plan.version.effectiveDate, existing.effectiveDate)
-                        updates.append(.carePlan(plan))
-                        planUUIDs[plan.id] = plan.uuid
-                        change(.update, .carePlan, plan.id)
-                    }
-                } else {
-                    adds.append(.carePlan(plan))
-                    planUUIDs[plan.id] = plan.uuid
-                    change(.create, .carePlan, plan.id)
-                }
+                planUUIDs[plan.id] = try reconcile(.carePlan(plan)).version.uuid
             }
-            // Tasks.
+            // Tasks: a changed task takes effect after its newest recorded outcome, never rewriting history.
             for mapped in batch.tasks {
                 var task = mapped.task
                 guard let planUUID = try planUUID(mapped.carePlanID) else {
@@ -141,40 +132,19 @@ public struct StoreImport: Sendable {
                     continue
                 }
                 task.carePlanUUID = planUUID
-                if let existing = try store.fetchTasks(EntityQuery(ids: [task.id])).first {
-                    if Fingerprint.of(.task(existing)) == Fingerprint.of(.task(task)) || Fingerprint.sameTask(existing, task, calendar: importer.calendar) {
-                        tasksByID[task.id] = existing
-                        change(.unchanged, .task, task.id)
-                        continue
-                    }
-                    // A changed task takes effect after its newest recorded outcome, never rewriting history.
-                    let after = try dayAfterLatestOutcome(task.id)
-                    task.version.effectiveDate = [task.version.effectiveDate, existing.effectiveDate, after].compactMap { $0 }.max()!
-                    updates.append(.task(task))
-                    tasksByID[task.id] = task
-                    change(.update, .task, task.id, after.map { "from \(ISO8601DateFormatter().string(from: $0)), after the recorded outcomes" })
-                } else {
-                    adds.append(.task(task))
-                    tasksByID[task.id] = task
-                    change(.create, .task, task.id)
-                }
+                let calendar = importer.calendar
+                let placed = try reconcile(.task(task), sameAs: { existing in
+                    if case .task(let old) = existing { Fingerprint.sameTask(old, task, calendar: calendar) } else { false }
+                }, notBefore: { try dayAfterLatestOutcome(task.id) }, detail: { after in
+                    after.map { "from \(ISO8601DateFormatter().string(from: $0)), after the recorded outcomes" }
+                })
+                if case .task(let t) = placed { tasksByID[task.id] = t }
             }
             // Contacts.
             for mapped in batch.contacts {
                 var contact = mapped.contact
                 if let planID = mapped.carePlanID { contact.carePlanUUID = try planUUID(planID) }
-                if let existing = try store.fetchContacts(EntityQuery(ids: [contact.id])).first {
-                    if Fingerprint.of(.contact(existing)) == Fingerprint.of(.contact(contact)) {
-                        change(.unchanged, .contact, contact.id)
-                    } else {
-                        contact.version.effectiveDate = max(contact.version.effectiveDate, existing.effectiveDate)
-                        updates.append(.contact(contact))
-                        change(.update, .contact, contact.id)
-                    }
-                } else {
-                    adds.append(.contact(contact))
-                    change(.create, .contact, contact.id)
-                }
+                _ = try reconcile(.contact(contact))
             }
             // Outcomes: matched to a task of this patient by code, and to the nearest occurrence.
             var outcomeAdds: [CareEntity] = []
@@ -220,17 +190,23 @@ public struct StoreImport: Sendable {
             if !outcomeAdds.isEmpty { operations.append(.add(outcomeAdds)) }
             // Ends: tombstones after the newest recorded outcome.
             for end in batch.ends {
-                let exists: Bool = switch end.type {
-                case .task, .healthKitTask: try !store.fetchTasks(EntityQuery(ids: [end.id])).isEmpty
-                case .carePlan: try !store.fetchCarePlans(EntityQuery(ids: [end.id])).isEmpty
-                case .contact: try !store.fetchContacts(EntityQuery(ids: [end.id])).isEmpty
-                default: false
-                }
-                guard exists else { continue }
+                guard try current(end.type, end.id) != nil else { continue }
                 var date = importer.now
                 if end.type == .task || end.type == .healthKitTask, let after = try dayAfterLatestOutcome(end.id) { date = max(date, after) }
                 operations.append(.delete(end.type, ids: [end.id], at: date))
                 change(end.delete ? .delete : .end, end.type, end.id, end.reason)
+            }
+        }
+
+        /// The current version of an entry in the store, by type and id.
+        func current(_ type: EntityType, _ id: String) throws -> CareEntity? {
+            let query = EntityQuery(ids: [id])
+            return switch type {
+            case .patient: try store.fetchPatients(query).first.map(CareEntity.patient)
+            case .carePlan: try store.fetchCarePlans(query).first.map(CareEntity.carePlan)
+            case .contact: try store.fetchContacts(query).first.map(CareEntity.contact)
+            case .task, .healthKitTask: try store.fetchTasks(query).first.map(CareEntity.task)
+            case .outcome: try store.fetchOutcomes(query).first.map(CareEntity.outcome)
             }
         }
 
