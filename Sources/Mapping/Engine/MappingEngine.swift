@@ -36,108 +36,39 @@ public struct MappingEngine: Sendable {
     }
 
     public func map(_ resources: [SourcedResource]) -> MappingOutput {
-        var run = Run(engine: self, resources: resources)
+        var run = Run(mappings: mappings, scope: MappingScope(now: now, timeZone: timeZone, sources: resources), resources: resources)
         return run.mapAll()
     }
 
     /// A resource's identity across files: `Type/id`.
-    static func key(_ resource: Element) -> String? {
-        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
-        return "\(type)/\(id)"
-    }
+    static func key(_ resource: Element) -> String? { SourcedResource(resource: resource, origin: "").key }
 
+    /// One mapping run: the resources in order, each through the file for its type, into
+    /// per-patient batches; what the rules make comes from one mapper per store entity.
     struct Run {
-        let engine: MappingEngine
+        let mappings: MappingSet
+        let scope: MappingScope
         let resources: [SourcedResource]
-        /// Every resource by `Type/id`, for references between files.
-        let global: [String: Element]
-        /// Where each resource was read from, by `Type/id`.
-        let origins: [String: String]
+        var notes = MappingNotes()
         var output = MappingOutput()
         var batches: [String: PatientBatch] = [:]
         var order: [String] = []
-        /// Task and contact ids already made, per patient (a second one is reported, not written).
+        /// Task and contact ids already made, per patient (a repeated one is numbered).
         var madeIDs: [String: Set<String>] = [:]
+        /// Each resource's content hash, computed once (by `Type/id`, else origin).
+        var hashes: [String: String] = [:]
 
-        init(engine: MappingEngine, resources: [SourcedResource]) {
-            self.engine = engine
+        init(mappings: MappingSet, scope: MappingScope, resources: [SourcedResource]) {
+            self.mappings = mappings
+            self.scope = scope
             self.resources = resources
-            var global: [String: Element] = [:]
-            var origins: [String: String] = [:]
-            for r in resources {
-                guard let key = MappingEngine.key(r.resource) else { continue }
-                global[key] = global[key] ?? r.resource
-                origins[key] = origins[key] ?? r.origin
-            }
-            self.global = global
-            self.origins = origins
         }
 
-        /// CareKit's calendar (Gregorian, weeks from Sunday) in the patients' time zone.
-        var calendar: Calendar { Schedule.calendar(engine.timeZone) }
-
-        // MARK: Evaluation
-
-        func environment(_ item: Element, in source: SourcedResource, variables: [String: [FHIRPathValue]]) -> EvaluationEnvironment {
-            var environment = EvaluationEnvironment(context: [.element(item)], resource: source.resource, rootResource: source.container ?? source.resource,
-                                                    variables: variables)
-            environment.bundleIndex = source.index
-            environment.now = engine.now
-            let global = self.global
-            environment.resolveReference = { reference in
-                if let found = global[reference] { return found }
-                var parts = reference.split(separator: "/")
-                if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
-                guard parts.count >= 2 else { return nil }
-                return global["\(parts[parts.count - 2])/\(parts[parts.count - 1])"]
-            }
-            return environment
-        }
-
-        func evaluate(_ e: MappingExpression, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> [FHIRPathValue] {
-            guard let compiled = e.compiled else { return [] }
-            return try compiled.evaluate(in: environment(item, in: source, variables: variables))
-        }
-
-        func string(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> String? {
-            guard let e else { return nil }
-            guard let first = try evaluate(e, item, source, variables).first else { return nil }
-            if case .string(let s) = first.systemValue { return s.isEmpty ? nil : s }
-            return first.element?.value ?? first.systemValue.literalText
-        }
-
-        func strings(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> [String] {
-            guard let e else { return [] }
-            return try evaluate(e, item, source, variables).compactMap { value -> String? in
-                if case .string(let s) = value.systemValue { return s }
-                return value.element?.value
-            }
-        }
-
-        func boolean(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> Bool? {
-            guard let e else { return nil }
-            let result = try evaluate(e, item, source, variables)
-            guard let first = result.first else { return false }
-            if case .boolean(let b) = first.systemValue { return b }
-            return true
-        }
-
-        func date(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]]) throws(FHIRPathError) -> Date? {
-            guard let e, let first = try evaluate(e, item, source, variables).first else { return nil }
-            switch first.systemValue {
-            case .date(let d), .dateTime(let d): return FHIRDateTime(d.description)?.start(in: engine.timeZone)
-            default: return nil
-            }
-        }
-
-        // MARK: Notes
-
-        mutating func note(_ kind: ImportNote.Kind, _ source: SourcedResource, _ path: String?, _ message: String) {
-            output.notes.append(ImportNote(kind: kind, resource: MappingEngine.key(source.resource) ?? source.resource.name, path: path, origin: source.origin, message: message))
-        }
-
-        mutating func failed(_ source: SourcedResource, _ path: String?, _ what: String, _ error: FHIRPathError) {
-            note(.error, source, path, "\(what): \(error.message) (expression position \(error.position))")
+        /// The context for a resource itself, with the run's variables.
+        func context(_ source: SourcedResource, _ file: MappingFile, patientID: String = "", plan: String? = nil) -> MappingContext {
+            var variables: [String: [FHIRPathValue]] = ["patient": [.string(patientID)], "index": [.integer(0)]]
+            if let plan { variables["plan"] = [.string(plan)] }
+            return MappingContext(scope: scope, source: source, file: file, item: source.resource, variables: variables)
         }
 
         mutating func batch(_ patientID: String) -> PatientBatch {
@@ -148,18 +79,33 @@ public struct MappingEngine: Sendable {
 
         mutating func store(_ batch: PatientBatch) { batches[batch.patientID] = batch }
 
-        // MARK: Mapping
+        /// Where an entry came from, for its provenance; the resource is hashed once per run.
+        mutating func sourceRecord(_ source: SourcedResource, _ file: MappingFile, rule: String) -> SourceRecord {
+            let key = source.key ?? source.origin
+            let hash: String
+            if let known = hashes[key] {
+                hash = known
+            } else {
+                var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
+                for b in FHIRJSONWriter(pretty: false).write(source.resource) { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01b3 }
+                hash = String(fnv, radix: 16)
+                hashes[key] = hash
+            }
+            return SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
+                                contentHash: hash, rule: "\(MappingSource.fileName(file.path))#\(rule)")
+        }
+
+        // MARK: Resources
 
         mutating func mapAll() -> MappingOutput {
             let delegated = delegatedResources()
             for source in resources {
-                let resource = source.resource
-                guard let type = resource.resourceType else { continue }
-                guard let file = engine.mappings.files[type] else {
+                guard let type = source.resource.resourceType else { continue }
+                guard let file = mappings.files[type] else {
                     output.unmapped[type, default: 0] += 1
                     continue
                 }
-                if let key = MappingEngine.key(resource), delegated.contains(key) { continue }
+                if let key = source.key, delegated.contains(key) { continue }
                 if type == "Patient" {
                     mapPatient(source, file)
                 } else {
@@ -167,6 +113,7 @@ public struct MappingEngine: Sendable {
                 }
             }
             output.batches = order.compactMap { batches[$0] }
+            output.notes = notes.all
             return output
         }
 
@@ -174,50 +121,17 @@ public struct MappingEngine: Sendable {
         func delegatedResources() -> Set<String> {
             var result: Set<String> = []
             for source in resources {
-                guard let type = source.resource.resourceType, let file = engine.mappings.files[type] else { continue }
+                guard let type = source.resource.resourceType, let file = mappings.files[type] else { continue }
+                let context = context(source, file)
                 for rule in file.tasks + file.contacts where rule.delegate {
-                    guard let each = rule.each, let items = try? evaluate(each, source.resource, source, baseVariables(patientID: "", plan: nil)) else { continue }
+                    guard let items = try? context.evaluate(rule.each) else { continue }
                     for case .element(let e) in items {
-                        let target = e.isResource ? e : resolve(e, source)
+                        let target = e.isResource ? e : context.resolve(.element(e))
                         if let target, let key = MappingEngine.key(target) { result.insert(key) }
                     }
                 }
             }
             return result
-        }
-
-        /// The resource a Reference names: contained, in the Bundle, or in another imported file.
-        func resolve(_ reference: Element, _ source: SourcedResource) -> Element? {
-            var environment = environment(reference, in: source, variables: [:])
-            environment.context = [.element(reference)]
-            return (try? FHIRPathExpression("resolve()").evaluate(in: environment))?.first?.element
-        }
-
-        func baseVariables(patientID: String, plan: String?, index: Int = 0) -> [String: [FHIRPathValue]] {
-            var v: [String: [FHIRPathValue]] = ["patient": [.string(patientID)], "index": [.integer(index)]]
-            if let plan { v["plan"] = [.string(plan)] }
-            return v
-        }
-
-        func sourceRecord(_ source: SourcedResource, _ file: MappingFile, rule: String) -> SourceRecord {
-            let json = FHIRJSONWriter(pretty: false).write(source.resource)
-            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-            for b in json { hash = (hash ^ UInt64(b)) &* 0x100_0000_01b3 }
-            return SourceRecord(reference: MappingEngine.key(source.resource) ?? source.resource.name, origin: source.origin,
-                                versionID: source.resource.first("meta.versionId")?.value,
-                                contentHash: String(hash, radix: 16), rule: "\(MappingSource.fileName(file.path))#\(rule)")
-        }
-
-        /// The first skip rule that matches, or nil.
-        mutating func firstMatch(_ rules: [MappingCondition], _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]], path: String?) -> MappingCondition? {
-            for rule in rules {
-                do {
-                    if try boolean(rule.test, item, source, variables) == true { return rule }
-                } catch {
-                    failed(source, path, "the condition at \(rule.location)", error)
-                }
-            }
-            return nil
         }
 
         /// Stops a resource holding a modifierExtension the mapping does not know (FHIR forbids ignoring it).
@@ -238,55 +152,36 @@ public struct MappingEngine: Sendable {
             }
             walk(source.resource, source.resource.resourceType ?? source.resource.name)
             guard let (path, url) = found.first else { return false }
-            note(.error, source, path, "a modifierExtension CareGate does not know (\(url)) may change what the resource means; the resource is not imported (list the url under known-modifiers once the mapping handles it)")
+            notes.add(.error, source, path, "a modifierExtension CareGate does not know (\(url)) may change what the resource means; the resource is not imported (list the url under known-modifiers once the mapping handles it)")
             return true
         }
 
         mutating func mapPatient(_ source: SourcedResource, _ file: MappingFile) {
-            let resource = source.resource
             if unknownModifier(source, file) { return }
-            if let skip = firstMatch(file.skip, resource, source, [:], path: nil) {
-                note(.skipped, source, nil, skip.reason ?? "a skip rule matched")
+            let context = context(source, file)
+            if let skip = context.firstMatch(file.skip, path: nil, notes: &notes) {
+                notes.add(.skipped, source, nil, skip.reason ?? "a skip rule matched")
                 return
             }
             // A record replaced by another: the other is the patient.
-            for link in resource.children(named: "link") where link.string("type") == "replaced-by" {
-                note(.warning, source, "link", "this record is replaced by \(link.first("other.reference")?.value ?? "another"); import that record instead")
+            for link in source.resource.children(named: "link") where link.string("type") == "replaced-by" {
+                notes.add(.warning, source, "link", "this record is replaced by \(link.first("other.reference")?.value ?? "another"); import that record instead")
                 return
             }
-            do {
-                let variables = baseVariables(patientID: "", plan: nil)
-                guard let id = try string(file.patientFields["id"], resource, source, variables) else {
-                    note(.error, source, nil, "the patient id expression gave nothing")
-                    return
-                }
-                var name = PersonName()
-                name.givenName = try strings(file.patientFields["given"], resource, source, variables).joined(separator: " ").nilIfEmpty
-                name.familyName = try string(file.patientFields["family"], resource, source, variables)
-                var patient = Patient(id: id, name: name, effectiveDate: calendar.startOfDay(for: engine.now), timezone: engine.timeZone)
-                patient.sex = try string(file.patientFields["sex"], resource, source, variables)
-                patient.birthday = try date(file.patientFields["birthday"], resource, source, variables)
-                let allergies = try strings(file.patientFields["allergies"], resource, source, variables)
-                patient.allergies = allergies.isEmpty ? nil : allergies
-                let record = sourceRecord(source, file, rule: "patient-fields")
-                patient.version.remoteID = record.reference
-                patient.version.userInfo = record.userInfo
-                patient.version.source = VersionInfo.importedFromEHR
-                var b = batch(id)
-                b.patient = patient
-                store(b)
-            } catch {
-                failed(source, nil, "patient-fields", error)
-            }
+            let record = sourceRecord(source, file, rule: "patient-fields")
+            guard let patient = PatientMapper(context: context).make(record: record, notes: &notes) else { return }
+            var b = batch(patient.id)
+            b.patient = patient
+            store(b)
         }
 
         /// The store id of the patient a resource belongs to.
         mutating func patientID(_ source: SourcedResource, _ file: MappingFile) -> String? {
             guard let expression = file.patient else { return nil }
+            let context = context(source, file)
             do {
-                let result = try evaluate(expression, source.resource, source, [:])
-                guard let first = result.first else {
-                    note(.error, source, nil, "no patient: \(expression.text) is empty")
+                guard let first = try context.evaluate(expression).first else {
+                    notes.add(.error, source, nil, "no patient: \(expression.text) is empty")
                     return nil
                 }
                 var reference: String?
@@ -297,441 +192,189 @@ public struct MappingEngine: Sendable {
                     reference = s
                 }
                 guard let reference else {
-                    note(.error, source, nil, "no patient: \(expression.text) has no reference")
+                    notes.add(.error, source, nil, "no patient: \(expression.text) has no reference")
                     return nil
                 }
-                var environment = environment(source.resource, in: source, variables: [:])
-                environment.context = [.string(reference)]
-                if let resolved = try FHIRPathExpression("resolve()").evaluate(in: environment).first?.element, resolved.resourceType == "Patient" {
+                if let resolved = context.resolve(.string(reference)), resolved.resourceType == "Patient" {
                     return patientKey(resolved, source)
                 }
                 var parts = reference.split(separator: "/")
                 if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
                 if parts.count >= 2, parts[parts.count - 2] == "Patient" { return "Patient/\(parts[parts.count - 1])" }
-                note(.error, source, nil, "the patient \(reference) is not in the imported data, and the reference names no Patient id")
+                notes.add(.error, source, nil, "the patient \(reference) is not in the imported data, and the reference names no Patient id")
                 return nil
             } catch {
-                failed(source, nil, "patient", error)
+                notes.failed(source, nil, "patient", error)
                 return nil
             }
         }
 
         /// The store id the Patient mapping gives a Patient resource.
         func patientKey(_ patient: Element, _ source: SourcedResource) -> String? {
-            if let file = engine.mappings.files["Patient"], let e = file.patientFields["id"],
-               let id = try? string(e, patient, SourcedResource(resource: patient, container: source.container, index: source.index, origin: source.origin), [:]) {
-                return id
+            if let file = mappings.files["Patient"] {
+                let inner = SourcedResource(resource: patient, container: source.container, index: source.index, origin: source.origin)
+                if let id = try? context(inner, file).string(file.patientFields["id"]) { return id }
             }
             return patient.string("id").map { "Patient/\($0)" }
         }
 
         /// Maps a resource (on its own, or inside a care plan when `carePlanID` is given).
         mutating func mapResource(_ source: SourcedResource, _ file: MappingFile, carePlanID: String?, patientID given: String?, inheritedEnd: MappingCondition?) {
-            let resource = source.resource
             if unknownModifier(source, file) { return }
-            if inheritedEnd == nil, let skip = firstMatch(file.skip, resource, source, [:], path: nil) {
-                note(.skipped, source, nil, skip.reason ?? "a skip rule matched")
+            if inheritedEnd == nil, let skip = context(source, file).firstMatch(file.skip, path: nil, notes: &notes) {
+                notes.add(.skipped, source, nil, skip.reason ?? "a skip rule matched")
                 return
             }
             guard let patientID = given ?? patientID(source, file) else { return }
-            var b = batch(patientID)
-            let ending = inheritedEnd ?? firstMatch(file.end, resource, source, [:], path: nil)
+            let ending = inheritedEnd ?? context(source, file).firstMatch(file.end, path: nil, notes: &notes)
             // The care plan: this resource's own, unless it is mapped inside another's.
-            var planID = carePlanID
-            if carePlanID == nil, let idExpression = file.carePlan["id"] {
-                do {
-                    let variables = baseVariables(patientID: patientID, plan: nil)
-                    if let id = try string(idExpression, resource, source, variables) {
-                        planID = id
-                        if let ending {
-                            // A Medications or Requests plan is shared by other resources: only a resource's own plan ends.
-                            if file.resource == "CarePlan" {
-                                b.ends.append(EndRequest(type: .carePlan, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""))
-                            }
-                        } else if !b.carePlans.contains(where: { $0.plan.id == id }) {
-                            let title = try string(file.carePlan["title"], resource, source, variables) ?? "Care plan"
-                            var plan = CarePlan(id: id, title: title, patientUUID: nil, effectiveDate: calendar.startOfDay(for: engine.now), timezone: engine.timeZone)
-                            let record = sourceRecord(source, file, rule: "care-plan")
-                            if file.resource == "CarePlan" {
-                                plan.version.remoteID = record.reference
-                                plan.version.userInfo = record.userInfo
-                            }
-                            plan.version.source = VersionInfo.importedFromEHR
-                            b.carePlans.append(MappedCarePlan(plan: plan, patientID: patientID, source: record))
-                        }
-                    }
-                } catch {
-                    failed(source, nil, "care-plan", error)
-                }
-            }
+            let planID = carePlanID ?? ownCarePlan(source, file, patientID: patientID, ending: ending)
             if let ending {
-                note(ending.delete ? .deleted : .ended, source, nil, ending.reason ?? "an end rule matched")
+                notes.add(ending.delete ? .deleted : .ended, source, nil, ending.reason ?? "an end rule matched")
             }
-            store(b)
-            for rule in file.tasks { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
-            for rule in file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
+            for rule in file.tasks + file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
             if ending == nil {
-                for rule in file.outcomes { mapOutcome(rule, source, file, patientID: patientID) }
+                for rule in file.outcomes {
+                    let mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
+                        .map(record: sourceRecord(source, file, rule: rule.name), notes: &notes)
+                    guard !mapped.isEmpty else { continue }
+                    var b = batch(patientID)
+                    b.outcomes += mapped
+                    store(b)
+                }
             }
         }
 
+        /// The resource's own care plan (its `care-plan` block): added to the batch, or ended
+        /// with the resource; nil when the file makes none.
+        mutating func ownCarePlan(_ source: SourcedResource, _ file: MappingFile, patientID: String, ending: MappingCondition?) -> String? {
+            let mapper = CarePlanMapper(context: context(source, file, patientID: patientID))
+            var b = batch(patientID)
+            defer { store(b) }
+            do {
+                guard let id = try mapper.id() else { return nil }
+                if let ending {
+                    // A Medications or Requests plan is shared by other resources: only a resource's own plan ends.
+                    if file.resource == "CarePlan" {
+                        b.ends.append(EndRequest(type: .carePlan, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: source.key ?? ""))
+                    }
+                } else if !b.carePlans.contains(where: { $0.plan.id == id }) {
+                    b.carePlans.append(try mapper.make(id: id, patientID: patientID, record: sourceRecord(source, file, rule: "care-plan")))
+                }
+                return id
+            } catch {
+                notes.failed(source, nil, "care-plan", error)
+                return nil
+            }
+        }
+
+        // MARK: Rules
+
         mutating func mapRule(_ rule: MappingRule, _ source: SourcedResource, _ file: MappingFile, patientID: String, planID: String?, ending: MappingCondition?) {
-            let resource = source.resource
+            let context = context(source, file, patientID: patientID, plan: planID)
             let items: [Element]
             do {
-                if let each = rule.each {
-                    items = try evaluate(each, resource, source, baseVariables(patientID: patientID, plan: planID)).compactMap(\.element)
-                } else {
-                    items = [resource]
-                }
+                items = rule.each == nil ? [source.resource] : try context.evaluate(rule.each).compactMap(\.element)
             } catch {
-                failed(source, nil, "'each' of \(rule.name)", error)
+                notes.failed(source, nil, "'each' of \(rule.name)", error)
                 return
             }
             for (index, element) in items.enumerated() {
-                let kind = mapItem(rule, source, file, element, index: index, patientID: patientID, planID: planID, ending: ending)
-                output.dispositions.append(ItemDisposition(resource: MappingEngine.key(resource) ?? resource.name, rule: rule.name, index: index, kind: kind))
+                let kind = mapItem(rule, context.with(item: element, index: index), index: index, patientID: patientID, planID: planID, ending: ending)
+                output.dispositions.append(ItemDisposition(resource: source.reference, rule: rule.name, index: index, kind: kind))
             }
         }
 
         /// Maps one item of a rule's `each`; says what became of it.
-        mutating func mapItem(_ rule: MappingRule, _ source: SourcedResource, _ file: MappingFile, _ element: Element, index: Int,
-                              patientID: String, planID: String?, ending: MappingCondition?) -> ItemDisposition.Kind {
-            let resource = source.resource
-            let path = rule.each == nil ? nil : "\(rule.each!.text)[\(index)]"
-            var item = element
-            if rule.delegate {
-                // A Reference is resolved here, so that one to nothing imported is reported.
-                if !item.isResource {
-                    guard let resolved = resolve(item, source) else {
-                        let reference = item.string("reference") ?? item.string("display") ?? "a reference without a target"
-                        note(.warning, source, path, "\(reference) is not in the imported data; what it names is not imported")
-                        return .unresolved
-                    }
-                    item = resolved
-                }
-                guard let type = item.resourceType else { return .unresolved }
-                guard let file = engine.mappings.files[type] else {
-                    note(.warning, source, path, "\(type) has no mapping file: the referenced resource is not imported")
-                    return .unresolved
-                }
-                let inner = SourcedResource(resource: item, container: source.container, index: source.index,
-                                            origin: MappingEngine.key(item).flatMap { origins[$0] } ?? source.origin)
-                // When the plan ends, so does what its references made.
-                mapResource(inner, file, carePlanID: planID, patientID: patientID, inheritedEnd: ending)
-                return .delegated(MappingEngine.key(item) ?? type)
-            }
-            let variables = baseVariables(patientID: patientID, plan: planID, index: index)
-            if let skip = firstMatch(rule.skip, item, source, variables, path: path) {
-                note(.skipped, source, path, skip.reason ?? "a skip rule matched")
+        mutating func mapItem(_ rule: MappingRule, _ context: MappingContext, index: Int, patientID: String, planID: String?,
+                              ending: MappingCondition?) -> ItemDisposition.Kind {
+            let source = context.source
+            let path = rule.each.map { "\($0.text)[\(index)]" }
+            if rule.delegate { return delegate(context, path: path, patientID: patientID, planID: planID, ending: ending) }
+            if let skip = context.firstMatch(rule.skip, path: path, notes: &notes) {
+                notes.add(.skipped, source, path, skip.reason ?? "a skip rule matched")
                 return .skipped
             }
+            let type: EntityType = rule.kind == .contact ? .contact : .task
+            guard let id = itemID(rule, context, type: type, path: path, patientID: patientID) else { return .failed }
+            if let end = ending ?? context.firstMatch(rule.end, path: path, notes: &notes) {
+                var b = batch(patientID)
+                let request = EndRequest(type: type, id: id, delete: end.delete, reason: end.reason ?? "an end rule matched", source: source.key ?? "")
+                if !b.ends.contains(request) { b.ends.append(request) }
+                store(b)
+                if ending == nil { notes.add(end.delete ? .deleted : .ended, source, path, end.reason ?? "an end rule matched") }
+                return .ended(id)
+            }
+            let record = sourceRecord(source, context.file, rule: rule.name)
+            do {
+                var b = batch(patientID)
+                defer { store(b) }
+                if rule.kind == .task {
+                    guard let planID else {
+                        notes.add(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
+                        return .failed
+                    }
+                    guard let task = try TaskMapper(rule: rule, context: context).make(id: id, path: path, record: record, notes: &notes) else { return .failed }
+                    b.tasks.append(MappedTask(task: task, carePlanID: planID, source: record))
+                } else {
+                    let contact = try ContactMapper(rule: rule, context: context).make(id: id, record: record)
+                    b.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record))
+                }
+                return .made(id)
+            } catch {
+                notes.failed(source, path, rule.name, error)
+                return .failed
+            }
+        }
+
+        /// The item's store id; one made already for this patient is numbered (`id#2`), so every item is kept.
+        mutating func itemID(_ rule: MappingRule, _ context: MappingContext, type: EntityType, path: String?, patientID: String) -> String? {
             var id: String
             do {
-                guard let value = try string(rule.fields["id"], item, source, variables) else {
-                    note(.error, source, path, "the id expression of \(rule.name) gave nothing")
-                    return .failed
+                guard let value = try context.string(rule.fields["id"]) else {
+                    notes.add(.error, context.source, path, "the id expression of \(rule.name) gave nothing")
+                    return nil
                 }
                 id = value
             } catch {
-                failed(source, path, "id", error)
-                return .failed
+                notes.failed(context.source, path, "id", error)
+                return nil
             }
-            let type: EntityType = rule.kind == .contact ? .contact : .task
+            // Real data repeats codes (two activities with one code, two dosages with one
+            // sequence): number the later ones, in document order.
             if madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)") {
-                // Real data repeats codes (two activities with one code, two dosages with one
-                // sequence): number the later ones, in document order, so every item is kept.
                 var n = 2
                 while madeIDs[patientID, default: []].contains("\(type.rawValue)/\(id)#\(n)") { n += 1 }
-                note(.warning, source, path, "\(rule.name) gives the id '\(id)' a second time; this one is '\(id)#\(n)'")
+                notes.add(.warning, context.source, path, "\(rule.name) gives the id '\(id)' a second time; this one is '\(id)#\(n)'")
                 id = "\(id)#\(n)"
             }
             madeIDs[patientID, default: []].insert("\(type.rawValue)/\(id)")
-            if let ending {
-                appendEnd(EndRequest(type: type, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
-                return .ended(id)
-            }
-            if let itemEnd = firstMatch(rule.end, item, source, variables, path: path) {
-                appendEnd(EndRequest(type: type, id: id, delete: itemEnd.delete, reason: itemEnd.reason ?? "an end rule matched", source: MappingEngine.key(resource) ?? ""), patientID)
-                note(itemEnd.delete ? .deleted : .ended, source, path, itemEnd.reason ?? "an end rule matched")
-                return .ended(id)
-            }
-            let record = sourceRecord(source, file, rule: rule.name)
-            do {
-                if rule.kind == .task {
-                    guard let planID else {
-                        note(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
-                        return .failed
-                    }
-                    guard let task = try makeTask(rule, id: id, item: item, source: source, variables: variables, path: path, record: record) else { return .failed }
-                    var b = batch(patientID)
-                    b.tasks.append(MappedTask(task: task, carePlanID: planID, source: record))
-                    store(b)
-                    return .made(id)
-                } else {
-                    let contact = try makeContact(rule, id: id, item: item, source: source, variables: variables, record: record)
-                    var b = batch(patientID)
-                    b.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record))
-                    store(b)
-                    return .made(id)
+            return id
+        }
+
+        /// A delegating rule's item (a Reference, resolved here so that one to nothing imported
+        /// is reported, or a resource) is mapped with the file for its type, inside this care plan.
+        mutating func delegate(_ context: MappingContext, path: String?, patientID: String, planID: String?, ending: MappingCondition?) -> ItemDisposition.Kind {
+            let source = context.source
+            var item = context.item
+            if !item.isResource {
+                guard let resolved = context.resolve() else {
+                    let reference = item.string("reference") ?? item.string("display") ?? "a reference without a target"
+                    notes.add(.warning, source, path, "\(reference) is not in the imported data; what it names is not imported")
+                    return .unresolved
                 }
-            } catch {
-                failed(source, path, rule.name, error)
-                return .failed
+                item = resolved
             }
-        }
-
-        mutating func appendEnd(_ end: EndRequest, _ patientID: String) {
-            var b = batch(patientID)
-            if !b.ends.contains(end) { b.ends.append(end) }
-            store(b)
-        }
-
-        // MARK: Tasks
-
-        mutating func makeTask(_ rule: MappingRule, id: String, item: Element, source: SourcedResource, variables: [String: [FHIRPathValue]],
-                               path: String?, record: SourceRecord) throws(FHIRPathError) -> CareTask? {
-            let anchor = try date(rule.fields["anchor"], item, source, variables) ?? calendar.startOfDay(for: engine.now)
-            let asNeeded = try boolean(rule.fields["as-needed"], item, source, variables) ?? false
-            let title = try string(rule.fields["title"], item, source, variables)
-            let targets = try targetValues(rule.fields["targets"], item, source, variables, file: fileFor(rule))
-            let converter = TimingConverter(tables: fileFor(rule)?.tables.timing ?? .standard, timeZone: engine.timeZone)
-            var scheduled: ScheduledTiming
-            let timing = try rule.fields["timing"].map { e throws(FHIRPathError) in try evaluate(e, item, source, variables) } ?? []
-            let timingPath = [path, rule.fields["timing"]?.text].compactMap { $0 }.joined(separator: " ")
-            if asNeeded {
-                scheduled = converter.asNeeded(start: anchor)
-                if let first = timing.first, case .element(let e) = first, e.typeName == "Timing", R4.Timing(unchecked: e).repeat?.frequency != nil {
-                    note(.loss, source, timingPath, "as needed: the Timing is read as the most allowed, not a schedule")
-                }
-            } else {
-                scheduled = schedule(timing.first, anchor: anchor, converter: converter, targets: targets)
+            guard let type = item.resourceType else { return .unresolved }
+            guard let file = mappings.files[type] else {
+                notes.add(.warning, source, path, "\(type) has no mapping file: the referenced resource is not imported")
+                return .unresolved
             }
-            for loss in scheduled.losses { note(.loss, source, "\(timingPath) \(loss.path)", loss.message) }
-            if scheduled.elements.isEmpty {
-                // Nothing to schedule (an unknown code, a one-off in the past): a daily all-day task, reported.
-                note(.loss, source, timingPath, "\(scheduled.unschedulable ?? "no schedule"): a daily task at any time instead")
-                scheduled = ScheduledTiming(elements: [ScheduleElement(start: calendar.startOfDay(for: anchor), interval: DateComponents(day: 1), text: nil,
-                                                                        duration: .allDay, targetValues: targets, calendar: calendar)], losses: [])
-            }
-            guard let schedule = scheduled.schedule else {
-                note(.error, source, path, "the schedule could not be built")
-                return nil
-            }
-            var task = CareTask(id: id, title: title, carePlanUUID: nil, schedule: schedule,
-                                impactsAdherence: try boolean(rule.fields["impacts-adherence"], item, source, variables) ?? !asNeeded, timezone: engine.timeZone)
-            task.instructions = try string(rule.fields["instructions"], item, source, variables)
-            // From the first occurrence's day, so that recorded history (Observations) can attach.
-            task.version.effectiveDate = calendar.startOfDay(for: schedule.startDate ?? anchor)
-            task.version.groupIdentifier = try string(rule.fields["group"], item, source, variables)
-            var tags: [String] = []
-            for e in rule.lists["tags"] ?? [] { tags += try strings(e, item, source, variables) }
-            task.version.tags = tags.isEmpty ? nil : tags
-            task.version.remoteID = record.reference
-            task.version.userInfo = record.userInfo
-            task.version.source = VersionInfo.importedFromEHR
-            // The site's words for the task's code, over what the expressions gave.
-            if let lookup = rule.lookups["code-table"], let table = fileFor(rule)?.tables.taskCodes {
-                for key in try strings(lookup.key, item, source, variables) {
-                    guard let entry = table[key] else { continue }
-                    if let title = entry.title { task.title = title }
-                    if let instructions = entry.instructions { task.instructions = instructions }
-                    if let group = entry.group { task.version.groupIdentifier = group }
-                    if let impacts = entry.impactsAdherence { task.impactsAdherence = impacts }
-                    break
-                }
-            }
-            if let lookup = rule.lookups["healthkit"] {
-                for key in try strings(lookup.key, item, source, variables) {
-                    if let linkage = fileFor(rule)?.tables.healthKit[key] {
-                        task.healthKitLinkage = linkage
-                        break
-                    }
-                }
-            }
-            return task
-        }
-
-
-        /// The file a rule belongs to.
-        func fileFor(_ rule: MappingRule) -> MappingFile? {
-            engine.mappings.files.values.first { file in file.allRules.contains { $0.location == rule.location && $0.name == rule.name } }
-        }
-
-        /// The label for a unit: the mapping's `units` table for the UCUM code, else the Quantity's
-        /// own `unit` text, else the code.
-        func unitLabel(_ value: FHIRPathValue, _ q: FHIRPathQuantity, _ file: MappingFile?) -> String {
-            file?.tables.units[q.unit] ?? value.element.flatMap { $0.string("unit") } ?? q.unit
-        }
-
-        func targetValues(_ e: MappingExpression?, _ item: Element, _ source: SourcedResource, _ variables: [String: [FHIRPathValue]],
-                          file: MappingFile?) throws(FHIRPathError) -> [OutcomeValue] {
-            guard let e else { return [] }
-            return try evaluate(e, item, source, variables).compactMap { value in
-                guard case .quantity(let q) = value.systemValue else { return nil }
-                let unit = unitLabel(value, q, file)
-                return OutcomeValue(.double(q.value.double), kind: nil, units: unit == "1" ? nil : unit, createdDate: engine.now)
-            }
-        }
-
-        /// A schedule from what `timing` gave: a Timing, a Period, a string or a dateTime.
-        func schedule(_ value: FHIRPathValue?, anchor: Date, converter: TimingConverter, targets: [OutcomeValue]) -> ScheduledTiming {
-            let allDay = { (start: Date, end: Date?, text: String?) -> ScheduleElement in
-                ScheduleElement(start: calendar.startOfDay(for: start), end: end, interval: DateComponents(day: 1), text: text,
-                                duration: .allDay, targetValues: targets, calendar: calendar)
-            }
-            guard let value else {
-                return ScheduledTiming(elements: [allDay(anchor, nil, nil)], losses: [TimingLoss("timing", "no schedule given: once a day, at any time")])
-            }
-            if case .element(let e) = value, e.typeName == "Timing" {
-                var result = converter.convert(R4.Timing(unchecked: e), anchor: anchor, targetValues: targets)
-                if result.elements.isEmpty, result.unschedulable != nil {
-                    // Keep the code's text as the task's schedule text.
-                    let text = R4.Timing(unchecked: e).code?.text
-                    result.losses.append(TimingLoss("code", "\(result.unschedulable!): a daily task at any time\(text.map { " showing \"\($0)\"" } ?? "")"))
-                    result.elements = [allDay(anchor, nil, text)]
-                    result.unschedulable = nil
-                }
-                return result
-            }
-            if case .element(let e) = value, e.typeName == "Period" {
-                // One occurrence whose window is the whole period (FHIR's end is inclusive: a
-                // date-only end includes that day).
-                let period = R4.Period(unchecked: e)
-                let start = period.start.map { $0.precision == .second ? $0.start(in: engine.timeZone) : calendar.startOfDay(for: $0.start(in: engine.timeZone)) } ?? anchor
-                guard let last = period.end else {
-                    return ScheduledTiming(elements: [allDay(start, nil, nil)], losses: [TimingLoss("timing", "a period without an end: once a day, at any time, from its start")])
-                }
-                let end = last.precision == .second ? last.start(in: engine.timeZone).addingTimeInterval(1)
-                    : calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: last.start(in: engine.timeZone)))!
-                let element = ScheduleElement(start: start, end: start.addingTimeInterval(1), interval: DateComponents(day: 1),
-                                              duration: .seconds(max(1, end.timeIntervalSince(start))), targetValues: targets, calendar: calendar)
-                return ScheduledTiming(elements: [element], losses: [])
-            }
-            switch value.systemValue {
-            case .string(let text):
-                return ScheduledTiming(elements: [allDay(anchor, nil, text)], losses: [TimingLoss("timing", "a schedule in words (\"\(text)\"): a daily task at any time showing the text")])
-            case .dateTime(let d), .date(let d):
-                guard let at = FHIRDateTime(d.description)?.start(in: engine.timeZone) else { break }
-                let element = ScheduleElement(start: at, end: at.addingTimeInterval(1), interval: DateComponents(day: 1), duration: d.hasTime ? .hour : .allDay,
-                                              targetValues: targets, calendar: calendar)
-                return ScheduledTiming(elements: [element], losses: [])
-            default:
-                break
-            }
-            return ScheduledTiming(elements: [allDay(anchor, nil, nil)], losses: [TimingLoss("timing", "not a Timing, Period, string or dateTime: once a day, at any time")])
-        }
-
-        // MARK: Contacts
-
-        func makeContact(_ rule: MappingRule, id: String, item: Element, source: SourcedResource, variables: [String: [FHIRPathValue]],
-                         record: SourceRecord) throws(FHIRPathError) -> Contact {
-            var name = PersonName()
-            if let human = try rule.fields["person-name"].map({ e throws(FHIRPathError) in try evaluate(e, item, source, variables) })?.first?.element {
-                name.givenName = human.children(named: "given").compactMap(\.value).joined(separator: " ").nilIfEmpty
-                name.familyName = human.string("family")
-                name.namePrefix = human.children(named: "prefix").compactMap(\.value).joined(separator: " ").nilIfEmpty
-                name.nameSuffix = human.children(named: "suffix").compactMap(\.value).joined(separator: " ").nilIfEmpty
-                if name.givenName == nil && name.familyName == nil { name.givenName = human.string("text") }
-            }
-            var contact = Contact(id: id, name: name, carePlanUUID: nil, effectiveDate: calendar.startOfDay(for: engine.now), timezone: engine.timeZone)
-            contact.title = try string(rule.fields["title"], item, source, variables)
-            contact.role = try string(rule.fields["role"], item, source, variables)
-            contact.organization = try string(rule.fields["organization"], item, source, variables)
-            switch try string(rule.fields["category"], item, source, variables) {
-            case "family": contact.category = .friendsAndFamily
-            case "care-provider": contact.category = .careProvider
-            default: break
-            }
-            var phones: [LabeledValue] = [], messaging: [LabeledValue] = [], emails: [LabeledValue] = [], other: [LabeledValue] = []
-            let points = try rule.fields["telecom"].map { e throws(FHIRPathError) in try evaluate(e, item, source, variables) } ?? []
-            for case .element(let point) in points {
-                guard let value = point.string("value") else { continue }
-                let use = point.string("use")
-                if use == "old" { continue }
-                let label = use ?? "work"
-                let entry = LabeledValue(label: label, value: value)
-                switch point.string("system") {
-                case "phone":
-                    if !phones.contains(entry) { phones.append(entry) }
-                    if use == "mobile", !messaging.contains(entry) { messaging.append(entry) }
-                case "sms": if !messaging.contains(entry) { messaging.append(entry) }
-                case "email": if !emails.contains(entry) { emails.append(entry) }
-                default: other.append(LabeledValue(label: point.string("system") ?? "other", value: value))
-                }
-            }
-            contact.phoneNumbers = phones.isEmpty ? nil : phones
-            contact.messagingNumbers = messaging.isEmpty ? nil : messaging
-            contact.emailAddresses = emails.isEmpty ? nil : emails
-            contact.otherContactInfo = other.isEmpty ? nil : other
-            if let address = try rule.fields["address"].map({ e throws(FHIRPathError) in try evaluate(e, item, source, variables) })?.first?.element {
-                contact.address = PostalAddress(street: address.children(named: "line").compactMap(\.value).joined(separator: "\n"),
-                                                city: address.string("city") ?? "", state: address.string("state") ?? "",
-                                                postalCode: address.string("postalCode") ?? "", country: address.string("country") ?? "")
-            }
-            contact.version.remoteID = record.reference
-            contact.version.userInfo = record.userInfo
-            contact.version.source = VersionInfo.importedFromEHR
-            return contact
-        }
-
-        // MARK: Outcomes
-
-        mutating func mapOutcome(_ rule: MappingRule, _ source: SourcedResource, _ file: MappingFile, patientID: String) {
-            let resource = source.resource
-            let variables = baseVariables(patientID: patientID, plan: nil)
-            do {
-                let items: [Element] = try rule.each.map { e throws(FHIRPathError) in try evaluate(e, resource, source, variables).compactMap(\.element) } ?? [resource]
-                for (index, item) in items.enumerated() {
-                    let vars = baseVariables(patientID: patientID, plan: nil, index: index)
-                    if let skip = firstMatch(rule.skip, item, source, vars, path: nil) {
-                        note(.skipped, source, nil, skip.reason ?? "a skip rule matched")
-                        continue
-                    }
-                    let groups = try strings(rule.fields["task-group"], item, source, vars)
-                    guard let when = try date(rule.fields["date"], item, source, vars) else {
-                        note(.error, source, nil, "no date for the outcome (\(rule.fields["date"]?.text ?? "date"))")
-                        continue
-                    }
-                    var values: [OutcomeValue] = []
-                    for valueRule in rule.values {
-                        let valueItems: [Element] = try valueRule.each.map { e throws(FHIRPathError) in try evaluate(e, item, source, vars).compactMap(\.element) } ?? [item]
-                        for valueItem in valueItems {
-                            let kind = try string(valueRule.fields["kind"], valueItem, source, vars)
-                            for v in try valueRule.fields["value"].map({ e throws(FHIRPathError) in try evaluate(e, valueItem, source, vars) }) ?? [] {
-                                if let value = outcomeValue(v, kind: kind, units: try string(valueRule.fields["units"], valueItem, source, vars), file: file) { values.append(value) }
-                            }
-                        }
-                    }
-                    if values.isEmpty {
-                        note(.skipped, source, nil, "no value to record")
-                        continue
-                    }
-                    var b = batch(patientID)
-                    b.outcomes.append(MappedOutcome(taskGroups: groups, date: when, values: values, source: sourceRecord(source, file, rule: rule.name)))
-                    store(b)
-                }
-            } catch {
-                failed(source, nil, rule.name, error)
-            }
-        }
-
-        func outcomeValue(_ v: FHIRPathValue, kind: String?, units: String?, file: MappingFile) -> OutcomeValue? {
-            switch v.systemValue {
-            case .quantity(let q):
-                let unit = units ?? unitLabel(v, q, file)
-                return OutcomeValue(q.value.isWhole && q.value.scale == 0 ? .integer(Int(q.value.double)) : .double(q.value.double), kind: kind, units: unit, createdDate: engine.now)
-            case .integer(let i): return OutcomeValue(.integer(i), kind: kind, units: units, createdDate: engine.now)
-            case .decimal(let d): return OutcomeValue(.double(d.double), kind: kind, units: units, createdDate: engine.now)
-            case .boolean(let b): return OutcomeValue(.boolean(b), kind: kind, units: units, createdDate: engine.now)
-            case .string(let s): return OutcomeValue(.text(s), kind: kind, units: units, createdDate: engine.now)
-            case .dateTime(let d), .date(let d):
-                return FHIRDateTime(d.description).map { OutcomeValue(.date($0.start(in: engine.timeZone)), kind: kind, units: units, createdDate: engine.now) }
-            case .element(let e) where e.typeName == "CodeableConcept":
-                let text = e.string("text") ?? e.first("coding.display")?.value ?? e.first("coding.code")?.value
-                return text.map { OutcomeValue(.text($0), kind: kind, units: units, createdDate: engine.now) }
-            default: return nil
-            }
+            let inner = SourcedResource(resource: item, container: source.container, index: source.index,
+                                        origin: MappingEngine.key(item).flatMap { scope.origins[$0] } ?? source.origin)
+            // When the plan ends, so does what its references made.
+            mapResource(inner, file, carePlanID: planID, patientID: patientID, inheritedEnd: ending)
+            return .delegated(MappingEngine.key(item) ?? type)
         }
     }
 }

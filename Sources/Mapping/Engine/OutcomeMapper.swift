@@ -1,0 +1,77 @@
+import CareStore
+import FHIR
+import FHIRPath
+import Foundation
+
+/// An outcome rule's items (an Observation, say) become outcomes for the task whose group they
+/// record, with a value per value rule (several for a panel's components).
+struct OutcomeMapper {
+    let rule: MappingRule
+    /// The resource's context (its item is the resource itself).
+    let context: MappingContext
+
+    /// The outcomes of the resource; skipped items and failures are noted.
+    func map(record: SourceRecord, notes: inout MappingNotes) -> [MappedOutcome] {
+        var outcomes: [MappedOutcome] = []
+        do {
+            let items = rule.each == nil ? [context.item] : try context.evaluate(rule.each).compactMap(\.element)
+            for (index, item) in items.enumerated() {
+                let itemContext = context.with(item: item, index: index)
+                if let outcome = try outcome(itemContext, record: record, notes: &notes) { outcomes.append(outcome) }
+            }
+        } catch {
+            notes.failed(context.source, nil, rule.name, error)
+        }
+        return outcomes
+    }
+
+    func outcome(_ context: MappingContext, record: SourceRecord, notes: inout MappingNotes) throws(FHIRPathError) -> MappedOutcome? {
+        if let skip = context.firstMatch(rule.skip, path: nil, notes: &notes) {
+            notes.add(.skipped, context.source, nil, skip.reason ?? "a skip rule matched")
+            return nil
+        }
+        let groups = try context.strings(rule.fields["task-group"])
+        guard let when = try context.date(rule.fields["date"]) else {
+            notes.add(.error, context.source, nil, "no date for the outcome (\(rule.fields["date"]?.text ?? "date"))")
+            return nil
+        }
+        var values: [OutcomeValue] = []
+        for valueRule in rule.values {
+            let valueItems = valueRule.each == nil ? [context.item] : try context.evaluate(valueRule.each).compactMap(\.element)
+            for valueItem in valueItems {
+                let valueContext = context.with(item: valueItem)
+                let kind = try valueContext.string(valueRule.fields["kind"])
+                let units = try valueContext.string(valueRule.fields["units"])
+                for v in try valueContext.evaluate(valueRule.fields["value"]) {
+                    if let value = outcomeValue(v, kind: kind, units: units) { values.append(value) }
+                }
+            }
+        }
+        if values.isEmpty {
+            notes.add(.skipped, context.source, nil, "no value to record")
+            return nil
+        }
+        return MappedOutcome(taskGroups: groups, date: when, values: values, source: record)
+    }
+
+    /// A FHIRPath value as a CareKit outcome value (Quantity, integer, decimal, boolean, string,
+    /// date, or a CodeableConcept's text); nil for anything else.
+    func outcomeValue(_ v: FHIRPathValue, kind: String?, units: String?) -> OutcomeValue? {
+        let now = context.scope.now
+        switch v.systemValue {
+        case .quantity(let q):
+            let unit = units ?? context.unitLabel(v, q)
+            return OutcomeValue(q.value.isWhole && q.value.scale == 0 ? .integer(Int(q.value.double)) : .double(q.value.double), kind: kind, units: unit, createdDate: now)
+        case .integer(let i): return OutcomeValue(.integer(i), kind: kind, units: units, createdDate: now)
+        case .decimal(let d): return OutcomeValue(.double(d.double), kind: kind, units: units, createdDate: now)
+        case .boolean(let b): return OutcomeValue(.boolean(b), kind: kind, units: units, createdDate: now)
+        case .string(let s): return OutcomeValue(.text(s), kind: kind, units: units, createdDate: now)
+        case .dateTime(let d), .date(let d):
+            return FHIRDateTime(d.description).map { OutcomeValue(.date($0.start(in: context.scope.timeZone)), kind: kind, units: units, createdDate: now) }
+        case .element(let e) where e.typeName == "CodeableConcept":
+            let text = e.string("text") ?? e.first("coding.display")?.value ?? e.first("coding.code")?.value
+            return text.map { OutcomeValue(.text($0), kind: kind, units: units, createdDate: now) }
+        default: return nil
+        }
+    }
+}
