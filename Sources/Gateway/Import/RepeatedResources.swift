@@ -17,19 +17,26 @@ public enum RepeatedResources {
         public var repeated = 0
     }
 
+    /// A resource's identity: its type and id.
+    struct Identity: Hashable {
+        let type: String
+        let id: String
+    }
+
     public static func collapse(_ resources: [SourcedResource]) -> Result {
         var result = Result()
         // The position of each identity's kept copy; its JSON only once a second copy turns up
         // (most resources are read once, and they are never serialised here).
-        var kept: [String: (index: Int, json: [UInt8]?)] = [:]
+        var kept: [Identity: (index: Int, json: [UInt8]?)] = [:]
+        kept.reserveCapacity(resources.count)
         for resource in resources {
             guard let type = resource.resource.resourceType, let id = resource.resource.string("id") else {
                 result.resources.append(resource)
                 continue
             }
-            let key = "\(type)/\(id)"
-            guard let first = kept[key] else {
-                kept[key] = (result.resources.count, nil)
+            let identity = Identity(type: type, id: id)
+            guard let first = kept[identity] else {
+                kept[identity] = (result.resources.count, nil)
                 result.resources.append(resource)
                 continue
             }
@@ -37,15 +44,15 @@ public enum RepeatedResources {
             let earlier = result.resources[first.index]
             let earlierJSON = first.json ?? FHIRJSONWriter(pretty: false).write(earlier.resource)
             let json = FHIRJSONWriter(pretty: false).write(resource.resource)
-            kept[key] = (first.index, earlierJSON)
+            kept[identity] = (first.index, earlierJSON)
             if earlierJSON == json { continue }
             let (replaces, reason) = isNewer(resource, than: earlier)
             let winner = replaces ? resource : earlier
-            result.notes.append(ImportNote(kind: .warning, resource: key, path: nil, origin: resource.origin,
+            result.notes.append(ImportNote(kind: .warning, resource: "\(type)/\(id)", path: nil, origin: resource.origin,
                                            message: "read again with different contents (also in \(earlier.origin)); \(reason), so the copy from \(winner.origin) is imported"))
             if replaces {
                 result.resources[first.index] = resource
-                kept[key] = (first.index, json)
+                kept[identity] = (first.index, json)
             }
         }
         return result

@@ -71,13 +71,15 @@ public struct MappingEngine: Sendable {
             return MappingContext(scope: scope, source: source, file: file, item: source.resource, variables: variables)
         }
 
-        mutating func batch(_ patientID: String) -> PatientBatch {
-            if let existing = batches[patientID] { return existing }
-            order.append(patientID)
-            return PatientBatch(patientID: patientID)
+        /// Changes the patient's batch in place (made on first use, in first-seen order): no
+        /// copy of its growing arrays per resource.
+        mutating func updateBatch<T>(_ patientID: String, _ body: (inout PatientBatch) -> T) -> T {
+            if batches[patientID] == nil {
+                order.append(patientID)
+                batches[patientID] = PatientBatch(patientID: patientID)
+            }
+            return body(&batches[patientID]!)
         }
-
-        mutating func store(_ batch: PatientBatch) { batches[batch.patientID] = batch }
 
         /// Where an entry came from, for its provenance; the resource is hashed once per run.
         mutating func sourceRecord(_ source: SourcedResource, _ file: MappingFile, rule: String) -> SourceRecord {
@@ -170,9 +172,7 @@ public struct MappingEngine: Sendable {
             }
             let record = sourceRecord(source, file, rule: "patient-fields")
             guard let patient = PatientMapper(context: context).make(record: record, notes: &notes) else { return }
-            var b = batch(patient.id)
-            b.patient = patient
-            store(b)
+            updateBatch(patient.id) { $0.patient = patient }
         }
 
         /// The store id of the patient a resource belongs to.
@@ -228,19 +228,18 @@ public struct MappingEngine: Sendable {
             guard let patientID = given ?? patientID(source, file) else { return }
             let ending = inheritedEnd ?? context(source, file).firstMatch(file.end, path: nil, notes: &notes)
             // The care plan: this resource's own, unless it is mapped inside another's.
-            let planID = carePlanID ?? ownCarePlan(source, file, patientID: patientID, ending: ending)
+            let planID = carePlanID ?? (file.carePlan["id"] == nil ? nil : ownCarePlan(source, file, patientID: patientID, ending: ending))
             if let ending {
                 notes.add(ending.delete ? .deleted : .ended, source, nil, ending.reason ?? "an end rule matched")
             }
-            for rule in file.tasks + file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
+            for rule in file.tasks { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
+            for rule in file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
             if ending == nil {
                 for rule in file.outcomes {
                     let mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
                         .map(record: sourceRecord(source, file, rule: rule.name), notes: &notes)
                     guard !mapped.isEmpty else { continue }
-                    var b = batch(patientID)
-                    b.outcomes += mapped
-                    store(b)
+                    updateBatch(patientID) { $0.outcomes += mapped }
                 }
             }
         }
@@ -249,17 +248,18 @@ public struct MappingEngine: Sendable {
         /// with the resource; nil when the file makes none.
         mutating func ownCarePlan(_ source: SourcedResource, _ file: MappingFile, patientID: String, ending: MappingCondition?) -> String? {
             let mapper = CarePlanMapper(context: context(source, file, patientID: patientID))
-            var b = batch(patientID)
-            defer { store(b) }
             do {
-                guard let id = try mapper.id() else { return nil }
+                guard let id = try mapper.id() else {
+                    updateBatch(patientID) { _ in }
+                    return nil
+                }
                 if let ending {
                     // A Medications or Requests plan is shared by other resources: only a resource's own plan ends.
-                    if file.resource == "CarePlan" {
-                        b.ends.append(EndRequest(type: .carePlan, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: source.key ?? ""))
-                    }
-                } else if !b.carePlans.contains(where: { $0.plan.id == id }) {
-                    b.carePlans.append(try mapper.make(id: id, patientID: patientID, record: sourceRecord(source, file, rule: "care-plan")))
+                    let end = EndRequest(type: .carePlan, id: id, delete: ending.delete, reason: ending.reason ?? "an end rule matched", source: source.key ?? "")
+                    updateBatch(patientID) { if file.resource == "CarePlan" { $0.ends.append(end) } }
+                } else if !updateBatch(patientID, { batch in batch.carePlans.contains { $0.plan.id == id } }) {
+                    let plan = try mapper.make(id: id, patientID: patientID, record: sourceRecord(source, file, rule: "care-plan"))
+                    updateBatch(patientID) { $0.carePlans.append(plan) }
                 }
                 return id
             } catch {
@@ -298,27 +298,23 @@ public struct MappingEngine: Sendable {
             let type: EntityType = rule.kind == .contact ? .contact : .task
             guard let id = itemID(rule, context, type: type, path: path, patientID: patientID) else { return .failed }
             if let end = ending ?? context.firstMatch(rule.end, path: path, notes: &notes) {
-                var b = batch(patientID)
                 let request = EndRequest(type: type, id: id, delete: end.delete, reason: end.reason ?? "an end rule matched", source: source.key ?? "")
-                if !b.ends.contains(request) { b.ends.append(request) }
-                store(b)
+                updateBatch(patientID) { if !$0.ends.contains(request) { $0.ends.append(request) } }
                 if ending == nil { notes.add(end.delete ? .deleted : .ended, source, path, end.reason ?? "an end rule matched") }
                 return .ended(id)
             }
             let record = sourceRecord(source, context.file, rule: rule.name)
             do {
-                var b = batch(patientID)
-                defer { store(b) }
                 if rule.kind == .task {
                     guard let planID else {
                         notes.add(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
                         return .failed
                     }
                     guard let task = try TaskMapper(rule: rule, context: context).make(id: id, path: path, record: record, notes: &notes) else { return .failed }
-                    b.tasks.append(MappedTask(task: task, carePlanID: planID, source: record))
+                    updateBatch(patientID) { $0.tasks.append(MappedTask(task: task, carePlanID: planID, source: record)) }
                 } else {
                     let contact = try ContactMapper(rule: rule, context: context).make(id: id, record: record)
-                    b.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record))
+                    updateBatch(patientID) { $0.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record)) }
                 }
                 return .made(id)
             } catch {
