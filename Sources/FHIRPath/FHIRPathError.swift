@@ -1,14 +1,15 @@
+import Diagnostics
 /// What went wrong with an expression, and where in its text.
 public enum FHIRPathError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The text is not FHIRPath (`1:14: expected ')' after where(...)`).
-    case syntax(SourcePosition, String)
+    case syntax(SourceLocation, String)
     /// The expression cannot work on the type it is checked against (an unknown element, a
     /// string function on a CodeableConcept), found before any data is seen.
-    case semantic(SourcePosition, String)
+    case semantic(SourceLocation, String)
     /// Evaluation failed on this data (`single()` on two items, an unknown function argument).
-    case evaluation(SourcePosition, String)
+    case evaluation(SourceLocation, String)
 
-    public var position: SourcePosition {
+    public var position: SourceLocation {
         switch self {
         case .syntax(let p, _), .semantic(let p, _), .evaluation(let p, _): p
         }

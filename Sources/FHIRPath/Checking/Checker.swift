@@ -95,11 +95,11 @@ public struct FHIRPathChecker: Sendable {
         let model = ModelInfo.r4
 
         mutating func error(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(.error, node.position.location, message))
+            diagnostics.append(Diagnostic(.error, node.position, message))
         }
 
         mutating func warning(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(.warning, node.position.location, message))
+            diagnostics.append(Diagnostic(.warning, node.position, message))
         }
 
         func isStringLike(_ type: StaticType) -> Bool {

@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 import Foundation
 
@@ -152,7 +153,7 @@ enum Conversions {
 
 /// `abs()`, `round()`, `power()` and the other math functions.
 enum MathFunctions {
-    static func apply(_ name: String, _ item: FHIRPathValue, _ argument: FHIRPathValue?, at position: SourcePosition) throws(FHIRPathError) -> FHIRPathValue? {
+    static func apply(_ name: String, _ item: FHIRPathValue, _ argument: FHIRPathValue?, at position: SourceLocation) throws(FHIRPathError) -> FHIRPathValue? {
         if case .quantity(let q) = item {
             guard name == "abs" else { throw .evaluation(position, "\(name)() works on numbers") }
             return .quantity(FHIRPathQuantity(value: FHIRPathDecimal(abs(q.value.value), scale: q.value.scale), unit: q.unit))

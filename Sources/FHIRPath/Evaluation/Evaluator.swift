@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 import Foundation
 
@@ -109,7 +110,7 @@ struct Evaluator {
         }
     }
 
-    func variable(_ name: String, at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+    func variable(_ name: String, at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
         if let value = environment.variables[name] { return value }
         switch name {
         case "context": return environment.context
@@ -161,20 +162,20 @@ struct Evaluator {
     }
 
     /// A collection of at most one item, as operators and single-item functions need it.
-    func singleton(_ items: [FHIRPathValue], _ position: SourcePosition, _ what: String) throws(FHIRPathError) -> FHIRPathValue? {
+    func singleton(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: String) throws(FHIRPathError) -> FHIRPathValue? {
         guard items.count <= 1 else { throw .evaluation(position, "\(what) must be a single item, found \(items.count)") }
         return items.first
     }
 
     /// A collection as a boolean: empty is unknown, one boolean is itself, one other item is true.
-    func boolean(_ items: [FHIRPathValue], _ position: SourcePosition, _ what: String) throws(FHIRPathError) -> Bool? {
+    func boolean(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: String) throws(FHIRPathError) -> Bool? {
         guard let item = try singleton(items, position, what) else { return nil }
         if case .boolean(let b) = item.systemValue { return b }
         return true
     }
 
     private func binary(_ op: BinaryOperator, _ lhs: ExpressionNode, _ rhs: ExpressionNode, _ input: [FHIRPathValue], _ focus: Focus,
-                        at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+                        at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
         switch op {
         case .and, .or, .xor, .implies:
             let a = try boolean(try evaluate(lhs, input, focus), lhs.position, "the left side of '\(op.rawValue)'")

@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 import Foundation
 
@@ -31,7 +32,7 @@ enum Functions {
     ]
 
     static func call(_ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
-                     focus: Focus, evaluator: Evaluator, at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+                     focus: Focus, evaluator: Evaluator, at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
         guard let range = arity[name] else { throw .evaluation(position, "unknown function \(name)()") }
         guard range.contains(arguments.count) else {
             let expected = range.lowerBound == range.upperBound ? "\(range.lowerBound)" : "\(range.lowerBound) to \(range.upperBound)"
@@ -395,7 +396,7 @@ enum Functions {
         }
     }
 
-    static func regex(_ pattern: String, at position: SourcePosition) throws(FHIRPathError) -> NSRegularExpression {
+    static func regex(_ pattern: String, at position: SourceLocation) throws(FHIRPathError) -> NSRegularExpression {
         do {
             return try NSRegularExpression(pattern: pattern, options: [.dotMatchesLineSeparators])
         } catch {
@@ -406,7 +407,7 @@ enum Functions {
     /// `sort()` (FHIRPath 2.1): by the items themselves, or by key expressions; a key prefixed
     /// with unary minus sorts descending.
     static func sort(_ input: [FHIRPathValue], _ arguments: [ExpressionNode], evaluator: Evaluator, focus: Focus,
-                     at position: SourcePosition) throws(FHIRPathError) -> [FHIRPathValue] {
+                     at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
         var keyed: [(item: FHIRPathValue, keys: [FHIRPathValue?])] = []
         for (i, item) in input.enumerated() {
             var keys: [FHIRPathValue?] = []

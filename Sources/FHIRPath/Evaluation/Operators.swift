@@ -1,3 +1,4 @@
+import Diagnostics
 import FHIR
 import Foundation
 
@@ -90,7 +91,7 @@ enum Operators {
     // MARK: Ordering
 
     /// -1, 0, 1; nil when unknown (different precision); throws when the types cannot be compared.
-    static func compare(_ a: FHIRPathValue, _ b: FHIRPathValue, at position: SourcePosition) throws(FHIRPathError) -> Int? {
+    static func compare(_ a: FHIRPathValue, _ b: FHIRPathValue, at position: SourceLocation) throws(FHIRPathError) -> Int? {
         let x = a.systemValue, y = b.systemValue
         switch (x, y) {
         case (.string(let p), .string(let q)): return p < q ? -1 : p == q ? 0 : 1
@@ -122,7 +123,7 @@ enum Operators {
 
     // MARK: Arithmetic
 
-    static func arithmetic(_ op: BinaryOperator, _ a: FHIRPathValue, _ b: FHIRPathValue, at position: SourcePosition) throws(FHIRPathError) -> FHIRPathValue? {
+    static func arithmetic(_ op: BinaryOperator, _ a: FHIRPathValue, _ b: FHIRPathValue, at position: SourceLocation) throws(FHIRPathError) -> FHIRPathValue? {
         let x = a.systemValue, y = b.systemValue
         switch (op, x, y) {
         case (.add, .string(let p), .string(let q)): return .string(p + q)

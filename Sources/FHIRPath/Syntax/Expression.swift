@@ -1,25 +1,5 @@
 import Diagnostics
 
-/// A position in an expression's text: 1-based line and column (in characters), for errors that
-/// point at the place (`1:14: expected ')' after where(...)`).
-public struct SourcePosition: Sendable, Hashable, CustomStringConvertible {
-    public let line: Int
-    public let column: Int
-    /// Offset from the start of the text, in UTF-8 bytes.
-    public let offset: Int
-
-    public init(line: Int, column: Int, offset: Int) {
-        self.line = line
-        self.column = column
-        self.offset = offset
-    }
-
-    public var description: String { "\(line):\(column)" }
-
-    /// The position as a diagnostic's location (line and column in the expression's text).
-    public var location: SourceLocation { SourceLocation(line: line, column: column) }
-}
-
 /// A type named in an expression (`Quantity`, `FHIR.Patient`, `System.String`).
 public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
     /// `FHIR`, `System`, or nil when the name is unqualified.
@@ -55,9 +35,9 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
     }
 
     public let kind: Kind
-    public let position: SourcePosition
+    public let position: SourceLocation
 
-    public init(_ kind: Kind, at position: SourcePosition) {
+    public init(_ kind: Kind, at position: SourceLocation) {
         self.kind = kind
         self.position = position
     }

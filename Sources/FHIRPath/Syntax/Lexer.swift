@@ -1,3 +1,4 @@
+import Diagnostics
 /// A token of FHIRPath text.
 struct Token: Sendable {
     enum Kind: Sendable, Equatable {
@@ -20,7 +21,7 @@ struct Token: Sendable {
     }
 
     let kind: Kind
-    let position: SourcePosition
+    let position: SourceLocation
 }
 
 /// Splits FHIRPath text into tokens, skipping whitespace and comments.
@@ -34,7 +35,7 @@ struct Lexer {
         bytes = Array(text.utf8)
     }
 
-    private var position: SourcePosition {
+    private var position: SourceLocation {
         // Columns count characters, not bytes: skip UTF-8 continuation bytes.
         var column = 1
         var i = lineStart
@@ -42,7 +43,7 @@ struct Lexer {
             if bytes[i] & 0xC0 != 0x80 { column += 1 }
             i += 1
         }
-        return SourcePosition(line: line, column: column, offset: offset)
+        return SourceLocation(line: line, column: column)
     }
 
     private func peek(_ ahead: Int = 0) -> UInt8? {
@@ -104,7 +105,7 @@ struct Lexer {
         String(decoding: bytes[from..<offset], as: UTF8.self)
     }
 
-    private mutating func next(_ b: UInt8, _ start: SourcePosition) throws(FHIRPathError) -> Token.Kind {
+    private mutating func next(_ b: UInt8, _ start: SourceLocation) throws(FHIRPathError) -> Token.Kind {
         let from = offset
         if Lexer.isIdentifierStart(b) {
             while let c = peek(), Lexer.isIdentifierPart(c) { advance() }
@@ -180,7 +181,7 @@ struct Lexer {
     }
 
     /// A quoted string or identifier with FHIRPath's escapes.
-    private mutating func quoted(_ quote: UInt8, _ start: SourcePosition, what: String) throws(FHIRPathError) -> String {
+    private mutating func quoted(_ quote: UInt8, _ start: SourceLocation, what: String) throws(FHIRPathError) -> String {
         advance()
         var out: [UInt8] = []
         while let c = peek() {

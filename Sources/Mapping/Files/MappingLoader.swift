@@ -239,7 +239,7 @@ public struct MappingLoader: Sendable {
                 return MappingExpression(text: text, location: at, compiled: compiled, quoted: quoted)
             } catch {
                 let partial = MappingExpression(text: text, location: at, compiled: nil, quoted: quoted)
-                self.error(partial.location(of: error.position.location), error.message)
+                self.error(partial.location(of: error.position), error.message)
                 return partial
             }
         }
