@@ -12,7 +12,7 @@ struct ExportCommand: ParsableCommand {
         abstract: "Export the store's outcomes as FHIR R4 Observations.",
         discussion: """
             Each outcome's current version becomes an Observation: the code and category from \
-            the task's group through the observation-codes table (Mappings/shared/observation-codes.yaml), \
+            the task's group through the observation-codes table (builtin:shared/observation-codes.yaml, or a site's), \
             values as Quantity (UCUM), integer, boolean, string or dateTime, several values as \
             components, effective from the occurrence's window, the patient as subject and \
             performer, basedOn the CarePlan or request the task came from, status final, amended \
