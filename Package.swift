@@ -86,7 +86,8 @@ let package = Package(
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
-            name: "fhir-tablegen"
+            name: "fhir-tablegen",
+            dependencies: ["JSON"]
         ),
         // 8. The command line.
         .executableTarget(

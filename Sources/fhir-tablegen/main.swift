@@ -10,6 +10,7 @@
 // - R4Views.swift: typed Swift views (`R4.CarePlan`, `R4.Timing`...) over the element model for
 //   the resources and datatypes the gateway reads and writes.
 import Foundation
+import JSON
 
 struct GeneratorError: Error, CustomStringConvertible {
     var description: String
@@ -21,12 +22,12 @@ let outputDirectory = arguments.count > 2 ? arguments[2] : "Sources/FHIR/Generat
 let outputPath = outputDirectory + "/R4Definitions.swift"
 let viewsPath = outputDirectory + "/R4Views.swift"
 
-@MainActor func loadJSON(_ path: String) throws -> [String: Any] {
+@MainActor func loadJSON(_ path: String) throws -> JSONValue {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
-    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-        throw GeneratorError(description: "\(path): not a JSON object")
-    }
-    return object
+    let value: JSONValue
+    do { value = try JSONValue.parse(Array(data)) } catch { throw GeneratorError(description: "\(path):\(error)") }
+    guard case .object = value else { throw GeneratorError(description: "\(path): not a JSON object") }
+    return value
 }
 
 let fileNames = try FileManager.default.contentsOfDirectory(atPath: definitionsDirectory).sorted()
@@ -41,14 +42,14 @@ struct CodeSystemCodes {
 }
 
 var codeSystems: [String: CodeSystemCodes] = [:]
-var valueSets: [String: [String: Any]] = [:]
+var valueSets: [String: JSONValue] = [:]
 
-@MainActor func flatten(_ concepts: [[String: Any]], parent: String?, into system: inout CodeSystemCodes) {
+@MainActor func flatten(_ concepts: [JSONValue], parent: String?, into system: inout CodeSystemCodes) {
     for concept in concepts {
-        guard let code = concept["code"] as? String else { continue }
+        guard let code = concept["code"]?.stringValue else { continue }
         system.codes.append(code)
         if let parent { system.parents[code] = parent }
-        if let children = concept["concept"] as? [[String: Any]] {
+        if let children = concept["concept"]?.arrayValue {
             flatten(children, parent: code, into: &system)
         }
     }
@@ -56,10 +57,10 @@ var valueSets: [String: [String: Any]] = [:]
 
 for name in fileNames where name.hasPrefix("CodeSystem-") || name.hasPrefix("ValueSet-") {
     let resource = try loadJSON("\(definitionsDirectory)/\(name)")
-    guard let url = resource["url"] as? String else { continue }
+    guard let url = resource["url"]?.stringValue else { continue }
     if name.hasPrefix("CodeSystem-") {
-        var system = CodeSystemCodes(complete: (resource["content"] as? String) == "complete")
-        flatten(resource["concept"] as? [[String: Any]] ?? [], parent: nil, into: &system)
+        var system = CodeSystemCodes(complete: (resource["content"]?.stringValue) == "complete")
+        flatten(resource["concept"]?.arrayValue ?? [], parent: nil, into: &system)
         codeSystems[url] = system
     } else {
         valueSets[url] = resource
@@ -71,21 +72,21 @@ for name in fileNames where name.hasPrefix("CodeSystem-") || name.hasPrefix("Val
 @MainActor func expand(_ url: String, depth: Int = 0) -> [String]? {
     let key = url.split(separator: "|").first.map(String.init) ?? url
     guard depth < 10, let valueSet = valueSets[key],
-          let compose = valueSet["compose"] as? [String: Any] else { return nil }
+          let compose = valueSet["compose"] else { return nil }
     var result: [String] = []
     var seen = Set<String>()
     func add(_ codes: [String]) {
         for code in codes where seen.insert(code).inserted { result.append(code) }
     }
-    for include in compose["include"] as? [[String: Any]] ?? [] {
+    for include in compose["include"]?.arrayValue ?? [] {
         var codes: [String]? = nil
-        if let system = include["system"] as? String {
-            if let concepts = include["concept"] as? [[String: Any]] {
-                codes = concepts.compactMap { $0["code"] as? String }
-            } else if let filters = include["filter"] as? [[String: Any]] {
+        if let system = include["system"]?.stringValue {
+            if let concepts = include["concept"]?.arrayValue {
+                codes = concepts.compactMap { $0["code"]?.stringValue }
+            } else if let filters = include["filter"]?.arrayValue {
                 guard let cs = codeSystems[system], cs.complete, filters.count == 1,
-                      let op = filters[0]["op"] as? String, let value = filters[0]["value"] as? String,
-                      (filters[0]["property"] as? String) == "concept",
+                      let op = filters[0]["op"]?.stringValue, let value = filters[0]["value"]?.stringValue,
+                      (filters[0]["property"]?.stringValue) == "concept",
                       op == "is-a" || op == "descendent-of" else { return nil }
                 codes = cs.codes.filter { code in
                     var current: String? = op == "is-a" ? code : cs.parents[code]
@@ -97,7 +98,7 @@ for name in fileNames where name.hasPrefix("CodeSystem-") || name.hasPrefix("Val
                 codes = cs.codes
             }
         }
-        if let imported = include["valueSet"] as? [String] {
+        if let imported = include["valueSet"]?.arrayValue?.compactMap(\.stringValue) {
             var intersection: [String]? = codes
             for vs in imported {
                 guard let expanded = expand(vs, depth: depth + 1) else { return nil }
@@ -108,11 +109,11 @@ for name in fileNames where name.hasPrefix("CodeSystem-") || name.hasPrefix("Val
         guard let codes else { return nil }
         add(codes)
     }
-    if let excludes = compose["exclude"] as? [[String: Any]] {
+    if let excludes = compose["exclude"]?.arrayValue {
         var removed = Set<String>()
         for exclude in excludes {
-            for concept in exclude["concept"] as? [[String: Any]] ?? [] {
-                if let code = concept["code"] as? String { removed.insert(code) }
+            for concept in exclude["concept"]?.arrayValue ?? [] {
+                if let code = concept["code"]?.stringValue { removed.insert(code) }
             }
         }
         result.removeAll(where: removed.contains)
@@ -139,27 +140,27 @@ var bindingLines: [String] = []
 }
 
 /// One element of a type, as a table line.
-@MainActor func elementLine(_ element: [String: Any], name: String, typeCodes: [String]) -> String {
-    let min = element["min"] as? Int ?? 0
-    let max = element["max"] as? String ?? "1"
+@MainActor func elementLine(_ element: JSONValue, name: String, typeCodes: [String]) -> String {
+    let min = element["min"]?.numberValue.map { Int($0) } ?? 0
+    let max = element["max"]?.stringValue ?? "1"
     var line = "E \(name) \(min) \(max) \(typeCodes.joined(separator: "|"))"
-    if element["isModifier"] as? Bool == true { line += " m" }
-    if element["isSummary"] as? Bool == true { line += " s" }
-    if let binding = element["binding"] as? [String: Any],
-       binding["strength"] as? String == "required",
-       let valueSet = binding["valueSet"] as? String,
+    if element["isModifier"]?.boolValue == true { line += " m" }
+    if element["isSummary"]?.boolValue == true { line += " s" }
+    if let binding = element["binding"],
+       binding["strength"]?.stringValue == "required",
+       let valueSet = binding["valueSet"]?.stringValue,
        let index = bindingReference(valueSet) {
         line += " b\(index)"
     }
     return line
 }
 
-@MainActor func typeCode(_ type: [String: Any]) -> String {
-    let code = type["code"] as? String ?? "Element"
+@MainActor func typeCode(_ type: JSONValue) -> String {
+    let code = type["code"]?.stringValue ?? "Element"
     if code.hasPrefix("http://hl7.org/fhirpath/System.") {
-        for ext in type["extension"] as? [[String: Any]] ?? []
-        where ext["url"] as? String == "http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type" {
-            if let value = ext["valueUrl"] as? String ?? ext["valueUri"] as? String { return value }
+        for ext in type["extension"]?.arrayValue ?? []
+        where ext["url"]?.stringValue == "http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type" {
+            if let value = ext["valueUrl"]?.stringValue ?? ext["valueUri"]?.stringValue { return value }
         }
         return "System." + code.dropFirst("http://hl7.org/fhirpath/System.".count)
     }
@@ -176,16 +177,16 @@ var structureCount = 0
 
 for name in fileNames where name.hasPrefix("StructureDefinition-") {
     let sd = try loadJSON("\(definitionsDirectory)/\(name)")
-    guard let kind = sd["kind"] as? String, let typeName = sd["type"] as? String,
-          let id = sd["id"] as? String, id == typeName else { continue }
-    let derivation = sd["derivation"] as? String
+    guard let kind = sd["kind"]?.stringValue, let typeName = sd["type"]?.stringValue,
+          let id = sd["id"]?.stringValue, id == typeName else { continue }
+    let derivation = sd["derivation"]?.stringValue
     guard derivation == "specialization" || derivation == nil,
           ["primitive-type", "complex-type", "resource"].contains(kind) else { continue }
-    guard let snapshot = sd["snapshot"] as? [String: Any],
-          let elements = snapshot["element"] as? [[String: Any]] else { continue }
+    guard let snapshot = sd["snapshot"],
+          let elements = snapshot["element"]?.arrayValue else { continue }
     structureCount += 1
-    let base = (sd["baseDefinition"] as? String).map { $0.split(separator: "/").last.map(String.init) ?? "-" } ?? "-"
-    let abstract = sd["abstract"] as? Bool == true
+    let base = (sd["baseDefinition"]?.stringValue).map { $0.split(separator: "/").last.map(String.init) ?? "-" } ?? "-"
+    let abstract = sd["abstract"]?.boolValue == true
     let kindCode: String
     switch kind {
     case "primitive-type": kindCode = "primitive"
@@ -194,7 +195,7 @@ for name in fileNames where name.hasPrefix("StructureDefinition-") {
     }
 
     // Paths that own children become backbone types named by their path.
-    let paths = elements.compactMap { $0["path"] as? String }
+    let paths = elements.compactMap { $0["path"]?.stringValue }
     var owners = Set<String>()
     for path in paths {
         if let dot = path.lastIndex(of: ".") { owners.insert(String(path[..<dot])) }
@@ -203,23 +204,23 @@ for name in fileNames where name.hasPrefix("StructureDefinition-") {
     var typeLines: [String: [String]] = [typeName: ["T \(typeName) \(kindCode) \(base)\(abstract ? " abstract" : "")"]]
     var order: [String] = [typeName]
     for element in elements.dropFirst() {
-        guard let path = element["path"] as? String, let dot = path.lastIndex(of: ".") else { continue }
+        guard let path = element["path"]?.stringValue, let dot = path.lastIndex(of: ".") else { continue }
         let parent = String(path[..<dot])
         var elementName = String(path[path.index(after: dot)...])
         // A primitive's value lives on the node itself, not in a child element.
         if kind == "primitive-type" && parent == typeName && elementName == "value" { continue }
         var codes: [String]
-        if let reference = element["contentReference"] as? String {
+        if let reference = element["contentReference"]?.stringValue {
             codes = [String(reference.dropFirst())]
         } else if owners.contains(path) {
             codes = [path]
             if typeLines[path] == nil {
-                let baseCode = (element["type"] as? [[String: Any]])?.first.map(typeCode) ?? "BackboneElement"
+                let baseCode = (element["type"]?.arrayValue)?.first.map(typeCode) ?? "BackboneElement"
                 typeLines[path] = ["T \(path) backbone \(baseCode)"]
                 order.append(path)
             }
         } else {
-            codes = (element["type"] as? [[String: Any]] ?? []).map(typeCode)
+            codes = (element["type"]?.arrayValue ?? []).map(typeCode)
         }
         if elementName.hasSuffix("[x]") {
             elementName.removeLast(3)
