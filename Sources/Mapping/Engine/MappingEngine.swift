@@ -176,9 +176,9 @@ public struct MappingEngine: Sendable {
         }
 
         /// The store id of the patient a resource belongs to.
-        mutating func patientID(_ source: SourcedResource, _ file: MappingFile) -> String? {
-            guard let expression = file.patient else { return nil }
-            let context = context(source, file)
+        mutating func patientID(_ context: MappingContext) -> String? {
+            let source = context.source
+            guard let expression = context.file.patient else { return nil }
             do {
                 guard let first = try context.evaluate(expression).first else {
                     notes.add(.error, source, nil, "no patient: \(expression.text) is empty")
@@ -221,12 +221,13 @@ public struct MappingEngine: Sendable {
         /// Maps a resource (on its own, or inside a care plan when `carePlanID` is given).
         mutating func mapResource(_ source: SourcedResource, _ file: MappingFile, carePlanID: String?, patientID given: String?, inheritedEnd: MappingCondition?) {
             if unknownModifier(source, file) { return }
-            if inheritedEnd == nil, let skip = context(source, file).firstMatch(file.skip, path: nil, notes: &notes) {
+            let resourceContext = context(source, file)
+            if inheritedEnd == nil, let skip = resourceContext.firstMatch(file.skip, path: nil, notes: &notes) {
                 notes.add(.skipped, source, nil, skip.reason ?? "a skip rule matched")
                 return
             }
-            guard let patientID = given ?? patientID(source, file) else { return }
-            let ending = inheritedEnd ?? context(source, file).firstMatch(file.end, path: nil, notes: &notes)
+            guard let patientID = given ?? patientID(resourceContext) else { return }
+            let ending = inheritedEnd ?? resourceContext.firstMatch(file.end, path: nil, notes: &notes)
             // The care plan: this resource's own, unless it is mapped inside another's.
             let planID = carePlanID ?? (file.carePlan["id"] == nil ? nil : ownCarePlan(source, file, patientID: patientID, ending: ending))
             if let ending {
