@@ -13,6 +13,9 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
     case unsupported(String)
     /// Paging went round in a circle (a `next` link seen before).
     case pagingLoop(url: String)
+    /// A URL (a `next` link, a location) outside the server's base: not requested, so that the
+    /// credentials never leave for another host, port or scheme.
+    case outsideServer(url: String, base: String)
     /// Retries used up their count or time.
     case gaveUp(attempts: Int, last: String)
     /// No access token: the key, the token endpoint or its answer (never the secret itself).
@@ -25,6 +28,7 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
         case .invalidResponse(let url, let reason): "\(url): \(reason)"
         case .unsupported(let what): "the server cannot \(what)"
         case .pagingLoop(let url): "paging loops back to \(url)"
+        case .outsideServer(let url, let base): "\(url) is outside the server \(base) (another scheme, host, port or path); not requested"
         case .gaveUp(let attempts, let last): "gave up after \(attempts) attempts: \(last)"
         case .authorization(let reason): "authorization: \(reason)"
         }
@@ -120,9 +124,11 @@ public struct FHIRRESTClient: Sendable {
     }
 
     public func read(_ type: String, _ id: String) async throws(FHIRClientError) -> Element {
-        let answer = try await execute("GET", url("\(type)/\(id)"))
+        // The id may come from another server's data: one path segment, percent-encoded.
+        let path = "\(encode(type))/\(encode(id))"
+        let answer = try await execute("GET", url(path))
         guard let resource = answer.resource, resource.resourceType == type else {
-            throw .invalidResponse(url: url("\(type)/\(id)"), reason: "the answer is not a \(type)")
+            throw .invalidResponse(url: url(path), reason: "the answer is not a \(type)")
         }
         return resource
     }
@@ -143,7 +149,9 @@ public struct FHIRRESTClient: Sendable {
                 throw .invalidResponse(url: page, reason: "a search answer must be a Bundle")
             }
             for entry in bundle.children(named: "entry") { if let r = entry["resource"] { found.append(r) } }
-            next = bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url")
+            next = try bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url").map { link throws(FHIRClientError) in
+                try onServer(link, relativeTo: page)
+            }
         }
         return found
     }
@@ -213,6 +221,28 @@ public struct FHIRRESTClient: Sendable {
         path.hasPrefix("http://") || path.hasPrefix("https://") ? path : "\(base)/\(path)"
     }
 
+    /// `link` (absolute, or relative to `page`) when it is on this server: the base's scheme,
+    /// host and port, and a path under the base's. Anything else would carry the credentials
+    /// elsewhere (another host or port, http for an https base, file:, gopher:).
+    func onServer(_ link: String, relativeTo page: String) throws(FHIRClientError) -> String {
+        guard let resolved = URL(string: link, relativeTo: URL(string: page))?.absoluteURL, FHIRRESTClient.isUnder(resolved, base) else {
+            throw .outsideServer(url: link, base: base)
+        }
+        return resolved.absoluteString
+    }
+
+    /// Whether `url` has the origin of `base` and a path under it.
+    static func isUnder(_ url: URL, _ base: String) -> Bool {
+        guard let root = URL(string: base), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+              scheme == root.scheme?.lowercased(), url.host?.lowercased() == root.host?.lowercased(),
+              effectivePort(url) == effectivePort(root), url.user == nil, url.password == nil else { return false }
+        let basePath = root.path.hasSuffix("/") ? String(root.path.dropLast()) : root.path
+        let path = url.path
+        return basePath.isEmpty || path == basePath || path.hasPrefix(basePath + "/") || path.hasPrefix(basePath + "?")
+    }
+
+    static func effectivePort(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
+
     func encode(_ s: String) -> String {
         var allowed = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
         allowed.insert(charactersIn: "-._~:,")
@@ -221,6 +251,8 @@ public struct FHIRRESTClient: Sendable {
 
     /// One interaction with retries; the answer's body read as a resource when it is one.
     public func execute(_ method: String, _ url: String, body: Element? = nil, headers extra: [(String, String)] = []) async throws(FHIRClientError) -> Answer {
+        // Requests (and so credentials) go to this server only.
+        guard let target = URL(string: url), FHIRRESTClient.isUnder(target, base) else { throw .outsideServer(url: url, base: base) }
         var headers: [(String, String)] = [("Accept", "application/fhir+json")]
         var bytes: [UInt8]?
         if let body {

@@ -114,3 +114,52 @@ struct FHIRClientTests {
     }
 }
 
+
+@Suite("The client stays on its server")
+struct ClientOriginTests {
+    @Test("next links to another port, another scheme, file: or gopher:, or outside the base path are refused, and no other server sees the token")
+    func pagingStaysOnServer() async throws {
+        let server = try ScriptedServer([])
+        let elsewhere = try ScriptedServer([["path": "/fhir/Patient?page=2", "responses": [["status": 200, "body": searchBundle(["stolen"], next: nil)]]]])
+        let base = server.base
+        let hostile = [
+            "\(elsewhere.base)/Patient?page=2",                                  // another port
+            "https://127.0.0.1:\(server.port)/fhir/Patient?page=2",              // another scheme
+            "file:///etc/passwd",
+            "gopher://127.0.0.1:\(elsewhere.port)/_GET%20/fhir%20HTTP/1.0",
+            "http://127.0.0.1:\(server.port)/admin/Patient?page=2",              // outside the base path
+            "http://user:pw@127.0.0.1:\(server.port)/fhir/Patient?page=2",       // credentials in the link
+        ]
+        var rules: [[String: Any]] = hostile.enumerated().map { i, link in
+            ["path": "/fhir/Patient?case=\(i)", "responses": [["status": 200, "body": searchBundle(["p\(i)"], next: link)]]]
+        }
+        // A relative next link is resolved against the page and followed.
+        rules.append(["path": "/fhir/Patient?case=relative", "responses": [["status": 200, "body": searchBundle(["a"], next: "Patient?page=2&case=relative")]]])
+        rules.append(["path": "/fhir/Patient?page=2&case=relative", "responses": [["status": 200, "body": searchBundle(["b"], next: nil)]]])
+        try server.replaceRules(rules)
+        let client = FHIRRESTClient(base: base, authentication: .bearer("s3cret-token"), retry: fast)
+        for (i, link) in hostile.enumerated() {
+            do {
+                _ = try await client.search("Patient", [("case", "\(i)")])
+                Issue.record("followed \(link)")
+            } catch {
+                guard case .outsideServer(let url, _) = error else { Issue.record("\(link): \(error)"); continue }
+                #expect(url == link)
+                #expect(!error.description.contains("s3cret"))
+            }
+        }
+        #expect(elsewhere.requests.isEmpty, "the other server saw \(elsewhere.requests)")
+        #expect(try await client.search("Patient", [("case", "relative")]).compactMap { $0.string("id") } == ["a", "b"])
+        // Direct requests outside the base are refused the same way.
+        await #expect(throws: FHIRClientError.self) { try await client.execute("GET", "\(elsewhere.base)/metadata") }
+        #expect(elsewhere.requests.isEmpty)
+    }
+
+    @Test("an id from data is one percent-encoded path segment")
+    func encodedIDs() async throws {
+        let server = try ScriptedServer([["path": "/fhir/Patient/a%2F..%2Fadmin", "responses": [["status": 200, "body": patient("a/../admin")]]]])
+        let client = FHIRRESTClient(base: server.base, retry: fast)
+        #expect(try await client.read("Patient", "a/../admin").string("id") == "a/../admin")
+        #expect(server.requests.first?["path"] as? String == "/fhir/Patient/a%2F..%2Fadmin")
+    }
+}

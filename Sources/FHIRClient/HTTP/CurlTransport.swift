@@ -133,6 +133,9 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
         _ = caregate_curl_setopt_slist(h, CURLOPT_HTTPHEADER, list)
         _ = caregate_curl_setopt_long(h, CURLOPT_NOSIGNAL, 1)
         _ = caregate_curl_setopt_long(h, CURLOPT_FOLLOWLOCATION, 0)
+        // http and https only, for requests and any redirect: never file:, gopher: or the rest.
+        _ = caregate_curl_setopt_string(h, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = caregate_curl_setopt_string(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         _ = caregate_curl_setopt_string(h, CURLOPT_ACCEPT_ENCODING, "")
         _ = caregate_curl_setopt_string(h, CURLOPT_USERAGENT, userAgent)
         _ = caregate_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
