@@ -80,6 +80,19 @@ public enum Authentication: Sendable {
     /// A token source (SMART Backend Services): asked for a token before each request, told
     /// when the server refuses it with 401 (the request is then tried once more with a new one).
     case provider(any AccessTokenProvider)
+
+    /// A bearer token from a secret's text (a token file, an environment variable): its first
+    /// line, trimmed. A token with control characters is refused: sent as it is, a CR or LF
+    /// would let the rest of the file become request headers. The token is never in the error.
+    public static func bearer(secret text: String, source: String) throws(FHIRClientError) -> Authentication {
+        let firstLine = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        let token = firstLine.trimmingCharacters(in: .whitespaces)
+        guard !token.isEmpty else { throw .authorization("\(source) holds no token") }
+        guard !token.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || $0.properties.isWhitespace }) else {
+            throw .authorization("the token in \(source) has control or space characters; a bearer token is one word")
+        }
+        return .bearer(token)
+    }
 }
 
 /// FHIR REST against one server: reads, searches with paging, conditional creates and updates,

@@ -89,15 +89,15 @@ struct ServerOptions: ParsableArguments {
                                                                    scope: smartScope ?? defaultScope, tokenEndpoint: tokenEndpoint)
             authentication = .provider(SMARTBackendServices(configuration: configuration, fhirBase: base, transport: transport, retry: retry))
         } else if let tokenFile {
-            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8), let token = text.split(separator: "\n").first else {
+            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
                 throw CommandError.message("cannot read a token from \(tokenFile)")
             }
-            authentication = .bearer(String(token).trimmingCharacters(in: .whitespaces))
+            do { authentication = try .bearer(secret: text, source: tokenFile) } catch { throw CommandError.message(error.description) }
         } else if let tokenEnvironment {
-            guard let token = ProcessInfo.processInfo.environment[tokenEnvironment], !token.isEmpty else {
+            guard let text = ProcessInfo.processInfo.environment[tokenEnvironment], !text.isEmpty else {
                 throw CommandError.message("the environment variable \(tokenEnvironment) is not set")
             }
-            authentication = .bearer(token)
+            do { authentication = try .bearer(secret: text, source: "$\(tokenEnvironment)") } catch { throw CommandError.message(error.description) }
         }
         return FHIRRESTClient(base: base, transport: transport, authentication: authentication, retry: retry)
     }

@@ -163,3 +163,39 @@ struct ClientOriginTests {
         #expect(server.requests.first?["path"] as? String == "/fhir/Patient/a%2F..%2Fadmin")
     }
 }
+
+@Suite("Bearer tokens from secrets")
+struct BearerSecretTests {
+    func token(_ text: String) throws -> String {
+        guard case .bearer(let token) = try Authentication.bearer(secret: text, source: "ehr.token") else { return "" }
+        return token
+    }
+
+    @Test("the first line, trimmed, whatever the line ends (CRLF is one Character in Swift)")
+    func firstLine() throws {
+        #expect(try token("abc.def\r\nX-Injected: 1\r\n") == "abc.def")
+        #expect(try token("abc.def\nX-Injected: 1") == "abc.def")
+        #expect(try token("  abc.def  \r\n") == "abc.def")
+        #expect(try token("abc.def") == "abc.def")
+    }
+
+    @Test("control characters, inner spaces and empty secrets are refused without showing the token")
+    func refused() {
+        for text in ["abc\u{1B}def", "abc def", "", "\r\nabc", "a\u{7F}b"] {
+            #expect(throws: FHIRClientError.self) { try Authentication.bearer(secret: text, source: "ehr.token") }
+            do { _ = try Authentication.bearer(secret: text, source: "ehr.token") } catch {
+                #expect(error.description.contains("ehr.token") && (text.isEmpty || !error.description.contains(text)))
+            }
+        }
+    }
+
+    @Test("a CRLF token file sends one Authorization header and nothing more")
+    func noHeaderInjection() async throws {
+        let server = try ScriptedServer([["path": "/fhir/Patient/p1", "responses": [["status": 200, "body": patient("p1")]]]])
+        let client = FHIRRESTClient(base: server.base, authentication: try Authentication.bearer(secret: "s3cret\r\nX-Injected: yes\r\n", source: "t"), retry: fast)
+        _ = try await client.read("Patient", "p1")
+        let headers = try #require(server.requests.first?["headers"] as? [String: String])
+        #expect(headers["Authorization"] == "Bearer s3cret")
+        #expect(headers["X-Injected"] == nil)
+    }
+}
