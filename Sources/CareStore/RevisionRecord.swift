@@ -81,10 +81,10 @@ public struct RevisionRecord: Sendable, Hashable {
             list = entities
             for (i, process) in (json["knowledgeVector"]?["processes"]?.arrayValue ?? []).enumerated() {
                 guard let id = process["id"]?.stringValue.flatMap({ UUID(uuidString: $0.uppercased()) }),
-                      let clock = process["clock"]?.numberValue else {
-                    throw CareKitJSONError(path: "knowledgeVector.processes[\(i)]", message: "expected {id: UUID, clock: Int}")
+                      let number = process["clock"]?.numberValue, let clock = Int(exactly: number), clock >= 0 else {
+                    throw CareKitJSONError(path: "knowledgeVector.processes[\(i)]", message: "expected {id: UUID, clock: a whole number from 0}")
                 }
-                vector.append(Process(id: id, clock: Int(clock)))
+                vector.append(Process(id: id, clock: clock))
             }
         }
         var decoded: [CareEntity] = []

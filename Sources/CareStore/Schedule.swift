@@ -68,6 +68,8 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
     case endBeforeStart(element: Int)
     case negativeDuration(element: Int)
     case sameStart(element: Int, otherElement: Int)
+    /// A start, end, interval or duration beyond 10,000 years (no calendar computes events there).
+    case outOfRange(element: Int)
     /// A convenience constructor was given a clock time outside 00:00...23:59.
     case invalidClockTime(hour: Int, minutes: Int)
     /// A convenience constructor was given a weekday outside 1 (Sunday) ... 7 (Saturday).
@@ -81,6 +83,7 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
         case .endBeforeStart(let e): "schedule element \(e): end is not after start"
         case .negativeDuration(let e): "schedule element \(e): negative duration"
         case .sameStart(let e, let other): "schedule elements \(other) and \(e) start at the same time, so their events have no defined order"
+        case .outOfRange(let e): "schedule element \(e): a start, end, interval or duration beyond 10,000 years"
         case .invalidClockTime(let h, let m): "\(h):\(m < 10 && m >= 0 ? "0" : "")\(m) is not a clock time (hours 0...23, minutes 0...59)"
         case .invalidWeekday(let d): "weekday \(d) is not a day of the week (1 = Sunday ... 7 = Saturday)"
         }
@@ -118,6 +121,7 @@ public struct Schedule: Sendable, Hashable {
     static func validate(_ elements: [ScheduleElement]) throws(ScheduleError) {
         guard !elements.isEmpty else { throw .noElements }
         for (i, element) in elements.enumerated() {
+            if !element.isWithinRange { throw .outOfRange(element: i) }
             let values = ScheduleElement.intervalComponents.compactMap { element.interval.value(for: $0) }
             if values.allSatisfy({ $0 == 0 }) { throw .zeroInterval(element: i) }
             if values.contains(where: { $0 < 0 }) {
@@ -570,5 +574,22 @@ extension Schedule {
             if countBefore(middle) > occurrence { high = middle } else { low = middle }
         }
         return events(from: low.addingTimeInterval(-26 * 3600), to: high.addingTimeInterval(1)).first { $0.occurrence == occurrence }
+    }
+}
+
+extension ScheduleElement {
+    /// Ten thousand years in seconds: how far from 2001 a schedule's dates, and how long its
+    /// interval and duration, may be.
+    static let longestSpan = 10_000 * 31_557_600.0
+
+    /// Whether start, end, interval and duration are within 10,000 years, so that event
+    /// arithmetic cannot overflow (a start of 1e300 seconds must be refused, not computed).
+    var isWithinRange: Bool {
+        let span = ScheduleElement.longestSpan
+        guard abs(start.timeIntervalSinceReferenceDate) <= span, abs(end?.timeIntervalSinceReferenceDate ?? 0) <= span else { return false }
+        if case .seconds(let s) = duration, !(s.isFinite && s <= span) { return false }
+        let unitSeconds: [(Calendar.Component, Double)] = [(.year, 31_557_600), (.month, 2_629_800), (.weekOfYear, 604_800), (.day, 86_400),
+                                                           (.hour, 3600), (.minute, 60), (.second, 1)]
+        return unitSeconds.allSatisfy { component, seconds in abs(Double(interval.value(for: component) ?? 0)) * seconds <= span }
     }
 }

@@ -79,6 +79,11 @@ struct JSONParser {
                 position = start
                 throw error("expected a value")
             }
+            // 1e400 reads as infinity: refused here, so that no store or file ever holds it.
+            guard n.isFinite else {
+                position = start
+                throw error("the number is out of range (past ±1.8e308)")
+            }
             return .number(n)
         }
     }

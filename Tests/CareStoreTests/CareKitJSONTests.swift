@@ -177,7 +177,7 @@ struct CareKitJSONTests {
                 == #"outcome "o".values[0].type: expected integer, double, boolean, text, binary or date, found "float""#)
         #expect(error(.task, #"{"id": "t", \#(base), "impactsAdherence": true, "schedule": {"elements": [{"start": 0, "interval": {"day": 0}, "duration": {"isAllDay": true}, "targetValues": []}]}}"#)
                 == #"task "t".schedule: schedule element 0: the interval has no non-zero component (events would never advance)"#)
-        #expect(error(.patient, #"{"id": "x", \#(base), "name": {}, "birthday": "yesterday"}"#) == #"patient "x".birthday: expected a date (seconds since 2001-01-01, or an ISO 8601 string)"#)
+        #expect(error(.patient, #"{"id": "x", \#(base), "name": {}, "birthday": "yesterday"}"#) == #"patient "x".birthday: expected a date (seconds since 2001-01-01 within 10,000 years, or an ISO 8601 string)"#)
         #expect(error(.contact, #"{"id": "c", \#(base), "name": {}, "category": "doctor"}"#) == #"contact "c".category: expected careProvider or friendsAndFamily, found "doctor""#)
     }
 
@@ -228,5 +228,40 @@ struct RevisionOrderTests {
         }
         let ordered = RevisionRecord.applyOrder(patients.shuffled())
         #expect(ordered.map(\.version.uuid.uuidString) == patients.map(\.version.uuid.uuidString).sorted())
+    }
+}
+
+@Suite("Hostile numbers in CareKit JSON")
+struct CareKitHostileNumberTests {
+    func error(_ type: EntityType, _ text: String) -> String {
+        do {
+            _ = try CareKitJSON.decode(type, from: try JSONValue.parse(text))
+            return "accepted"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    let base = #""uuid": "AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", "previousVersionUUIDs": [], "nextVersionUUIDs": [], "timezone": {"identifier": "UTC"}"#
+
+    @Test("infinity (1e400) is refused at the door, with its place; a date or schedule start of 1e300 is refused, not computed")
+    func refused() {
+        #expect(error(.carePlan, #"{"id": "p", "title": "t", "effectiveDate": 1e400, \#(base)}"#).hasSuffix("the number is out of range (past ±1.8e308)"))
+        #expect(error(.carePlan, #"{"id": "p", "title": "t", "effectiveDate": 1e300, \#(base)}"#).contains("effectiveDate: expected a date"))
+        let task = #"{"id": "t", "effectiveDate": 0, \#(base), "impactsAdherence": true, "schedule": {"elements": [{"start": START, "interval": {"day": 1}, "duration": {"isAllDay": true}, "targetValues": []}]}}"#
+        #expect(error(.task, task.replacingOccurrences(of: "START", with: "1e300")).contains("start: expected a date"))
+        #expect(error(.task, task.replacingOccurrences(of: "START", with: "0").replacingOccurrences(of: #"{"day": 1}"#, with: #"{"day": 9000000000000}"#))
+                == #"task "t".schedule: schedule element 0: a start, end, interval or duration beyond 10,000 years"#)
+        #expect(error(.task, task.replacingOccurrences(of: "START", with: "0")) == "accepted")
+    }
+
+    @Test("a knowledge vector clock must be a whole number from 0 within Int")
+    func clocks() throws {
+        for clock in ["1e20", "-1", "1.5"] {
+            let text = #"{"entities": [], "knowledgeVector": {"processes": [{"id": "AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", "clock": \#(clock)}]}}"#
+            #expect(throws: CareKitJSONError.self) { try RevisionRecord(json: try JSONValue.parse(text)) }
+        }
+        let fine = #"{"entities": [], "knowledgeVector": {"processes": [{"id": "AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE", "clock": 12}]}}"#
+        #expect(try RevisionRecord(json: try JSONValue.parse(fine)).knowledgeVector.first?.clock == 12)
     }
 }

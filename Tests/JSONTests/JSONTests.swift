@@ -34,6 +34,8 @@ struct JSONTests {
         #expect(message("{\"a\": tru}") == "1:7: expected a value")
         #expect(message("[" + String(repeating: "[", count: 300)) .hasSuffix("nesting too deep"))
         #expect(message("1 2") == "1:3: unexpected content after the JSON value")
+        #expect(message("[1e400]") == "1:2: the number is out of range (past ±1.8e308)")
+        #expect(message("-1e309") == "1:1: the number is out of range (past ±1.8e308)")
     }
 
     @Test("values round-trip; objects keep their order unless keys are sorted, and compare without order")

@@ -95,7 +95,7 @@ public struct FHIRPathDecimal: Sendable, Hashable, Comparable, CustomStringConve
 
     /// The value as an Int when it is whole and within Int's range; nil otherwise (never a
     /// truncated or wrapped number).
-    var integer: Int? {
+    public var integer: Int? {
         guard isWhole, !value.isNaN, value >= Decimal(Int.min), value <= Decimal(Int.max) else { return nil }
         return Int(exactly: NSDecimalNumber(decimal: value).int64Value).flatMap { Decimal($0) == value ? $0 : nil }
     }

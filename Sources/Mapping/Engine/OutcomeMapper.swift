@@ -61,7 +61,9 @@ struct OutcomeMapper {
         switch v.systemValue {
         case .quantity(let q):
             let unit = units ?? context.unitLabel(v, q)
-            return OutcomeValue(q.value.isWhole && q.value.scale == 0 ? .integer(Int(q.value.double)) : .double(q.value.double), kind: kind, units: unit, createdDate: now)
+            // A whole number within Int is an integer; any other (1e20 too) a double.
+            let integer = q.value.scale == 0 ? q.value.integer : nil
+            return OutcomeValue(integer.map { .integer($0) } ?? .double(q.value.double), kind: kind, units: unit, createdDate: now)
         case .integer(let i): return OutcomeValue(.integer(i), kind: kind, units: units, createdDate: now)
         case .decimal(let d): return OutcomeValue(.double(d.double), kind: kind, units: units, createdDate: now)
         case .boolean(let b): return OutcomeValue(.boolean(b), kind: kind, units: units, createdDate: now)

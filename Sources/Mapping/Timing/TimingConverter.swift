@@ -81,6 +81,9 @@ public struct TimingConverter: Sendable {
 
         mutating func convert(_ timing: R4.Timing, anchor: Date) -> ScheduledTiming {
             let r = timing.repeat
+            if let outOfRange = TimingLimits.outOfRange(r) {
+                return ScheduledTiming(elements: [], losses: losses, unschedulable: outOfRange)
+            }
             let duration = occurrenceDuration(r)
             let (start, boundsEnd) = bounds(r, anchor: anchor)
             var end = boundsEnd
@@ -125,7 +128,11 @@ public struct TimingConverter: Sendable {
                 }
             }
             var elements = build(rule, start: start, end: end, duration: duration, fromCode: fromCode && timing.code != nil)
-            if let count = r?.count, !elements.isEmpty {
+            if var count = r?.count, !elements.isEmpty {
+                if count > TimingLimits.maximumCount {
+                    loss("repeat.count", "\(count) occurrences; the store stops after \(TimingLimits.maximumCount), the most a schedule is expanded to here")
+                    count = TimingLimits.maximumCount
+                }
                 end = countEnd(elements, count: count, end: end)
                 elements = elements.map { var e = $0; e.end = end; return e }.filter { end == nil || $0.start < end! }
             }
@@ -322,9 +329,13 @@ public struct TimingConverter: Sendable {
             if rule.period != rule.period.rounded(), ["mo", "a"].contains(rule.periodUnit) {
                 loss("repeat.period", "\(rule.period) \(rule.periodUnit) is kept as \(max(1, period)) \(rule.periodUnit)")
             }
-            // n all-day occurrences on one day need distinct starts: a second apart (their window is the day either way).
+            // n all-day occurrences on one day need distinct starts: a second apart (their window is
+            // the day either way); never more than the documented limit, whatever n says.
             func allDay(_ day: Date, _ n: Int, interval: DateComponents) -> [ScheduleElement] {
-                (0..<max(1, n)).map { i in element(day.addingTimeInterval(Double(i)), end: end, interval: interval, duration: .allDay) }
+                if n > TimingLimits.maximumPerDay {
+                    loss("repeat.frequency", "\(n) times a day; the store schedules \(TimingLimits.maximumPerDay), the most all-day occurrences one day holds here")
+                }
+                return (0..<min(max(1, n), TimingLimits.maximumPerDay)).map { i in element(day.addingTimeInterval(Double(i)), end: end, interval: interval, duration: .allDay) }
             }
             if !rule.daysOfWeek.isEmpty {
                 let weeks = rule.periodUnit == "wk" ? max(1, period) : 1
@@ -392,10 +403,12 @@ public struct TimingConverter: Sendable {
                 // Hours, minutes, seconds: elapsed time between occurrences.
                 let seconds = rule.period * TimingRule.seconds(in: rule.periodUnit)! / Double(max(1, rule.frequency))
                 var step = Int(seconds.rounded())
-                if Double(step) != seconds {
+                if step < TimingLimits.shortestInterval {
+                    loss("repeat.period", "every \(seconds) s is kept as every \(TimingLimits.shortestInterval) s, the shortest interval scheduled here")
+                    step = TimingLimits.shortestInterval
+                } else if Double(step) != seconds {
                     loss("repeat.period", "every \(seconds) s is kept as every \(step) s")
                 }
-                step = max(1, step)
                 let interval: DateComponents = step % 3600 == 0 ? DateComponents(hour: step / 3600)
                     : step % 60 == 0 ? DateComponents(minute: step / 60) : DateComponents(second: step)
                 if rule.timesOfDay.count > 1 {
@@ -422,5 +435,42 @@ public struct TimingConverter: Sendable {
             let after = events[count - 1].start.addingTimeInterval(1)
             return end.map { min($0, after) } ?? after
         }
+    }
+}
+
+/// How far a Timing is expanded, whatever its numbers say: a legal value such as
+/// `frequency: 2147483647` must not make the gateway allocate in proportion to it. What is cut is
+/// reported in the loss report; numbers no schedule can hold make the Timing unschedulable.
+public enum TimingLimits {
+    /// All-day occurrences on one day.
+    public static let maximumPerDay = 48
+    /// Occurrences a `count` expands to.
+    public static let maximumCount = 10_000
+    /// The shortest interval between occurrences of an elapsed-time schedule, in seconds.
+    public static let shortestInterval = 60
+    /// The longest span a period, duration or bound may have: 10,000 years, in seconds.
+    public static let longestSpan = 10_000 * 31_557_600.0
+
+    /// Why a repeat rule's numbers cannot make a schedule (a span past 10,000 years, a number
+    /// that is not finite), naming the field; nil when they can.
+    static func outOfRange(_ r: R4.Timing.Repeat?) -> String? {
+        guard let r else { return nil }
+        func span(_ value: Double?, _ unit: String?, _ field: String) -> String? {
+            guard let value else { return nil }
+            let seconds = value * (unit.flatMap(TimingRule.seconds(in:)) ?? 1)
+            guard !seconds.isFinite || abs(seconds) > longestSpan else { return nil }
+            return "repeat.\(field) \(value) \(unit ?? "") is out of range (at most 10,000 years)"
+        }
+        func quantity(_ q: R4.Quantity?, _ field: String) -> String? {
+            span(q?.value?.double, q?.code ?? q?.unit ?? "s", field)
+        }
+        let checks: [String?] = [
+            span(r.period?.double, r.periodUnit, "period"), span(r.periodMax?.double, r.periodUnit, "periodMax"),
+            span(r.duration?.double, r.durationUnit, "duration"), span(r.durationMax?.double, r.durationUnit, "durationMax"),
+            quantity(r.boundsDuration, "boundsDuration.value"),
+            quantity(r.boundsRange?.low, "boundsRange.low.value"), quantity(r.boundsRange?.high, "boundsRange.high.value"),
+            span(r.offset.map(Double.init), "min", "offset"),
+        ]
+        return checks.compactMap { $0 }.first
     }
 }

@@ -1,0 +1,65 @@
+import CareStore
+import FHIR
+import Foundation
+import Testing
+@testable import Mapping
+
+/// Legal but hostile numbers in Timings and values: reported for their field, bounded, never a
+/// trap or an allocation in proportion to the number.
+@Suite("Hostile numbers in Timings and values")
+struct HostileNumberTests {
+    let converter = TimingConverter(timeZone: newYork)
+
+    @Test("a period, duration or bound past 10,000 years makes the Timing unschedulable, naming the field")
+    func outOfRange() throws {
+        let cases = [
+            (#"{"repeat": {"frequency": 1, "period": 1e20, "periodUnit": "d"}}"#, "repeat.period"),
+            (#"{"repeat": {"frequency": 1, "period": 1, "periodUnit": "d", "boundsDuration": {"value": 1e20, "unit": "d", "system": "http://unitsofmeasure.org", "code": "d"}}}"#, "repeat.boundsDuration.value"),
+            (#"{"repeat": {"frequency": 1, "period": 1, "periodUnit": "d", "duration": 1e300, "durationUnit": "h"}}"#, "repeat.duration"),
+            (#"{"repeat": {"frequency": 1, "period": 1, "periodUnit": "h", "periodMax": 1e20}}"#, "repeat.periodMax"),
+        ]
+        for (json, field) in cases {
+            let result = converter.convert(try timing(json), anchor: anchor)
+            #expect(result.elements.isEmpty, "\(field)")
+            #expect(result.unschedulable?.hasPrefix(field) == true, "\(result.unschedulable ?? "schedulable")")
+        }
+    }
+
+    @Test("huge frequencies and counts are expanded to the documented limits, with a loss naming them")
+    func boundedExpansion() throws {
+        let perDay = converter.convert(try timing(#"{"repeat": {"frequency": 2147483647, "period": 1, "periodUnit": "d"}}"#), anchor: anchor)
+        #expect(perDay.elements.count == TimingLimits.maximumPerDay)
+        #expect(perDay.losses.contains { $0.path == "repeat.frequency" && $0.message.contains("2147483647 times a day") })
+        let perSecond = converter.convert(try timing(#"{"repeat": {"count": 2147483647, "frequency": 1, "period": 1, "periodUnit": "s"}}"#), anchor: anchor)
+        #expect(perSecond.losses.contains { $0.path == "repeat.period" && $0.message.contains("every 60 s") })
+        #expect(perSecond.losses.contains { $0.path == "repeat.count" && $0.message.contains("\(TimingLimits.maximumCount)") })
+        let schedule = try #require(perSecond.schedule)
+        let end = try #require(schedule.endDate)
+        #expect(schedule.events(from: anchor, to: end).count == TimingLimits.maximumCount)
+        #expect(end.timeIntervalSince(anchor) < Double(TimingLimits.maximumCount * 60) + 120)
+    }
+
+    @Test("an Observation value of 1e20 and a Timing period of 1e20 import as a double and a reported daily task; the other resources import")
+    func engineSurvives() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        let plan = try FHIRJSONReader(options: ParseOptions(lenient: true)).read("""
+            {"resourceType": "CarePlan", "id": "huge", "status": "active", "intent": "plan", "subject": {"reference": "Patient/p"},
+             "activity": [{"detail": {"status": "scheduled", "code": {"text": "Walk"},
+                           "scheduledTiming": {"repeat": {"frequency": 1, "period": 1e20, "periodUnit": "d"}}}},
+                          {"detail": {"status": "scheduled", "code": {"text": "Weigh"},
+                           "scheduledTiming": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d"}}}}]}
+            """).resource
+        let observation = try FHIRJSONReader().read("""
+            {"resourceType": "Observation", "id": "o", "status": "final", "subject": {"reference": "Patient/p"},
+             "code": {"coding": [{"system": "http://loinc.org", "code": "29463-7"}]}, "effectiveDateTime": "2026-11-02T08:00:00-05:00",
+             "valueQuantity": {"value": 1e20, "unit": "kg", "system": "http://unitsofmeasure.org", "code": "kg"}}
+            """).resource
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: anchor)
+            .map([SourcedResource(resource: plan, origin: "plan.json"), SourcedResource(resource: observation, origin: "obs.json")])
+        let tasks = output.batches.flatMap(\.tasks)
+        #expect(tasks.count == 2, "both activities are tasks")
+        #expect(output.notes.contains { $0.kind == .loss && $0.message.contains("repeat.period 1e+20 d is out of range") }, "\(output.notes)")
+        let value = try #require(output.batches.flatMap(\.outcomes).first?.values.first)
+        #expect(value.value == .double(1e20))
+    }
+}
