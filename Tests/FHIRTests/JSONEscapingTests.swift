@@ -21,3 +21,25 @@ struct FHIRJSONEscapingTests {
         }
     }
 }
+
+@Suite("Truncated FHIR JSON")
+struct TruncatedJSONTests {
+    @Test("a document cut after any property name or inside any value is a located syntax error, never a read past the input")
+    func everyCut() throws {
+        let whole = #"{"resourceType": "Patient", "id": "p1", "active": true, "_birthDate": {"extension": [{"url": "http://x", "valueString": "y"}]}, "birthDate": "1960-02-03", "name": [{"family": "López", "given": ["María", "Ana"]}], "contained": [{"resourceType": "Practitioner", "id": "d"}]}"#
+        let bytes = Array(whole.utf8)
+        #expect(try FHIRJSONReader().read(bytes).resource.string("id") == "p1")
+        // Every prefix (all of them end before the document does), with and without trailing space.
+        for length in 1..<bytes.count {
+            for suffix in [[], Array(" \n".utf8)] {
+                do {
+                    _ = try FHIRJSONReader().read(Array(bytes[..<length]) + suffix)
+                    Issue.record("a truncated document was accepted: \(String(decoding: bytes[..<length], as: UTF8.self))")
+                } catch {
+                    #expect(error.issues.allSatisfy { $0.location.line >= 1 }, "\(error)")
+                }
+            }
+        }
+        #expect(throws: FHIRFormatError.self) { try FHIRJSONReader().read(#"{"resourceType":"Patient","active":"#) }
+    }
+}

@@ -135,6 +135,12 @@ struct JSONParser {
         }
     }
 
+    /// Throws at the end of the input where a value must follow (`{"active":` and nothing more).
+    @inline(__always)
+    mutating func expectValue() throws(FHIRFormatError) {
+        if pos >= input.count { throw syntaxError("expected a value, found the end of input") }
+    }
+
     @inline(__always)
     mutating func peek() -> UInt8? {
         skipWhitespace()
@@ -435,6 +441,7 @@ struct JSONParser {
     mutating func parseProperty(definition: ElementDefinition, typeIndex: Int32, propertyName: String,
                                 isResource: Bool, into node: inout Element) throws(FHIRFormatError) {
         let valueOffset = pos
+        try expectValue()
         if input[pos] == 0x5B {
             if !definition.isRepeating {
                 path.append(PathStep(name: propertyName, index: -1))
@@ -489,6 +496,7 @@ struct JSONParser {
     mutating func parseValue(definition: ElementDefinition, typeIndex: Int32, inArray: Bool, isResourceId: Bool) throws(FHIRFormatError) -> Element? {
         let type = model.types[Int(typeIndex)]
         let valueOffset = pos
+        try expectValue()
         switch type.kind {
         case .primitive:
             let kind = isResourceId ? PrimitiveKind.id : type.primitiveKind!
@@ -577,6 +585,7 @@ struct JSONParser {
 
     /// Parses an `_name` property: an object, or an array of objects and nulls.
     mutating func parseExtensionParts(definition: ElementDefinition, typeIndex: Int32, propertyName: String) throws(FHIRFormatError) -> [Element?] {
+        try expectValue()
         let type = model.types[Int(typeIndex)]
         guard type.kind == .primitive else {
             path.append(PathStep(name: "_" + propertyName, index: -1))
@@ -588,6 +597,7 @@ struct JSONParser {
         func part(_ parser: inout JSONParser, index: Int) throws(FHIRFormatError) -> Element? {
             parser.path.append(PathStep(name: "_" + propertyName, index: index))
             defer { parser.path.removeLast() }
+            try parser.expectValue()
             if parser.input[parser.pos] == 0x6E {
                 try parser.scanLiteral("null")
                 return nil
