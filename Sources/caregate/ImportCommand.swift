@@ -1,5 +1,6 @@
 import ArgumentParser
 import CareStore
+import FHIR
 import FHIRClient
 import Foundation
 import Gateway
@@ -75,7 +76,10 @@ struct ImportCommand: AsyncParsableCommand {
     func run() async throws {
         let zone = tz ?? .current
         let set = try mappings.load(whatFails: "imported")
-        let store = try options.open()
+        // A dry run against a store that does not exist yet compares with an empty one and
+        // leaves no file behind.
+        let store: any CarePlanStore = dryRun && !FileManager.default.fileExists(atPath: options.path)
+            ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
         let terminal = isatty(2) == 1
         let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
         let result: ImportReport
@@ -99,7 +103,14 @@ struct ImportCommand: AsyncParsableCommand {
         }
         if terminal { StandardError.print("") }
         let json = ImportCommand.json(result, dryRun: dryRun)
-        if let report { try json.write(toFile: report, atomically: true, encoding: .utf8) }
+        if let report {
+            // The report names patients and their resources: owner-only, like the store.
+            do {
+                let sink = try FHIROutput(path: report)
+                try sink.write(Array(json.utf8) + [0x0A])
+                try sink.close()
+            } catch { throw CommandError.fhir(error) }
+        }
         if format == .json {
             print(json)
         } else {

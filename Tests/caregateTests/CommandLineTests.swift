@@ -117,7 +117,8 @@ struct CommandLineTests {
         #expect(run.status == 1)
         #expect(run.stderr.contains("\(bad):1:43: error: Observation.status: expected one of registered|preliminary|final"))
         #expect(try String(contentsOfFile: out, encoding: .utf8) == "previous content")
-        #expect(!FileManager.default.fileExists(atPath: out + ".partial-\(getpid())"))
+        let folder = (out as NSString).deletingLastPathComponent, name = (out as NSString).lastPathComponent
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasPrefix(".\(name).partial-") }.isEmpty, "no partial file is left")
     }
 
     @Test("usage errors name the problem and exit with argument-parser's usage status")

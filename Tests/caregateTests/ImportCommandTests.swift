@@ -21,8 +21,14 @@ struct ImportCommandTests {
         #expect(report["dryRun"] as? Bool == true)
         let changes = (report["patients"] as! [[String: Any]])[0]["changes"] as! [[String: Any]]
         #expect(changes.count == 15 && changes.allSatisfy { $0["action"] as? String == "create" })
-        let events = try await cli.caregate(["store", "events", "--store", dryStore, "--from", "2026-11-02", "--to", "2026-11-03"])
-        #expect(!events.stdout.contains("Blood pressure"))
+        #expect(!FileManager.default.fileExists(atPath: dryStore), "a dry run creates no store")
+        // The report file holds patients' data: owner-only, like the store.
+        let reportPath = cli.temporaryPath("report.json")
+        defer { try? FileManager.default.removeItem(atPath: reportPath) }
+        let reported = try await cli.caregate(["import", bundle, "--store", store, "--tz", "America/New_York", "--report", reportPath])
+        #expect(reported.status == 0)
+        #expect((try FileManager.default.attributesOfItem(atPath: reportPath)[.posixPermissions] as? Int) == 0o600)
+        #expect((try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: reportPath))) as? [String: Any])?["resources"] as? Int == 15)
     }
 
     @Test("mapping files with errors are refused with their diagnostics, and nothing is imported")

@@ -23,14 +23,31 @@ public final class FHIROutput {
         self.temporaryPath = nil
     }
 
-    /// Creates (or replaces, on `close`) the file at `path`.
-    public init(path: String) throws(FHIRFormatError) {
-        let temporary = path + ".partial-\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    /// Creates (or replaces, on `close`) the file at `path`, readable by its owner only unless
+    /// `permissions` says otherwise (outputs hold patient data, as the store does). The data is
+    /// written to a new file of an unpredictable name beside it, created exclusively and never
+    /// through a symbolic link, so nothing planted there is followed.
+    public init(path: String, permissions: mode_t = 0o600) throws(FHIRFormatError) {
+        var fd: Int32 = -1
+        var temporary = ""
+        for _ in 0..<8 {
+            temporary = FHIROutput.temporaryName(beside: path)
+            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, permissions)
+            if fd >= 0 || errno != EEXIST { break }
+        }
         guard fd >= 0 else { throw .io(path: path, reason: "cannot create: " + FileBytes.errnoDescription()) }
         self.fd = fd
         self.path = path
         self.temporaryPath = temporary
+    }
+
+    /// `.NAME.partial-RANDOM` in the folder of `path`.
+    static func temporaryName(beside path: String) -> String {
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[...$0]) } ?? ""
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let random = (0..<4).map { _ in String(UInt32.random(in: 0...UInt32.max), radix: 36) }.joined()
+        return "\(folder).\(name).partial-\(random)"
     }
 
     /// Appends bytes.
@@ -65,7 +82,16 @@ public final class FHIROutput {
             throw .io(path: path, reason: "cannot write: " + FileBytes.errnoDescription())
         }
         guard rename(temporaryPath, path) == 0 else {
-            throw .io(path: path, reason: "cannot move into place: " + FileBytes.errnoDescription())
+            let reason = FileBytes.errnoDescription()
+            unlink(temporaryPath)
+            throw .io(path: path, reason: "cannot move into place: " + reason)
+        }
+        // The rename is durable once the folder is on disk too.
+        let folder = path.lastIndex(of: "/").map { String(path[...$0]) } ?? "."
+        let directory = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            _ = fsync(directory)
+            _ = sysClose(directory)
         }
     }
 

@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+@testable import FHIR
+
+@Suite("Output files")
+struct FHIROutputTests {
+    func folder() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-output-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test("a symlink planted where the old predictable partial name was, or at the target, is never written through")
+    func plantedSymlinks() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let victim = dir.appendingPathComponent("victim.txt").path
+        try "precious".write(toFile: victim, atomically: true, encoding: .utf8)
+        let out = dir.appendingPathComponent("out.json").path
+        try FileManager.default.createSymbolicLink(atPath: out + ".partial-\(getpid())", withDestinationPath: victim)
+        let output = try FHIROutput(path: out)
+        try output.write(Array("{}".utf8))
+        try output.close()
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious")
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "{}")
+        // A symlink at the target itself is replaced by the new file, not followed.
+        let linked = dir.appendingPathComponent("linked.json").path
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: victim)
+        let second = try FHIROutput(path: linked)
+        try second.write(Array("[]".utf8))
+        try second.close()
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "precious")
+        #expect((try FileManager.default.attributesOfItem(atPath: linked)[.type] as? FileAttributeType) == .typeRegular)
+        #expect(try String(contentsOfFile: linked, encoding: .utf8) == "[]")
+    }
+
+    @Test("outputs are readable by their owner only unless asked; two writers of one path do not collide; a discarded output leaves nothing")
+    func permissionsAndNames() throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("patient.ndjson").path
+        let a = try FHIROutput(path: out), b = try FHIROutput(path: out)
+        try a.write(Array("a".utf8))
+        try b.write(Array("b".utf8))
+        try a.close()
+        b.discard()
+        #expect(try String(contentsOfFile: out, encoding: .utf8) == "a")
+        #expect((try FileManager.default.attributesOfItem(atPath: out)[.posixPermissions] as? Int) == 0o600)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["patient.ndjson"])
+        let shared = try FHIROutput(path: dir.appendingPathComponent("shared.json").path, permissions: 0o644)
+        try shared.close()
+        #expect((try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("shared.json").path)[.posixPermissions] as? Int) == 0o644)
+    }
+}
