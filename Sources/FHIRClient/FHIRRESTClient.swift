@@ -106,6 +106,8 @@ public struct FHIRRESTClient: Sendable {
     public var timeout: TimeInterval
     /// The most pages a search follows.
     public var maxPages = 1000
+    /// The most resources a search gathers: what it holds stays bounded, whatever the server pages.
+    public var maxResources = 100_000
 
     public init(base: String, transport: any HTTPTransport = CurlTransport(), authentication: Authentication = .none,
                 retry: RetryPolicy = .standard, timeout: TimeInterval = 60) {
@@ -162,6 +164,7 @@ public struct FHIRRESTClient: Sendable {
                 throw .invalidResponse(url: page, reason: "a search answer must be a Bundle")
             }
             for entry in bundle.children(named: "entry") { if let r = entry["resource"] { found.append(r) } }
+            if found.count > maxResources { throw .invalidResponse(url: page, reason: "the search gives more than \(maxResources) resources; narrow it") }
             next = try bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url").map { link throws(FHIRClientError) in
                 try onServer(link, relativeTo: page)
             }

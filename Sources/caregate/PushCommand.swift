@@ -44,6 +44,9 @@ struct ServerOptions: ParsableArguments {
     @Option(name: .customLong("token-endpoint"), help: "SMART Backend Services: the token endpoint (default: from [base]/.well-known/smart-configuration).")
     var tokenEndpoint: String?
 
+    @Option(name: .customLong("max-response-size"), help: "The largest answer read from the server, in bytes once decompressed.")
+    var maximumResponseSize = CurlTransport.defaultMaximumResponseSize
+
     @Option(name: .customLong("retry-attempts"), help: "Tries per request for 408, 429, 5xx and network faults (1: no retry).")
     var retryAttempts = RetryPolicy.standard.maxAttempts
 
@@ -52,6 +55,7 @@ struct ServerOptions: ParsableArguments {
 
     func validate() throws {
         if retryAttempts < 1 { throw ValidationError("--retry-attempts must be at least 1") }
+        if maximumResponseSize < 1024 { throw ValidationError("--max-response-size must be at least 1024 bytes") }
         let ways = [tokenFile != nil || tokenEnvironment != nil, smartClientID != nil].filter { $0 }.count
         if ways > 1 { throw ValidationError("choose one way to authenticate: a bearer token (--token-file/--token-env) or SMART Backend Services (--smart-client-id)") }
         if tokenFile != nil && tokenEnvironment != nil { throw ValidationError("give --token-file or --token-env, not both") }
@@ -69,7 +73,7 @@ struct ServerOptions: ParsableArguments {
         retry.maxAttempts = retryAttempts
         retry.maxTotal = retrySeconds
         let tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
-        let transport = CurlTransport(tls: tls)
+        let transport = CurlTransport(tls: tls, maximumResponseSize: maximumResponseSize)
         if let smartClientID {
             let key: AssertionKey
             do {

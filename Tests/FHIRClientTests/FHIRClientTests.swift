@@ -199,3 +199,36 @@ struct BearerSecretTests {
         #expect(headers["X-Injected"] == nil)
     }
 }
+
+@Suite("Bounded answers")
+struct BoundedAnswerTests {
+    @Test("a gzip bomb stops at the size limit after decompression, with a clear error and no retry")
+    func decompressionBomb() async throws {
+        var huge = patient("p1")
+        huge["text"] = ["status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">" + String(repeating: "a", count: 2_000_000) + "</div>"]
+        let server = try ScriptedServer([["path": "/fhir/Patient/p1", "responses": [["status": 200, "body": huge, "gzip": true]]]])
+        let client = FHIRRESTClient(base: server.base, transport: CurlTransport(maximumResponseSize: 100_000), retry: fast)
+        do {
+            _ = try await client.read("Patient", "p1")
+            Issue.record("read a 2 MB answer with a 100 kB limit")
+        } catch {
+            #expect(error.description.contains("larger than 100000 bytes once decompressed"), "\(error)")
+            #expect(server.requests.count == 1, "not retried")
+        }
+        // Within the limit the same answer reads.
+        let roomy = FHIRRESTClient(base: server.base, transport: CurlTransport(maximumResponseSize: 4_000_000), retry: fast)
+        #expect(try await roomy.read("Patient", "p1").string("id") == "p1")
+    }
+
+    @Test("a search gathers at most maxResources, whatever the server pages")
+    func boundedSearch() async throws {
+        let server = try ScriptedServer([])
+        try server.replaceRules([["path": "/fhir/Patient", "responses": [["status": 200, "body": searchBundle(["a", "b", "c"], next: "\(server.base)/Patient?page=2")]]],
+                                 ["path": "/fhir/Patient?page=2", "responses": [["status": 200, "body": searchBundle(["d", "e"], next: nil)]]]])
+        var client = FHIRRESTClient(base: server.base, retry: fast)
+        client.maxResources = 4
+        await #expect(throws: FHIRClientError.self) { try await client.search("Patient") }
+        client.maxResources = 5
+        #expect(try await client.search("Patient").count == 5)
+    }
+}

@@ -43,11 +43,14 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     /// The connection failed or broke (libcurl's code and message).
     case network(code: Int32, message: String, url: String)
     case timedOut(url: String)
+    /// The answer (decompressed) passed the transport's size limit; reading stopped there.
+    case tooLarge(url: String, limit: Int)
 
     public var description: String {
         switch self {
         case .network(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
-        case .timedOut(let url): "\(url): no answer in time"
+        case .timedOut(let url): "\(url): no answer in time (or too slow an answer)"
+        case .tooLarge(let url, let limit): "\(url): the answer is larger than \(limit) bytes once decompressed; not read further (see --max-response-size)"
         }
     }
 
@@ -55,6 +58,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     /// or client certificate, or a URL libcurl cannot use; yes for connections refused, reset or
     /// cut, and for timeouts.
     public var isTransient: Bool {
+        if case .tooLarge = self { return false }
         guard case .network(let code, _, _) = self else { return true }
         // 1 unsupported protocol, 3 malformed URL, 58 client certificate, 59 cipher, 60 peer
         // verification, 77 CA bundle, 80 TLS shutdown, 83 issuer, 90 pinned key, 91 certificate status.
@@ -93,16 +97,26 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     public let tls: TLSOptions
     public let connectTimeout: TimeInterval
     public let userAgent: String
+    /// The largest answer read, after decompression: a gzip bomb stops here, not in memory.
+    public let maximumResponseSize: Int
+    /// An answer slower than `bytesPerSecond` for `seconds` is given up (a server trickling bytes).
+    public let lowSpeed: (bytesPerSecond: Int, seconds: Int)
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
-    public init(tls: TLSOptions = TLSOptions(), connectTimeout: TimeInterval = 10, userAgent: String = "CareGate/0.1") {
+    public init(tls: TLSOptions = TLSOptions(), connectTimeout: TimeInterval = 10, userAgent: String = "CareGate/0.1",
+                maximumResponseSize: Int = CurlTransport.defaultMaximumResponseSize, lowSpeed: (bytesPerSecond: Int, seconds: Int) = (1, 30)) {
         _ = CurlTransport.globalInit
         handle = curl_easy_init()!
         self.tls = tls
         self.connectTimeout = connectTimeout
         self.userAgent = userAgent
+        self.maximumResponseSize = maximumResponseSize
+        self.lowSpeed = lowSpeed
     }
+
+    /// 256 MiB: far more than any FHIR page, far less than the machine.
+    public static let defaultMaximumResponseSize = 256 << 20
 
     deinit { curl_easy_cleanup(handle) }
 
@@ -117,12 +131,16 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     final class Collector {
         var body: [UInt8] = []
         var headers: [String: String] = [:]
+        var limit = Int.max
+        /// The body passed `limit`: libcurl was told to stop.
+        var exceeded = false
     }
 
     private func perform(_ request: HTTPRequest) -> Result<HTTPResponse, TransportError> {
         let h = handle
         curl_easy_reset(h)
         let collector = Collector()
+        collector.limit = maximumResponseSize
         let context = Unmanaged.passUnretained(collector).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
@@ -140,6 +158,8 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
         _ = caregate_curl_setopt_string(h, CURLOPT_USERAGENT, userAgent)
         _ = caregate_curl_setopt_long(h, CURLOPT_TIMEOUT_MS, Int(request.timeout * 1000))
         _ = caregate_curl_setopt_long(h, CURLOPT_CONNECTTIMEOUT_MS, Int(connectTimeout * 1000))
+        _ = caregate_curl_setopt_long(h, CURLOPT_LOW_SPEED_LIMIT, lowSpeed.bytesPerSecond)
+        _ = caregate_curl_setopt_long(h, CURLOPT_LOW_SPEED_TIME, lowSpeed.seconds)
         _ = caregate_curl_setopt_long(h, CURLOPT_SSL_VERIFYPEER, tls.verify ? 1 : 0)
         _ = caregate_curl_setopt_long(h, CURLOPT_SSL_VERIFYHOST, tls.verify ? 2 : 0)
         if let ca = tls.caBundle { _ = caregate_curl_setopt_string(h, CURLOPT_CAINFO, ca) }
@@ -149,6 +169,10 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             let n = size * count
             guard let data, let context else { return n }
             let collector = Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue()
+            guard collector.body.count + n <= collector.limit else {
+                collector.exceeded = true
+                return 0  // libcurl stops with a write error
+            }
             data.withMemoryRebound(to: UInt8.self, capacity: n) { collector.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n)) }
             return n
         }
@@ -189,6 +213,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             code = curl_easy_perform(h)
         }
         guard code == CURLE_OK else {
+            if collector.exceeded { return .failure(.tooLarge(url: request.url, limit: maximumResponseSize)) }
             if code == CURLE_OPERATION_TIMEDOUT { return .failure(.timedOut(url: request.url)) }
             let detail = String(cString: errorBuffer)
             return .failure(.network(code: Int32(code.rawValue), message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail, url: request.url))
