@@ -63,3 +63,24 @@ struct HostileNumberTests {
         #expect(value.value == .double(1e20))
     }
 }
+
+@Suite("Hostile mapping files")
+struct HostileMappingFileTests {
+    @Test("a YAML alias bomb of a few hundred bytes is refused with its file, quickly and in little memory")
+    func aliasBomb() throws {
+        var yaml = "caregate-mapping: 1\nresource: Patient\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        var previous = "a"
+        for level in ["b", "c", "d", "e", "f", "g", "h", "i"] {
+            yaml += "\(level): &\(level) [*\(previous), *\(previous), *\(previous), *\(previous), *\(previous), *\(previous), *\(previous), *\(previous), *\(previous), *\(previous)]\n"
+            previous = level
+        }
+        #expect(yaml.utf8.count < 700)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-bomb-\(UUID().uuidString).yaml")
+        try yaml.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let started = Date()
+        let found = MappingValidator().check(path: file.path).diagnostics.map(\.description)
+        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(found.contains { $0.hasPrefix("\(file.path):1:1: error: YAML: the document expands to more than 100000 values") }, "\(found)")
+    }
+}

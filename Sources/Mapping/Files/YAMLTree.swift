@@ -40,8 +40,18 @@ indirect enum YAMLTree: Sendable {
         } catch {
             throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1), "not YAML: \(error)")])
         }
-        return node.map { convert($0, file: file) }
+        guard let node else { return nil }
+        var budget = YAMLTree.maximumNodes
+        guard let tree = convert(node, file: file, budget: &budget) else {
+            throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1),
+                                           "YAML: the document expands to more than \(YAMLTree.maximumNodes) values (aliases nested in aliases?); mapping files are far smaller")])
+        }
+        return tree
     }
+
+    /// The most values a mapping file may expand to, aliases included: a few hundred bytes of
+    /// nested aliases would otherwise expand to gigabytes. The shipped files have a few thousand.
+    static let maximumNodes = 100_000
 
     static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
         func at(_ mark: Mark) -> SourceLocation { SourceLocation(file: file, line: mark.line, column: mark.column) }
@@ -56,19 +66,30 @@ indirect enum YAMLTree: Sendable {
         }
     }
 
-    private static func convert(_ node: Node, file: String) -> YAMLTree {
+    /// The tree of a composed node, or nil once more than `budget` values have been made.
+    private static func convert(_ node: Node, file: String, budget: inout Int) -> YAMLTree? {
+        budget -= 1
+        guard budget >= 0 else { return nil }
         let at = SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
         switch node {
         case .scalar(let scalar):
             let quoted = scalar.style == .singleQuoted || scalar.style == .doubleQuoted
             return .scalar(scalar.string, at: at, quoted: quoted)
         case .mapping(let mapping):
-            return .mapping(mapping.map { pair in
+            var pairs: [(key: String, keyAt: SourceLocation, value: YAMLTree)] = []
+            for pair in mapping {
                 let keyAt = pair.key.mark.map { SourceLocation(file: file, line: $0.line, column: $0.column) } ?? at
-                return (pair.key.string ?? "", keyAt, convert(pair.value, file: file))
-            }, at: at)
+                guard let value = convert(pair.value, file: file, budget: &budget) else { return nil }
+                pairs.append((pair.key.string ?? "", keyAt, value))
+            }
+            return .mapping(pairs, at: at)
         case .sequence(let sequence):
-            return .sequence(sequence.map { convert($0, file: file) }, at: at)
+            var items: [YAMLTree] = []
+            for item in sequence {
+                guard let value = convert(item, file: file, budget: &budget) else { return nil }
+                items.append(value)
+            }
+            return .sequence(items, at: at)
         case .alias:
             return .scalar("", at: at, quoted: false)
         }
