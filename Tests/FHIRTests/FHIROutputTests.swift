@@ -52,3 +52,23 @@ struct FHIROutputTests {
         #expect((try FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("shared.json").path)[.posixPermissions] as? Int) == 0o644)
     }
 }
+
+@Suite("XML libxml2 cannot read whole")
+struct XMLTruncationTests {
+    func patient(_ inner: String) -> String {
+        #"<Patient xmlns="http://hl7.org/fhir"><id value="p1"/>"# + inner + #"<active value="true"/><gender value="female"/></Patient>"#
+    }
+
+    @Test("an unknown element or a narrative nested deeper than libxml2 reads is an error, never a patient with the rest dropped")
+    func tooDeep() throws {
+        let deepUnknown = String(repeating: "<x>", count: 300) + String(repeating: "</x>", count: 300)
+        let deepNarrative = #"<text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml">"# + String(repeating: "<span>", count: 300)
+            + "deep" + String(repeating: "</span>", count: 300) + "</div></text>"
+        for inner in [deepUnknown, deepNarrative] {
+            #expect(throws: FHIRFormatError.self) { try FHIRXMLReader(options: ParseOptions(maximumDepth: 1000)).read(patient(inner)) }
+        }
+        // Shallow ones read, and nothing after them is lost.
+        let shallow = try FHIRXMLReader().read(patient("<x><y/></x>")).resource
+        #expect(shallow.string("active") == "true" && shallow.string("gender") == "female")
+    }
+}

@@ -1,5 +1,6 @@
-#if canImport(Glibc)
 import Diagnostics
+
+#if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin

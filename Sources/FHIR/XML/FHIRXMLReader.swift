@@ -1,16 +1,18 @@
 internal import CLibXML2
+import Diagnostics
 
 #if canImport(Glibc)
-import Diagnostics
 import Glibc
 #endif
 
 /// Reads FHIR R4 XML into `Element` trees with libxml2's streaming reader.
 ///
-/// Safe by construction: a document type declaration is refused before libxml2 sees it (so no
-/// DTD, internal or external, is ever read, and no entity is ever declared or expanded), the
-/// parser runs without network access, external entity loading is disabled process-wide, and
-/// entity references are errors. Files are streamed, so document size is bounded only by the
+/// Safe by construction: a document type declaration is refused (by a check of the first
+/// 64 KiB of an ASCII-compatible prolog before libxml2 reads anything, and by the reader itself
+/// when libxml2 reports one further on or in UTF-16), and even then no DTD is loaded and no
+/// entity substituted: the parser runs without network access, DTD loading or entity
+/// substitution, external entity loading is disabled process-wide, and entity references are
+/// errors. Any error libxml2 reports, including a subtree deeper than it reads, is an error. Files are streamed, so document size is bounded only by the
 /// configured limit; Bundles can be read entry by entry with `FHIRXMLBundleReader`.
 public struct FHIRXMLReader: Sendable {
     public var options: ParseOptions
@@ -152,7 +154,8 @@ struct XMLResourceParser {
         _ = LibXML2Setup.once
         self.options = options
         self.path = path
-        // Look at the prolog first: a DOCTYPE is refused before libxml2 reads anything.
+        // Look at the prolog first: a DOCTYPE in its first 64 KiB is refused before libxml2 reads
+        // anything (one further on, or in UTF-16, is refused when libxml2 reports it).
         let head = try FileBytes.head(path)
         try XMLResourceParser.refuseDoctype(head[...], options: options)
         let fd = open(path, O_RDONLY)
@@ -328,9 +331,12 @@ struct XMLResourceParser {
         return .malformed(ParseIssue(.error, .syntax, fallback, at: location()))
     }
 
-    /// Reads the current node and its subtree as XML text, leaving the reader on the node.
-    func outerXML() -> String {
-        guard let xml = xmlTextReaderReadOuterXml(reader) else { return "" }
+    /// Reads the current node and its subtree as XML text, leaving the reader on the node; a
+    /// subtree libxml2 cannot read whole (too deep, malformed) is an error, not empty text.
+    func outerXML() throws(FHIRFormatError) -> String {
+        guard let xml = xmlTextReaderReadOuterXml(reader), errors.message == nil else {
+            throw syntaxError("cannot read <\(localName)> and what it holds")
+        }
         defer { caregate_xml_free(xml) }
         return String(cString: xml)
     }
@@ -340,8 +346,10 @@ struct XMLResourceParser {
     /// Reads the whole document.
     mutating func parseDocument() throws(FHIRFormatError) -> ParsedResource {
         guard let root = try run() else {
-            throw syntaxError("the document has no root element")
+            throw syntaxError(frames.isEmpty ? "the document has no root element" : "the document ends before <\(frames[0].element.name)> is closed")
         }
+        // Any error libxml2 reported is an error, even when reading went on.
+        if errors.message != nil { throw syntaxError("malformed XML") }
         resolveColumns()
         if issues.contains(where: { $0.severity == .error }) { throw .invalid(issues) }
         return ParsedResource(resource: root, warnings: issues)
@@ -415,11 +423,11 @@ struct XMLResourceParser {
             let name = localName
             guard frames[parentIndex].wrapped == nil else {
                 report(.cardinality, "only one resource is allowed in <\(frames[parentIndex].element.name)>")
-                return skip()
+                return try skip()
             }
             guard namespaceIs(.fhir), let type = model.resourceType(named: name) else {
                 report(.unknownResourceType, "'\(name)' is not an R4 resource type")
-                return skip()
+                return try skip()
             }
             let parent = frames[parentIndex].element
             frames.append(Frame(element: Element(name: parent.name, typeIndex: type.index, slot: parent.slot),
@@ -428,7 +436,7 @@ struct XMLResourceParser {
             return .opened
         }
 
-        guard let parentType = frames[parentIndex].type else { return skip() }
+        guard let parentType = frames[parentIndex].type else { return try skip() }
         var found: (slot: Int16, type: Int32)? = nil
         if let rawName = xmlTextReaderConstLocalName(reader) {
             let nameBytes = UnsafeBufferPointer(start: rawName, count: strlen(rawName))
@@ -438,10 +446,10 @@ struct XMLResourceParser {
         }
         guard let (slot, typeIndex) = found, typeIndex >= 0 else {
             let name = localName
-            let raw = outerXML()
+            let raw = try outerXML()
             report(.unknownElement, "unknown element <\(name)> in \(parentType.name) (kept)", severity: .warning)
             frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: raw))
-            return skip()
+            return try skip()
         }
         let definition = parentType.elements[Int(slot)]
         let type = model.types[Int(typeIndex)]
@@ -465,11 +473,11 @@ struct XMLResourceParser {
         if type.primitiveKind == .xhtml {
             guard namespaceIs(.xhtml) else {
                 report(.structure, "<div> must be in the XHTML namespace \(XMLResourceParser.xhtmlNamespace)")
-                return skip()
+                return try skip()
             }
-            let xhtml = outerXML()
+            let xhtml = try outerXML()
             frames[parentIndex].element.children.append(Element(name: definition.name, typeIndex: typeIndex, slot: slot, value: xhtml))
-            return skip()
+            return try skip()
         }
 
         frames.append(Frame(element: Element(name: definition.name, typeIndex: typeIndex, slot: slot), type: type,
@@ -505,10 +513,12 @@ struct XMLResourceParser {
         }
     }
 
-    /// Skips the current element's subtree; the reader is left on the next node.
-    func skip() -> StartResult {
+    /// Skips the current element's subtree; the reader is left on the next node. libxml2
+    /// stopping there (an error, or a subtree deeper than it reads) is an error, never the end.
+    func skip() throws(FHIRFormatError) -> StartResult {
         let status = xmlTextReaderNext(reader)
-        if status <= 0 { return .opened }
+        if status < 0 || errors.message != nil { throw syntaxError("the XML reader stopped inside <\(localName)>") }
+        if status == 0 { return .opened }
         return .skipped
     }
 
