@@ -84,3 +84,25 @@ struct HostileMappingFileTests {
         #expect(found.contains { $0.hasPrefix("\(file.path):1:1: error: YAML: the document expands to more than 100000 values") }, "\(found)")
     }
 }
+
+@Suite("Golden snapshots stay in their folder")
+struct GoldenSnapshotFolderTests {
+    @Test("an expected snapshot outside the mapping file's folder (.., absolute, through a symlinked folder) is an error; inside is fine")
+    func confinement() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-golden-\(UUID().uuidString)")
+        let site = root.appendingPathComponent("site")
+        try FileManager.default.createDirectory(at: site.appendingPathComponent("tests"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: site.appendingPathComponent("escape"), withDestinationURL: root)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let file = site.appendingPathComponent("patient.yaml").path
+        for expect in ["../../victim.txt", "/tmp/victim.txt", "escape/victim.txt", "tests/../../victim.txt"] {
+            #expect(!MappingSource.isInsideFolder(MappingSource.resolve(expect, from: file), of: file), "\(expect)")
+            try "caregate-mapping: 1\nresource: Patient\nextends: builtin:patient.yaml\ntests:\n  - input: p.json\n    expect: \(expect)\n".write(toFile: file, atomically: true, encoding: .utf8)
+            let found = MappingValidator().check(path: file).diagnostics.map(\.description)
+            #expect(found.contains { $0.contains("error: the expected snapshot '\(expect)' is outside the mapping file's folder") }, "\(found)")
+        }
+        for expect in ["tests/p.expected.json", "p.expected.json", "tests/new/p.json"] {
+            #expect(MappingSource.isInsideFolder(MappingSource.resolve(expect, from: file), of: file), "\(expect)")
+        }
+    }
+}

@@ -94,8 +94,8 @@ public struct GoldenTestRunner: Sendable {
         var outcomes: [Outcome] = []
         for file in (files ?? Array(mappings.files.values)).sorted(by: { $0.path < $1.path }) {
             for test in file.tests {
-                var outcome = Outcome(mapping: file.path, input: MappingSource.resolve(test.input, from: file.path),
-                                      expect: MappingSource.resolve(test.expect, from: file.path))
+                var outcome = Outcome(mapping: test.file, input: MappingSource.resolve(test.input, from: test.file),
+                                      expect: MappingSource.resolve(test.expect, from: test.file))
                 do {
                     outcome.difference = try compare(outcome, test, update: update)
                 } catch {
@@ -114,6 +114,10 @@ public struct GoldenTestRunner: Sendable {
         if update {
             guard !MappingSource.isBuiltIn(outcome.expect) else {
                 throw GoldenTestError("the built-in snapshots cannot be updated: write the files out with caregate mappings dump DIR and test those")
+            }
+            // A snapshot holds patients' data: never written outside the mapping file's folder.
+            guard MappingSource.isInsideFolder(outcome.expect, of: outcome.mapping) else {
+                throw GoldenTestError("the expected snapshot '\(test.expect)' is outside the folder of \(outcome.mapping); not written")
             }
             try actual.write(toFile: outcome.expect, atomically: true, encoding: .utf8)
             return nil

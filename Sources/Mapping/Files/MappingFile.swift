@@ -70,6 +70,9 @@ public struct GoldenTest: Sendable {
     /// The import time, ISO 8601 (default 2026-01-01T00:00:00Z).
     public var now: String
     public var location: SourceLocation
+    /// The mapping file that declares the test: its paths are relative to it (a site file's
+    /// tests to the site file, a base file's to the base).
+    public var file: String
 }
 
 /// What the outcomes of a mapping file's tasks go back to the EHR as: Observations (the default,

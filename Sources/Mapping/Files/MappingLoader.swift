@@ -116,7 +116,7 @@ public struct MappingLoader: Sendable {
                 case "patient-fields": file.patientFields = fieldBlock(value, MappingSchema.patientFields, "patient-fields")
                 case "care-plan": file.carePlan = fieldBlock(value, MappingSchema.carePlan, "care-plan")
                 case "tasks", "contacts", "outcomes": ruleBlocks.append((key, value))
-                case "tests": file.tests = tests(value)
+                case "tests": file.tests = tests(value, declaredIn: path)
                 case "export-as": file.exportAs = exportTarget(value, keyAt)
                 default: unknownKey(key, keyAt, MappingSchema.topLevel, "at the top level")
                 }
@@ -383,7 +383,7 @@ public struct MappingLoader: Sendable {
             return target
         }
 
-        mutating func tests(_ node: YAMLTree) -> [GoldenTest] {
+        mutating func tests(_ node: YAMLTree, declaredIn path: String) -> [GoldenTest] {
             list(node, "tests").compactMap { item in
                 guard case .mapping(let pairs, let at) = item else {
                     error(item.location, "a test is {input: FILE, expect: FILE}, not \(item.kindName)")
@@ -407,7 +407,7 @@ public struct MappingLoader: Sendable {
                     error(at, "a test needs 'input' and 'expect'")
                     return nil
                 }
-                return GoldenTest(input: input, expect: expect, timeZone: zone ?? "UTC", now: now ?? "2026-01-01T00:00:00Z", location: at)
+                return GoldenTest(input: input, expect: expect, timeZone: zone ?? "UTC", now: now ?? "2026-01-01T00:00:00Z", location: at, file: path)
             }
         }
 

@@ -87,11 +87,23 @@ public enum MappingSource {
         for part in relative.split(separator: "/") {
             switch part {
             case ".": continue
-            case "..": if parts.popLast() == nil { parts.append("..") }
+            case "..": if parts.last == nil || parts.last == ".." { parts.append("..") } else { parts.removeLast() }
             default: parts.append(String(part))
             }
         }
         return builtInPrefix + parts.joined(separator: "/")
+    }
+
+    /// Whether `path` (resolved from `file`) lies inside the folder of `file`, symbolic links
+    /// followed: where a golden test may write its snapshot.
+    public static func isInsideFolder(_ path: String, of file: String) -> Bool {
+        if isBuiltIn(file) { return isBuiltIn(path) && !path.contains("..") }
+        guard !isBuiltIn(path) else { return false }
+        func real(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
+        let folder = real((file as NSString).deletingLastPathComponent.isEmpty ? "." : (file as NSString).deletingLastPathComponent)
+        // The snapshot may not exist yet: its folder decides.
+        let target = real((path as NSString).deletingLastPathComponent) + "/" + (path as NSString).lastPathComponent
+        return target.hasPrefix(folder + "/") && !(path as NSString).lastPathComponent.hasPrefix("..")
     }
 
     /// The .yaml files at `paths`: directories searched, `builtin:` alone for every built-in

@@ -244,8 +244,11 @@ public struct MappingValidator: Sendable {
         /// A golden test's missing file is a warning here: it only matters to `caregate test`
         /// (which reports it as a failure), never to import, export or push.
         mutating func tests() {
+            for test in file.tests where !MappingSource.isInsideFolder(MappingSource.resolve(test.expect, from: test.file), of: test.file) {
+                error(test.location, "the expected snapshot '\(test.expect)' is outside the mapping file's folder; caregate test --update writes it, so it must stay inside")
+            }
             for test in file.tests {
-                for path in [test.input, test.expect] where !MappingSource.exists(MappingSource.resolve(path, from: file.path)) {
+                for path in [test.input, test.expect] where !MappingSource.exists(MappingSource.resolve(path, from: test.file)) {
                     warning(test.location, "the test file '\(path)' does not exist (caregate test will fail until it does)")
                 }
             }
