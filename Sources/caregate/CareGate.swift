@@ -125,10 +125,38 @@ enum CommandError: Error {
     }
 }
 
-/// Lines for standard error: failures, warnings and progress.
+/// Text from FHIR files and servers shown on a terminal: control characters other than line
+/// feeds and tabs appear as `\u{1B}`, so no data can move the cursor, recolour or rewrite what
+/// an operator reads.
+enum TerminalText {
+    static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) {
+                out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        (scalar.value < 0x20 && scalar != "\n" && scalar != "\t") || (0x7F...0x9F).contains(scalar.value)
+    }
+}
+
+/// Standard output for every command, through `TerminalText`.
+func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+    Swift.print(TerminalText.escaped(items.map { "\($0)" }.joined(separator: separator)), terminator: terminator)
+}
+
+/// Lines for standard error: failures, warnings and progress (through `TerminalText`).
 enum StandardError {
     static func print(_ line: String) {
-        var line = line
+        var line = TerminalText.escaped(line)
         line += "\n"
         let bytes = Array(line.utf8)
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }

@@ -67,6 +67,12 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
+    /// A secret file others can read is worth a warning (it still works: the file is the site's).
+    static func warnIfShared(_ path: String) {
+        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 else { return }
+        StandardError.print("warning: \(path) can be read by other users (mode \(String(mode, radix: 8))); a secret belongs in a file only its owner reads (chmod 600)")
+    }
+
     func client(_ base: String, defaultScope: String) throws -> FHIRRESTClient {
         var authentication = Authentication.none
         var retry = RetryPolicy.standard
@@ -78,6 +84,7 @@ struct ServerOptions: ParsableArguments {
             let key: AssertionKey
             do {
                 if let smartKey {
+                    ServerOptions.warnIfShared(smartKey)
                     key = try AssertionKey(file: smartKey)
                 } else {
                     let name = smartKeyEnvironment!
@@ -93,6 +100,7 @@ struct ServerOptions: ParsableArguments {
                                                                    scope: smartScope ?? defaultScope, tokenEndpoint: tokenEndpoint)
             authentication = .provider(SMARTBackendServices(configuration: configuration, fhirBase: base, transport: transport, retry: retry))
         } else if let tokenFile {
+            ServerOptions.warnIfShared(tokenFile)
             guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
                 throw CommandError.message("cannot read a token from \(tokenFile)")
             }

@@ -230,3 +230,30 @@ struct SMARTBackendServicesTests {
         #expect(Base64URL.decode(parts[2])?.count == 96)
     }
 }
+
+/// Answers every request with one discovery document, as an https EHR would (the logic under
+/// test is the client's check of what it names).
+struct DiscoveryAnswer: HTTPTransport {
+    let tokenEndpoint: String
+    func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
+        let body = #"{"token_endpoint": "\#(tokenEndpoint)", "token_endpoint_auth_methods_supported": ["private_key_jwt"]}"#
+        return HTTPResponse(status: 200, headers: ["content-type": "application/json"], body: Array(body.utf8))
+    }
+}
+
+@Suite("SMART discovery")
+struct SMARTDiscoveryTests {
+    @Test("an https server's discovery naming an http token endpoint is refused; https is taken")
+    func httpsOnly() async throws {
+        guard let keys = TestKeys.available() else { return }
+        let key = try AssertionKey(file: keys.path("ec.pem"))
+        let configuration = SMARTBackendServices.Configuration(clientID: "c", key: key, keyID: "k", scope: "system/Patient.rs")
+        let downgraded = SMARTBackendServices(configuration: configuration, fhirBase: "https://ehr.example.org/fhir",
+                                              transport: DiscoveryAnswer(tokenEndpoint: "http://ehr.example.org/token"))
+        await #expect(throws: FHIRClientError.self) { try await downgraded.tokenEndpoint() }
+        do { _ = try await downgraded.tokenEndpoint() } catch { #expect(error.description.contains("not https; refused")) }
+        let secure = SMARTBackendServices(configuration: configuration, fhirBase: "https://ehr.example.org/fhir",
+                                          transport: DiscoveryAnswer(tokenEndpoint: "https://auth.example.org/token"))
+        #expect(try await secure.tokenEndpoint() == "https://auth.example.org/token")
+    }
+}

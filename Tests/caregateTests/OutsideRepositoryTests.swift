@@ -133,3 +133,38 @@ struct OutsideRepositoryTests {
         #expect(try await cli.caregate(["export", "-o", "out.ndjson"], directory: folder).status == 0)
     }
 }
+
+@Suite("What an operator sees")
+struct OperatorOutputTests {
+    let cli = CommandLineTests()
+
+    @Test("terminal control sequences in FHIR data are shown escaped, never sent to the terminal")
+    func escapesReachNoTerminal() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-escapes-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let plan = #"""
+            {"resourceType": "CarePlan", "id": "esc", "status": "active", "intent": "plan", "subject": {"reference": "Patient/p"},
+             "activity": [{"detail": {"status": "scheduled", "code": {"text": "Walk"}, "scheduledString": "\u001b[2J\u001b[31mOWNED\u0007"}}]}
+            """#
+        try plan.write(to: folder.appendingPathComponent("plan.json"), atomically: true, encoding: .utf8)
+        let run = try await cli.caregate(["import", "plan.json", "--tz", "America/New_York"], directory: folder)
+        #expect(run.stdout.contains(#"\u{1B}[2J\u{1B}[31mOWNED\u{7}"#), "\(run.stdout)")
+        #expect(!run.stdout.contains("\u{1B}") && !run.stderr.contains("\u{1B}"))
+    }
+
+    @Test("a token file other users can read is accepted with a warning naming it")
+    func sharedSecretWarning() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-secret-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let token = folder.appendingPathComponent("ehr.token").path
+        try "abc\n".write(toFile: token, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: token)
+        let shared = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--dry-run", "--token-file", token], directory: folder)
+        #expect(shared.stderr.contains("warning: \(token) can be read by other users (mode 644)"), "\(shared.stderr)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: token)
+        let owned = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--dry-run", "--token-file", token], directory: folder)
+        #expect(!owned.stderr.contains("can be read by other users"))
+    }
+}

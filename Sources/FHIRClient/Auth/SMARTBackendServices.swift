@@ -101,6 +101,11 @@ public actor SMARTBackendServices: AccessTokenProvider {
         guard let endpoint = object["token_endpoint"]?.stringValue, !endpoint.isEmpty else {
             throw .authorization("\(url) names no token_endpoint")
         }
+        // The assertion and the token travel to it: never over plain http from an https server.
+        let scheme = URL(string: endpoint)?.scheme?.lowercased()
+        guard scheme == "https" || (scheme == "http" && URL(string: fhirBase)?.scheme?.lowercased() == "http") else {
+            throw .authorization("\(url) names the token endpoint \(endpoint), which is not https; refused")
+        }
         if let methods = object["token_endpoint_auth_methods_supported"]?.arrayValue?.compactMap(\.stringValue), !methods.contains("private_key_jwt") {
             throw .authorization("\(endpoint) does not accept private_key_jwt (it offers \(methods.joined(separator: ", ")))")
         }
