@@ -43,3 +43,22 @@ struct TruncatedJSONTests {
         #expect(throws: FHIRFormatError.self) { try FHIRJSONReader().read(#"{"resourceType":"Patient","active":"#) }
     }
 }
+
+@Suite("Invalid UTF-8 in FHIR JSON")
+struct InvalidUTF8Tests {
+    @Test("invalid UTF-8 in a string is an error naming its place, a warning when lenient; valid non-ASCII text is untouched")
+    func invalidBytes() throws {
+        let bytes = Array(#"{"resourceType": "Patient", "id": "p", "name": [{"family": "L"#.utf8) + [0xFF, 0xFE] + Array(#"pez"}]}"#.utf8)
+        do {
+            _ = try FHIRJSONReader().read(bytes)
+            Issue.record("accepted invalid UTF-8")
+        } catch {
+            #expect(error.description.contains("1:62: error: Patient.name[0].family: invalid UTF-8 (byte 0xFF)"), "\(error)")
+        }
+        let lenient = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(bytes)
+        #expect(lenient.warnings.contains { $0.message.hasPrefix("invalid UTF-8") })
+        #expect(lenient.resource.first("name.family")?.value == "L\u{FFFD}\u{FFFD}pez")
+        let fine = try FHIRJSONReader().read(#"{"resourceType": "Patient", "id": "p", "name": [{"family": "López 😀"}]}"#)
+        #expect(fine.resource.first("name.family")?.value == "López 😀" && fine.warnings.isEmpty)
+    }
+}

@@ -179,16 +179,18 @@ struct JSONParser {
     /// Reads a string at `pos` (which is at the opening quote) and returns the byte range of its
     /// raw contents and whether it has escapes.
     @inline(__always)
-    mutating func scanString() throws(FHIRFormatError) -> (start: Int, end: Int, escaped: Bool) {
+    mutating func scanString() throws(FHIRFormatError) -> (start: Int, end: Int, escaped: Bool, nonASCII: Bool) {
         pos += 1
         let start = pos
         var escaped = false
+        var high: UInt8 = 0
         while pos < input.count {
             let b = input[pos]
+            high |= b
             if b == 0x22 {
                 let end = pos
                 pos += 1
-                return (start, end, escaped)
+                return (start, end, escaped, high >= 0x80)
             }
             if b == 0x5C {
                 escaped = true
@@ -204,10 +206,28 @@ struct JSONParser {
     }
 
     /// Decodes a scanned string to a Swift String, resolving escapes (`JSONEscaping`).
-    mutating func decodeString(_ s: (start: Int, end: Int, escaped: Bool)) throws(FHIRFormatError) -> String {
+    mutating func decodeString(_ s: (start: Int, end: Int, escaped: Bool, nonASCII: Bool)) throws(FHIRFormatError) -> String {
         let raw = UnsafeBufferPointer(rebasing: input[s.start..<s.end])
+        // Invalid UTF-8 would become U+FFFD without a word: an error (a warning when lenient).
+        if s.nonASCII, let bad = JSONParser.firstInvalidUTF8(raw) {
+            report(.invalidValue, "invalid UTF-8 (byte 0x\(String(raw[bad], radix: 16, uppercase: true))); the text keeps U+FFFD in its place", at: s.start + bad)
+        }
         if !s.escaped { return String(decoding: raw, as: UTF8.self) }
         do { return try JSONEscaping.unescape(raw) } catch { throw syntaxError(error.message, at: s.start + error.offset) }
+    }
+
+    /// The offset of the first byte that is not part of valid UTF-8, or nil.
+    static func firstInvalidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        var offset = 0
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): offset += UTF8.width(scalar)
+            case .emptyInput: return nil
+            case .error: return offset
+            }
+        }
     }
 
     /// Scans a JSON number at `pos` and returns its byte range.
