@@ -277,14 +277,31 @@ struct XMLResourceParser {
             if let memory = handle.memory { collect(memory.prefix(handle.length), startLine: &line, current: &current) }
         }
         if line <= maxLine && wanted.contains(line) { lines[line] = current }
+        // Issues come in document order: each line's search goes on from where the last one on it
+        // stopped, and columns are counted on from the last, so a line with 200,000 attributes is
+        // read a few times, not once per attribute.
+        var cursors: [Int: (tag: Int, attribute: Int, counted: Int, column: Int)] = [:]
         for pending in pendingColumns {
-            guard let text = lines[issues[pending.issue].location.line] else { continue }
+            let line = issues[pending.issue].location.line
+            guard let text = lines[line] else { continue }
+            var cursor = cursors[line] ?? (0, -1, 0, 1)
             let tagBytes = Array(("<" + pending.tag).utf8)
-            guard var index = firstIndex(of: tagBytes, in: text, from: 0) else { continue }
-            if let attribute = pending.attribute, let at = firstIndex(of: Array((attribute + "=").utf8), in: text, from: index) {
-                index = at
+            guard let tag = firstIndex(of: tagBytes, in: text, from: cursor.tag) ?? firstIndex(of: tagBytes, in: text, from: 0) else { continue }
+            if tag != cursor.tag { cursor.attribute = -1 }
+            cursor.tag = tag
+            var index = tag
+            if let attribute = pending.attribute {
+                let name = Array((attribute + "=").utf8)
+                if let at = firstIndex(of: name, in: text, from: max(tag, cursor.attribute + 1)) ?? firstIndex(of: name, in: text, from: tag) {
+                    index = at
+                    cursor.attribute = at
+                }
             }
-            issues[pending.issue].location.column = text[0..<index].reduce(1) { $1 & 0xC0 != 0x80 ? $0 + 1 : $0 }
+            if index < cursor.counted { cursor.counted = 0; cursor.column = 1 }
+            cursor.column += text[cursor.counted..<index].reduce(0) { $1 & 0xC0 != 0x80 ? $0 + 1 : $0 }
+            cursor.counted = index
+            issues[pending.issue].location.column = cursor.column
+            cursors[line] = cursor
         }
     }
 
