@@ -29,8 +29,20 @@ struct StoreOptions: ParsableArguments {
     }
 }
 
+/// `--mapping-root`: the folder mapping files may read inside (`include`, `extends`, test
+/// inputs); the working directory unless given.
+struct MappingRootOption: ParsableArguments {
+    @Option(name: .customLong("mapping-root"), help: ArgumentHelp("Mapping files read only inside this folder (default: the working directory).", valueName: "dir"),
+            completion: .directory)
+    var mappingRoot: String?
+
+    var root: String { mappingRoot ?? FileManager.default.currentDirectoryPath }
+}
+
 /// `--mappings`: a site's mapping files over the built-in ones.
 struct MappingOptions: ParsableArguments {
+    @OptionGroup var readRoot: MappingRootOption
+
     @Option(name: .long, parsing: .singleValue,
             help: ArgumentHelp("Site mapping files or folders, over the built-in ones (default: $\(Environment.mappings), ':'-separated).", valueName: "path"),
             completion: .file())
@@ -46,7 +58,7 @@ struct MappingOptions: ParsableArguments {
 
     /// The built-in mappings with the site's over them; errors are printed and end the command.
     func load(whatFails: String) throws -> MappingSet {
-        do { return try MappingSet.load(site: sitePaths) } catch {
+        do { return try MappingSet.load(site: sitePaths, root: readRoot.root) } catch {
             for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors; nothing was \(whatFails)")
         }

@@ -29,6 +29,8 @@ struct TestCommand: ParsableCommand {
     @Argument(help: "Mapping files or directories, or builtin: (default: $CAREGATE_MAPPINGS, else builtin:).", completion: .file())
     var paths: [String] = []
 
+    @OptionGroup var readRoot: MappingRootOption
+
     @Flag(help: "Write the snapshots instead of comparing (after checking the difference is intended).")
     var update = false
 
@@ -36,8 +38,8 @@ struct TestCommand: ParsableCommand {
         let paths = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(self.paths))
         let tested: MappingSet, all: MappingSet
         do {
-            tested = try MappingSet.load(paths)
-            all = try MappingSet.load(site: paths)
+            tested = try MappingSet.load(paths, root: readRoot.root)
+            all = try MappingSet.load(site: paths, root: readRoot.root)
         } catch {
             for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors")

@@ -34,13 +34,15 @@ struct ValidateCommand: ParsableCommand {
     @Argument(help: "Mapping files or directories, or builtin: (default: $CAREGATE_MAPPINGS, else builtin:).", completion: .file())
     var paths: [String] = []
 
+    @OptionGroup var readRoot: MappingRootOption
+
     @Option(name: .long, help: "text (compiler-style lines), github (workflow annotations) or json.")
     var format: Format = .text
 
     func run() throws {
         let files = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(paths))
         var all: [Diagnostic] = []
-        let validator = MappingValidator()
+        let validator = MappingValidator(root: readRoot.root)
         for file in files { all += validator.check(path: file).diagnostics }
         switch format {
         case .text:

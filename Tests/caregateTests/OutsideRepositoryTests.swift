@@ -26,7 +26,8 @@ struct OutsideRepositoryTests {
         #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("caregate.sqlite").path))
         // The same files on disk are the same mappings: nothing changes, provenance included.
         let repository = CommandLineTests.projectRoot.appendingPathComponent("Mappings").path
-        let again = try await cli.caregate(["import", demoBundle, "--tz", "America/New_York", "--mappings", repository], directory: folder)
+        let again = try await cli.caregate(["import", demoBundle, "--tz", "America/New_York", "--mappings", repository,
+                                            "--mapping-root", CommandLineTests.projectRoot.path], directory: folder)
         #expect(again.stdout.contains("1 file, 15 resources, 1 patient: 15 unchanged"), "\(again.stdout)")
         let export = try await cli.caregate(["export", "-o", "out.ndjson", "--tz", "America/New_York"], directory: folder)
         #expect(export.status == 0, "\(export.stderr)")
@@ -168,3 +169,26 @@ struct OperatorOutputTests {
         #expect(!owned.stderr.contains("can be read by other users"))
     }
 }
+
+@Suite("Mapping files read inside their root")
+struct MappingRootTests {
+    let cli = CommandLineTests()
+
+    @Test("include, extends and test inputs outside the mapping root (the working directory, or --mapping-root) are errors naming them")
+    func confinement() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-root-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("site"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try "caregate-mapping: 1\nresource: Patient\ninclude:\n  - /etc/passwd\nextends: ../../outside.yaml\ntests:\n  - input: /etc/hostname\n    expect: t.json\n"
+            .write(to: folder.appendingPathComponent("site/patient.yaml"), atomically: true, encoding: .utf8)
+        let run = try await cli.caregate(["validate", "site"], directory: folder)
+        #expect(run.status == 1)
+        #expect(run.stdout.contains("site/patient.yaml:2:1: error: '/etc/passwd' is outside the mapping root"), "\(run.stdout)")
+        #expect(run.stdout.contains("error: '../../outside.yaml' is outside the mapping root"))
+        #expect(run.stdout.contains("error: the test input '/etc/hostname' is outside the mapping root"))
+        #expect(!run.stdout.contains("root:x:0:0"), "nothing of the file is shown")
+        let widened = try await cli.caregate(["validate", "site", "--mapping-root", "/"], directory: folder)
+        #expect(!widened.stdout.contains("is outside the mapping root"), "\(widened.stdout)")
+    }
+}
+

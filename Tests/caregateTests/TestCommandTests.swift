@@ -19,15 +19,16 @@ struct TestCommandTests {
         let expected = copy.appendingPathComponent("Mappings/tests/hba1c-standalone.expected.json")
         let text = try String(contentsOf: expected, encoding: .utf8).replacingOccurrences(of: "HbA1c blood test", with: "HbA1c test")
         try text.write(to: expected, atomically: true, encoding: .utf8)
-        let failing = try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path])
+        let root = ["--mapping-root", copy.path]
+        let failing = try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path] + root)
         #expect(failing.status == 1)
         #expect(failing.stdout.contains("FAIL"))
         let lines = failing.stdout.split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("  - ") && $0.hasSuffix("\"title\": \"HbA1c test\"") })
         #expect(lines.contains { $0.hasPrefix("  + ") && $0.hasSuffix("\"title\": \"HbA1c blood test\"") })
         #expect(failing.stdout.hasSuffix("6 golden tests: 5 passed, 1 failed\n"))
-        let update = try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path, "--update"])
+        let update = try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path, "--update"] + root)
         #expect(update.status == 0)
-        #expect(try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path]).status == 0)
+        #expect(try await cli.caregate(["test", copy.appendingPathComponent("Mappings").path] + root).status == 0)
     }
 }

@@ -7,11 +7,17 @@ import Foundation
 /// Reads mapping files: YAML structure, known keys, expressions parsed, tables read, `include`d
 /// tables merged and `extends` applied. Type checks come after, from `MappingValidator`.
 public struct MappingLoader: Sendable {
-    public init() {}
+    /// The folder `include`, `extends` and golden-test inputs must stay inside (nil: anywhere);
+    /// the command line sets it to the working directory unless `--mapping-root` widens it.
+    public var root: String?
+
+    public init(root: String? = nil) {
+        self.root = root
+    }
 
     /// The file with what was found reading it; the file is nil when it cannot be read at all.
     public func load(_ path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
-        var reader = Reader()
+        var reader = Reader(root: root)
         let file = reader.load(path, chain: [])
         return (file, reader.diagnostics)
     }
@@ -26,7 +32,7 @@ public struct MappingLoader: Sendable {
 
     /// Reads a file of shared tables.
     public func loadTables(_ path: String) -> (tables: MappingTables, diagnostics: [Diagnostic]) {
-        var reader = Reader()
+        var reader = Reader(root: root)
         var tables = MappingTables()
         if let tree = reader.tree(path), case .mapping(let pairs, _) = tree {
             for (key, keyAt, value) in pairs {
@@ -43,7 +49,15 @@ public struct MappingLoader: Sendable {
     }
 
     struct Reader {
+        let root: String?
         var diagnostics: [Diagnostic] = []
+
+        /// Whether a file this one names may be read; reports it when not.
+        mutating func mayRead(_ path: String, named: String, at: SourceLocation) -> Bool {
+            guard let root, !MappingSource.isInside(path, root: root) else { return true }
+            error(at, "'\(named)' is outside the mapping root \(root); mapping files read only inside it (--mapping-root widens it)")
+            return false
+        }
 
         mutating func error(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.error, at, message)) }
         mutating func warning(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.warning, at, message)) }
@@ -144,6 +158,7 @@ public struct MappingLoader: Sendable {
             // Included tables first, then the file's own entries over them.
             for include in file.includes {
                 let includePath = resolve(include)
+                guard mayRead(includePath, named: include, at: file.location) else { continue }
                 guard let included = self.tree(includePath) else { continue }
                 guard case .mapping(let includedPairs, _) = included else {
                     error(included.location, "an included file holds tables (caregate-mapping, tables), not \(included.kindName)")
@@ -159,7 +174,7 @@ public struct MappingLoader: Sendable {
             }
             if let ownTables { tables(ownTables, into: &file.tables) }
             if let extends = file.extends {
-                guard let base = load(resolve(extends), chain: chain + [path]) else { return file }
+                guard mayRead(resolve(extends), named: extends, at: file.location), let base = load(resolve(extends), chain: chain + [path]) else { return file }
                 return merge(base: base, override: file, present: present, rulePresent: rulePresent)
             }
             return file

@@ -18,11 +18,11 @@ public struct MappingSet: Sendable {
     /// Loads and validates the mapping files at `paths` (files, directories, `builtin:` for the
     /// built-in ones) and nothing else; a set with any error is refused with every finding, as
     /// `caregate validate` prints them.
-    public static func load(_ paths: [String]) throws(MappingError) -> MappingSet {
+    public static func load(_ paths: [String], root: String? = nil) throws(MappingError) -> MappingSet {
         var files: [String: MappingFile] = [:]
         var problems: [Diagnostic] = []
-        let validator = MappingValidator()
-        let loader = MappingLoader()
+        let validator = MappingValidator(root: root)
+        let loader = MappingLoader(root: root)
         var shared = MappingTables()
         for path in MappingSet.yamlFiles(paths) where loader.isTableFile(path) {
             let (tables, found) = loader.loadTables(path)
@@ -53,10 +53,10 @@ extension MappingSet {
     /// mapping file replaces the built-in one for its resource type (or builds on it with
     /// `extends: builtin:careplan.yaml`), a site file of shared tables adds and overrides
     /// entries, and a resource type only the site maps is added. No site paths: the built-in set.
-    public static func load(site paths: [String]) throws(MappingError) -> MappingSet {
+    public static func load(site paths: [String], root: String? = nil) throws(MappingError) -> MappingSet {
         var merged = try load([MappingSource.builtInPrefix])
         guard !paths.isEmpty else { return merged }
-        let site = try load(paths)
+        let site = try load(paths, root: root)
         merged.files.merge(site.files) { $1 }
         merged.sharedTables.observationCodes.merge(site.sharedTables.observationCodes) { $1 }
         merged.sharedTables.units.merge(site.sharedTables.units) { $1 }

@@ -94,6 +94,16 @@ public enum MappingSource {
         return builtInPrefix + parts.joined(separator: "/")
     }
 
+    /// Whether `path` lies inside the folder `root` (symbolic links followed); built-in files
+    /// always do. What mapping files may read (`include`, `extends`, test inputs).
+    public static func isInside(_ path: String, root: String) -> Bool {
+        if isBuiltIn(path) { return true }
+        func real(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
+        let folder = real(root)
+        let target = real(path)
+        return folder == "/" || target == folder || target.hasPrefix(folder + "/")
+    }
+
     /// Whether `path` (resolved from `file`) lies inside the folder of `file`, symbolic links
     /// followed: where a golden test may write its snapshot.
     public static func isInsideFolder(_ path: String, of file: String) -> Bool {

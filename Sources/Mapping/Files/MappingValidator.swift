@@ -8,12 +8,17 @@ import Foundation
 /// each field giving the type the store needs, required keys, task ids that would collide,
 /// tables, golden-test files, and rules that can never apply.
 public struct MappingValidator: Sendable {
-    public init() {}
+    /// The folder mapping files may read inside (see `MappingLoader.root`).
+    public var root: String?
+
+    public init(root: String? = nil) {
+        self.root = root
+    }
 
     /// Loads and validates a file: every finding, in file order. A file of shared tables (no
     /// `resource`, only `tables`) is checked as tables.
     public func check(path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
-        let loader = MappingLoader()
+        let loader = MappingLoader(root: root)
         if loader.isTableFile(path) {
             return (nil, loader.loadTables(path).diagnostics.sorted(by: MappingValidator.order))
         }
@@ -27,17 +32,21 @@ public struct MappingValidator: Sendable {
     }
 
     public func validate(_ file: MappingFile) -> [Diagnostic] {
-        var run = Run(file: file)
+        var run = Run(file: file, root: root)
         run.validate()
         return run.diagnostics.sorted(by: MappingValidator.order)
     }
 
     struct Run {
         let file: MappingFile
+        let readRoot: String?
         var diagnostics: [Diagnostic] = []
         let model = ModelInfo.r4
 
-        init(file: MappingFile) { self.file = file }
+        init(file: MappingFile, root: String? = nil) {
+            self.file = file
+            self.readRoot = root
+        }
 
         mutating func error(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.error, at, message)) }
         mutating func warning(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.warning, at, message)) }
@@ -246,6 +255,12 @@ public struct MappingValidator: Sendable {
         mutating func tests() {
             for test in file.tests where !MappingSource.isInsideFolder(MappingSource.resolve(test.expect, from: test.file), of: test.file) {
                 error(test.location, "the expected snapshot '\(test.expect)' is outside the mapping file's folder; caregate test --update writes it, so it must stay inside")
+            }
+            for test in file.tests {
+                let input = MappingSource.resolve(test.input, from: test.file)
+                if let readRoot, !MappingSource.isInside(input, root: readRoot) {
+                    error(test.location, "the test input '\(test.input)' is outside the mapping root \(readRoot); mapping files read only inside it (--mapping-root widens it)")
+                }
             }
             for test in file.tests {
                 for path in [test.input, test.expect] where !MappingSource.exists(MappingSource.resolve(path, from: test.file)) {
