@@ -14,6 +14,8 @@ struct MappingScope: Sendable {
     let origins: [String: String]
     /// CareKit's calendar (Gregorian, weeks from Sunday) in the patients' time zone.
     let calendar: Calendar
+    /// `resolve()`, compiled once per run (not a static: it goes when the run does).
+    let resolveExpression = try! FHIRPathExpression("resolve()")
 
     init(now: Date, timeZone: TimeZone, sources: [SourcedResource]) {
         self.now = now
@@ -112,7 +114,7 @@ struct MappingContext {
     func resolve(_ reference: FHIRPathValue? = nil) -> Element? {
         var environment = self.environment
         if let reference { environment.context = [reference] }
-        return (try? MappingContext.resolveExpression.evaluate(in: environment))?.first?.element
+        return (try? scope.resolveExpression.evaluate(in: environment))?.first?.element
     }
 
     /// The first of `rules` whose test holds for the item; a test that fails on this data is
@@ -127,9 +129,6 @@ struct MappingContext {
         }
         return nil
     }
-
-    /// Compiled once for every run.
-    static let resolveExpression = try! FHIRPathExpression("resolve()")
 
     /// The label for a unit: the file's `units` table for the UCUM code, else the Quantity's own
     /// `unit` text, else the code.
