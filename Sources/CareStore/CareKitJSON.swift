@@ -381,13 +381,10 @@ public enum CareKitJSON {
 
     /// Reads a date written as reference-date seconds or as an ISO 8601 string.
     static func parseDate(_ value: JSONValue) -> Date? {
-        if let n = value.numberValue { return abs(n) <= latestDate ? Date(timeIntervalSinceReferenceDate: n) : nil }
+        if let n = value.numberValue { return abs(n) <= ScheduleElement.longestSpan ? Date(timeIntervalSinceReferenceDate: n) : nil }
         guard let s = value.stringValue else { return nil }
         return ISO8601.parse(s)
     }
-
-    /// Dates are within 10,000 years of 2001 (seconds): beyond that no calendar computes events.
-    static let latestDate = 10_000 * 31_557_600.0
 }
 
 /// ISO 8601 dates as CareKit readers accept them (with or without fractional seconds).

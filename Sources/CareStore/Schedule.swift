@@ -580,7 +580,7 @@ extension Schedule {
 extension ScheduleElement {
     /// Ten thousand years in seconds: how far from 2001 a schedule's dates, and how long its
     /// interval and duration, may be.
-    static let longestSpan = 10_000 * 31_557_600.0
+    public static let longestSpan = 10_000 * 31_557_600.0
 
     /// Whether start, end, interval and duration are within 10,000 years, so that event
     /// arithmetic cannot overflow (a start of 1e300 seconds must be refused, not computed).

@@ -46,12 +46,12 @@ struct ValidateCommand: ParsableCommand {
         for file in files { all += validator.check(path: file).diagnostics }
         switch format {
         case .text:
-            for d in all { print(d) }
+            if !all.isEmpty { print(DiagnosticFormat.text.render(all)) }
             let errors = all.filter { $0.severity == .error }.count
             let warnings = all.count - errors
             FileHandle.standardError.write(Data("\(files.count) mapping file\(files.count == 1 ? "" : "s") checked: \(errors) error\(errors == 1 ? "" : "s"), \(warnings) warning\(warnings == 1 ? "" : "s")\n".utf8))
         case .github:
-            for d in all { print(d.githubAnnotation) }
+            if !all.isEmpty { print(DiagnosticFormat.github.render(all)) }
         case .json:
             print(JSONValue.object([("files", .init(files)), ("diagnostics", .array(all.map(\.json)))]).serialized(sortedKeys: true))
         }

@@ -139,10 +139,7 @@ struct MappingContext {
 
 extension SourcedResource {
     /// The resource's identity across files: `Type/id`.
-    var key: String? {
-        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
-        return "\(type)/\(id)"
-    }
+    var key: String? { MappingEngine.key(resource) }
 
     /// `Type/id`, or the element's name for a resource without an id (messages).
     var reference: String { key ?? resource.name }

@@ -41,7 +41,10 @@ public struct MappingEngine: Sendable {
     }
 
     /// A resource's identity across files: `Type/id`.
-    static func key(_ resource: Element) -> String? { SourcedResource(resource: resource, origin: "").key }
+    static func key(_ resource: Element) -> String? {
+        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
+        return "\(type)/\(id)"
+    }
 
     /// One mapping run: the resources in order, each through the file for its type, into
     /// per-patient batches; what the rules make comes from one mapper per store entity.

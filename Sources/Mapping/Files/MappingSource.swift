@@ -98,10 +98,18 @@ public enum MappingSource {
     /// always do. What mapping files may read (`include`, `extends`, test inputs).
     public static func isInside(_ path: String, root: String) -> Bool {
         if isBuiltIn(path) { return true }
-        func real(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
-        let folder = real(root)
-        let target = real(path)
+        let folder = realPath(root), target = realPath(path)
         return folder == "/" || target == folder || target.hasPrefix(folder + "/")
+    }
+
+    /// The path with `.`, `..` and symbolic links resolved; a last component that does not
+    /// exist yet (a snapshot to be written) is kept as it is, after its resolved folder.
+    static func realPath(_ path: String) -> String {
+        func resolved(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
+        let name = (path as NSString).lastPathComponent
+        guard !FileManager.default.fileExists(atPath: path), !["", ".", ".."].contains(name) else { return resolved(path) }
+        let folder = (path as NSString).deletingLastPathComponent
+        return resolved(folder.isEmpty ? "." : folder) + "/" + name
     }
 
     /// Whether `path` (resolved from `file`) lies inside the folder of `file`, symbolic links
@@ -109,11 +117,8 @@ public enum MappingSource {
     public static func isInsideFolder(_ path: String, of file: String) -> Bool {
         if isBuiltIn(file) { return isBuiltIn(path) && !path.contains("..") }
         guard !isBuiltIn(path) else { return false }
-        func real(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
-        let folder = real((file as NSString).deletingLastPathComponent.isEmpty ? "." : (file as NSString).deletingLastPathComponent)
-        // The snapshot may not exist yet: its folder decides.
-        let target = real((path as NSString).deletingLastPathComponent) + "/" + (path as NSString).lastPathComponent
-        return target.hasPrefix(folder + "/") && !(path as NSString).lastPathComponent.hasPrefix("..")
+        let folder = realPath((file as NSString).deletingLastPathComponent.isEmpty ? "." : (file as NSString).deletingLastPathComponent)
+        return realPath(path).hasPrefix(folder + "/")
     }
 
     /// The .yaml files at `paths`: directories searched, `builtin:` alone for every built-in

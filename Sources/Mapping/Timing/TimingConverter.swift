@@ -448,8 +448,8 @@ public enum TimingLimits {
     public static let maximumCount = 10_000
     /// The shortest interval between occurrences of an elapsed-time schedule, in seconds.
     public static let shortestInterval = 60
-    /// The longest span a period, duration or bound may have: 10,000 years, in seconds.
-    public static let longestSpan = 10_000 * 31_557_600.0
+    /// The longest span a period, duration or bound may have: the store's 10,000 years.
+    public static let longestSpan = ScheduleElement.longestSpan
 
     /// Why a repeat rule's numbers cannot make a schedule (a span past 10,000 years, a number
     /// that is not finite), naming the field; nil when they can.
