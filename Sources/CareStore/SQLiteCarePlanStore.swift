@@ -574,13 +574,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     /// `read {}` for the store's own one-call reads, every error as `StoreError`.
-    func reading<T>(_ body: (Transaction) throws -> T) throws(StoreError) -> T {
-        do { return try pool.read { db in try body(Transaction(store: self, db: db, committed: true)) } } catch { throw wrap(error) }
+    func reading<T>(_ body: (any CarePlanReader) throws -> T) throws(StoreError) -> T {
+        do { return try read(body) } catch { throw wrap(error) }
     }
 
     /// `write {}` for the store's own one-call writes, every error as `StoreError`.
-    func writing<T>(_ body: (Transaction) throws -> T) throws(StoreError) -> T {
-        do { return try pool.write { db in try body(Transaction(store: self, db: db, committed: false)) } } catch { throw wrap(error) }
+    func writing<T>(_ body: (any CarePlanWriter) throws -> T) throws(StoreError) -> T {
+        do { return try write(body) } catch { throw wrap(error) }
     }
 
     /// Decodes a row and fills in its successors. Only reads of committed rows (`pool.read`) may

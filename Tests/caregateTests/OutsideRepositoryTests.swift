@@ -1,18 +1,20 @@
 import Foundation
 import Testing
 
+/// An empty working folder of a test's own, outside the repository.
+func outsideFolder(_ name: String) throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-outside-\(name)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
 /// CareGate as a new user meets it: run from a folder that is not the repository, with the
 /// mapping files built into the binary, a site's files over them, and defaults from the environment.
 @Suite("caregate outside the repository")
 struct OutsideRepositoryTests {
     let cli = CommandLineTests()
 
-    /// An empty working folder of the test's own.
-    func emptyFolder(_ name: String) throws -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-outside-\(name)-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-        return url
-    }
+    func emptyFolder(_ name: String) throws -> URL { try outsideFolder(name) }
 
     var demoBundle: String { CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path }
 
@@ -141,8 +143,7 @@ struct OperatorOutputTests {
 
     @Test("terminal control sequences in FHIR data are shown escaped, never sent to the terminal")
     func escapesReachNoTerminal() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-escapes-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try outsideFolder("escapes")
         defer { try? FileManager.default.removeItem(at: folder) }
         let plan = #"""
             {"resourceType": "CarePlan", "id": "esc", "status": "active", "intent": "plan", "subject": {"reference": "Patient/p"},
@@ -156,8 +157,7 @@ struct OperatorOutputTests {
 
     @Test("a token file other users can read is accepted with a warning naming it")
     func sharedSecretWarning() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-secret-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let folder = try outsideFolder("secret")
         defer { try? FileManager.default.removeItem(at: folder) }
         let token = folder.appendingPathComponent("ehr.token").path
         try "abc\n".write(toFile: token, atomically: true, encoding: .utf8)
@@ -176,7 +176,7 @@ struct MappingRootTests {
 
     @Test("include, extends and test inputs outside the mapping root (the working directory, or --mapping-root) are errors naming them")
     func confinement() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-root-\(UUID().uuidString)")
+        let folder = try outsideFolder("root")
         try FileManager.default.createDirectory(at: folder.appendingPathComponent("site"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         try "caregate-mapping: 1\nresource: Patient\ninclude:\n  - /etc/passwd\nextends: ../../outside.yaml\ntests:\n  - input: /etc/hostname\n    expect: t.json\n"
