@@ -243,17 +243,72 @@ struct DiscoveryAnswer: HTTPTransport {
 
 @Suite("SMART discovery")
 struct SMARTDiscoveryTests {
-    @Test("an https server's discovery naming an http token endpoint is refused; https is taken")
-    func httpsOnly() async throws {
+    @Test("an https server's discovery naming an http token endpoint, or one on another origin, is refused; the server's own https origin is taken, and an operator's explicit endpoint anywhere")
+    func httpsAndSameOrigin() async throws {
         guard let keys = TestKeys.available() else { return }
         let key = try AssertionKey(file: keys.path("ec.pem"))
         let configuration = SMARTBackendServices.Configuration(clientID: "c", key: key, keyID: "k", scope: "system/Patient.rs")
-        let downgraded = SMARTBackendServices(configuration: configuration, fhirBase: "https://ehr.example.org/fhir",
-                                              transport: DiscoveryAnswer(tokenEndpoint: "http://ehr.example.org/token"))
-        await #expect(throws: FHIRClientError.self) { try await downgraded.tokenEndpoint() }
-        do { _ = try await downgraded.tokenEndpoint() } catch { #expect(error.description.contains("not https; refused")) }
-        let secure = SMARTBackendServices(configuration: configuration, fhirBase: "https://ehr.example.org/fhir",
-                                          transport: DiscoveryAnswer(tokenEndpoint: "https://auth.example.org/token"))
-        #expect(try await secure.tokenEndpoint() == "https://auth.example.org/token")
+        func discovered(_ endpoint: String) async throws(FHIRClientError) -> String {
+            try await SMARTBackendServices(configuration: configuration, fhirBase: "https://ehr.example.org/fhir",
+                                           transport: DiscoveryAnswer(tokenEndpoint: endpoint)).tokenEndpoint()
+        }
+        for (endpoint, refusal) in [("http://ehr.example.org/token", "not https; refused"),
+                                    ("https://auth.example.org/token", "not on the FHIR server's origin (https://ehr.example.org)"),
+                                    ("https://ehr.example.org:8443/token", "not on the FHIR server's origin"),
+                                    ("file:///etc/passwd", "not https; refused")] {
+            do {
+                _ = try await discovered(endpoint)
+                Issue.record("\(endpoint) was taken")
+            } catch {
+                #expect(error.description.contains(refusal), "\(endpoint): \(error)")
+            }
+        }
+        #expect(try await discovered("https://ehr.example.org/oauth2/token") == "https://ehr.example.org/oauth2/token")
+        #expect(try await discovered("https://EHR.example.org:443/token") == "https://EHR.example.org:443/token")
+        var explicit = configuration
+        explicit.tokenEndpoint = "https://auth.example.org/token"
+        let named = SMARTBackendServices(configuration: explicit, fhirBase: "https://ehr.example.org/fhir",
+                                         transport: DiscoveryAnswer(tokenEndpoint: "https://elsewhere.example.org/token"))
+        #expect(try await named.tokenEndpoint() == "https://auth.example.org/token")
+    }
+}
+
+@Suite("Token responses")
+struct TokenResponseTests {
+    func read(_ status: Int, _ body: String) throws(FHIRClientError) -> TokenResponse {
+        try TokenResponse(status: status, body: Array(body.utf8), endpoint: "https://ehr.example.org/token", clientID: "c1")
+    }
+
+    @Test("a token is one bearer word: CR, LF, spaces and quotes in it are refused, and the token is never in the error")
+    func tokenSyntax() throws {
+        let granted = try read(200, #"{"access_token": "abc.DEF-1_~+/=", "token_type": "Bearer", "expires_in": 600, "scope": "system/Patient.rs"}"#)
+        #expect(granted.accessToken == "abc.DEF-1_~+/=" && granted.lifetime == 600 && granted.scope == "system/Patient.rs")
+        for token in [#"abc\r\nX-Injected: 1"#, "abc def", #"abc\"def"#, #"ab\u0000c"#] {
+            do {
+                _ = try read(200, #"{"access_token": "\#(token)", "token_type": "bearer"}"#)
+                Issue.record("\(token) was taken")
+            } catch {
+                #expect(error.description.contains("characters a bearer token cannot have"))
+                #expect(!error.description.contains("abc"))
+            }
+        }
+    }
+
+    @Test("expires_in is kept within 0 to a day; absent, 300 s")
+    func lifetimeBounds() throws {
+        #expect(try read(200, #"{"access_token": "t", "expires_in": -5}"#).lifetime == 0)
+        #expect(try read(200, #"{"access_token": "t", "expires_in": 1e300}"#).lifetime == TokenResponse.longestLifetime)
+        #expect(try read(200, #"{"access_token": "t"}"#).lifetime == 300)
+    }
+
+    @Test("a refusal gives the status and the server's reason, control characters dropped; other token types are refused")
+    func refusals() throws {
+        #expect(throws: FHIRClientError.self) { try read(200, #"{"access_token": "t", "token_type": "mac"}"#) }
+        do {
+            _ = try read(401, #"{"error": "invalid_client", "error_description": "bad\u001b[31m key"}"#)
+        } catch {
+            #expect(error.description == "authorization: https://ehr.example.org/token refused the client c1: HTTP 401, invalid_client: bad[31m key")
+        }
+        #expect(throws: FHIRClientError.self) { try read(200, "not json") }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import JSON
 
 /// Where a client gets the access token it sends as `Authorization: Bearer`. The client asks
 /// before each request and calls `invalidate` when the server answers 401 with that token.
@@ -90,31 +89,16 @@ public actor SMARTBackendServices: AccessTokenProvider {
     }
 
     /// The token endpoint: configured, or `token_endpoint` of `[base]/.well-known/smart-configuration`,
-    /// checked to accept `private_key_jwt` with this key's algorithm.
+    /// checked to be on the FHIR server's origin and to accept `private_key_jwt` with this key's
+    /// algorithm (see `SMARTConfiguration.check`).
     public func tokenEndpoint() async throws(FHIRClientError) -> String {
         if let endpoint = configuration.tokenEndpoint ?? discoveredEndpoint { return endpoint }
         let url = fhirBase + "/.well-known/smart-configuration"
         let response = try await send(HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
-        guard response.status == 200, let object = try? JSONValue.parse(response.body), case .object = object else {
-            throw .authorization("\(url): HTTP \(response.status), no SMART configuration; give the token endpoint explicitly")
-        }
-        guard let endpoint = object["token_endpoint"]?.stringValue, !endpoint.isEmpty else {
-            throw .authorization("\(url) names no token_endpoint")
-        }
-        // The assertion and the token travel to it: never over plain http from an https server.
-        let scheme = URL(string: endpoint)?.scheme?.lowercased()
-        guard scheme == "https" || (scheme == "http" && URL(string: fhirBase)?.scheme?.lowercased() == "http") else {
-            throw .authorization("\(url) names the token endpoint \(endpoint), which is not https; refused")
-        }
-        if let methods = object["token_endpoint_auth_methods_supported"]?.arrayValue?.compactMap(\.stringValue), !methods.contains("private_key_jwt") {
-            throw .authorization("\(endpoint) does not accept private_key_jwt (it offers \(methods.joined(separator: ", ")))")
-        }
-        if let algorithms = object["token_endpoint_auth_signing_alg_values_supported"]?.arrayValue?.compactMap(\.stringValue),
-           !algorithms.contains(configuration.key.algorithm) {
-            throw .authorization("\(endpoint) does not accept \(configuration.key.algorithm) assertions (it accepts \(algorithms.joined(separator: ", ")))")
-        }
-        discoveredEndpoint = endpoint
-        return endpoint
+        let discovered = try SMARTConfiguration(status: response.status, document: response.body, url: url)
+        try discovered.check(fhirBase: fhirBase, algorithm: configuration.key.algorithm)
+        discoveredEndpoint = discovered.tokenEndpoint
+        return discovered.tokenEndpoint
     }
 
     private func requestGrant() async throws(FHIRClientError) -> Grant {
@@ -132,20 +116,8 @@ public actor SMARTBackendServices: AccessTokenProvider {
         let response = try await send(HTTPRequest(method: "POST", url: endpoint,
                                                   headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
                                                   body: Array(form.utf8)))
-        let object = try? JSONValue.parse(response.body)
-        guard response.status == 200 else {
-            // OAuth 2.0 §5.2: error and error_description; never echo the request.
-            let reason = [object?["error"]?.stringValue, object?["error_description"]?.stringValue].compactMap { $0 }.joined(separator: ": ")
-            throw .authorization("\(endpoint) refused the client \(configuration.clientID): HTTP \(response.status)\(reason.isEmpty ? "" : ", \(reason)")")
-        }
-        guard let token = object?["access_token"]?.stringValue, !token.isEmpty else {
-            throw .authorization("\(endpoint) answered without an access_token")
-        }
-        if let type = object?["token_type"]?.stringValue, type.lowercased() != "bearer" {
-            throw .authorization("\(endpoint) issued a \(type) token; only bearer tokens are supported")
-        }
-        let lifetime = object?["expires_in"]?.numberValue ?? 300
-        return Grant(accessToken: token, expires: requested.addingTimeInterval(lifetime), scope: object?["scope"]?.stringValue)
+        let answer = try TokenResponse(status: response.status, body: response.body, endpoint: endpoint, clientID: configuration.clientID)
+        return Grant(accessToken: answer.accessToken, expires: requested.addingTimeInterval(answer.lifetime), scope: answer.scope)
     }
 
     /// One request to the authorization server, retried like FHIR requests on network faults, 429 and 5xx.
