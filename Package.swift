@@ -119,7 +119,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FHIRPathTests",
-            dependencies: ["FHIRPath", "FHIR"],
+            dependencies: ["FHIRPath", "FHIR", "Diagnostics"],
             // Read through #filePath: the list of official-suite cases not passed, with reasons.
             exclude: ["official-suite-failures.txt"]
         ),
@@ -138,6 +138,12 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: ["Gateway", "Mapping", "CareStore", "FHIR", "FHIRClient"]
+        ),
+        // Replays every fuzz harness (Fuzz/Harnesses, linked in as Harnesses/) over its committed
+        // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.
+        .testTarget(
+            name: "FuzzReplayTests",
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
         ),
         .testTarget(
             name: "caregateTests",

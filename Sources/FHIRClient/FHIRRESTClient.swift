@@ -307,7 +307,7 @@ public struct FHIRRESTClient: Sendable {
                 let error = FHIRClientError.http(status: response.status, method: method, url: url, outcome: resource.flatMap(FHIRRESTClient.outcomeSummary))
                 guard error.isTransient else { throw error }
                 lastError = error
-                retryAfter = response.headers["retry-after"].flatMap(FHIRRESTClient.retryAfterSeconds)
+                retryAfter = response.headers["retry-after"].flatMap { FHIRRESTClient.retryAfterSeconds($0) }
             } catch let error as FHIRClientError {
                 throw error
             } catch let error as TransportError {
@@ -335,13 +335,31 @@ public struct FHIRRESTClient: Sendable {
         return issues.isEmpty ? nil : issues.joined(separator: "; ")
     }
 
-    /// `Retry-After` as seconds: a number, or an HTTP date.
-    public static func retryAfterSeconds(_ value: String) -> TimeInterval? {
-        if let seconds = TimeInterval(value.trimmingCharacters(in: .whitespaces)) { return seconds }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: value).map { max(0, $0.timeIntervalSinceNow) }
+    /// `Retry-After` as seconds: a number, or an HTTP date (`Wed, 21 Oct 2026 07:28:00 GMT`,
+    /// RFC 9110's IMF-fixdate); never negative, nil unless finite (`nan`, `inf` from a server
+    /// are not waits). Read by hand: Foundation's DateFormatter leaks on Linux at each call.
+    public static func retryAfterSeconds(_ value: String, now: Date = Date()) -> TimeInterval? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = TimeInterval(text) { return seconds.isFinite ? max(0, seconds) : nil }
+        return httpDate(text).map { max(0, $0.timeIntervalSince(now)) }
+    }
+
+    /// An IMF-fixdate: `Day, DD Mon YYYY HH:MM:SS GMT`.
+    static func httpDate(_ text: String) -> Date? {
+        let parts = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
+              let day = Int(parts[1]), (1...31).contains(day), let month = months.firstIndex(of: String(parts[2])),
+              let year = Int(parts[3]), (1970...9999).contains(year) else { return nil }
+        let clock = parts[4].split(separator: ":").compactMap { Int($0) }
+        guard clock.count == 3, (0...23).contains(clock[0]), (0...59).contains(clock[1]), (0...60).contains(clock[2]) else { return nil }
+        // Days from 1970-01-01 to the civil date (proleptic Gregorian).
+        let y = month < 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * ((month + 10) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + clock[0] * 3600 + clock[1] * 60 + clock[2]))
     }
 }

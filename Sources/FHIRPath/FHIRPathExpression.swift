@@ -22,8 +22,18 @@ public struct FHIRPathExpression: Sendable, CustomStringConvertible {
     }
 
     /// Evaluates on a resource (also `%resource` and `%context`), with optional variables.
+    ///
+    /// The expression is first type-checked against the resource's type, and one the checker
+    /// refuses with an error is not evaluated: it throws that error (`.semantic`). A misspelt
+    /// element (`Observation.nmae`) must not quietly give empty, nor `nmae ~ nmae` give `true`.
     public func evaluate(on resource: Element, variables: [String: [FHIRPathValue]] = [:]) throws(FHIRPathError) -> [FHIRPathValue] {
-        try evaluate(in: EvaluationEnvironment(resource: resource, variables: variables))
+        if let type = resource.typeName {
+            let checker = FHIRPathChecker(rootType: type, variables: variables.mapValues { _ in InferredType.unknown })
+            if let refusal = checker.check(self).first(where: { $0.severity == .error }) {
+                throw .semantic(refusal.location, refusal.message)
+            }
+        }
+        return try evaluate(in: EvaluationEnvironment(resource: resource, variables: variables))
     }
 
     /// Evaluates in a prepared environment (a context inside a resource, a trace hook, a resolver).

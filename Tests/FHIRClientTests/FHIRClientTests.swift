@@ -28,6 +28,21 @@ struct FHIRClientTests {
         }
     }
 
+    @Test("Retry-After: seconds or an IMF-fixdate; never negative, never infinite or NaN; anything else is no wait (found by fuzz-server-answers)")
+    func retryAfterValues() {
+        let now = Date(timeIntervalSince1970: 1_792_567_000)
+        #expect(FHIRRESTClient.retryAfterSeconds("Wed, 21 Oct 2026 07:28:00 GMT", now: now) == 680)
+        #expect(FHIRRESTClient.httpDate("Sun, 29 Feb 2032 23:59:59 GMT") == Date(timeIntervalSince1970: 1_961_711_999))
+        #expect(FHIRRESTClient.httpDate("Tue, 01 Mar 2100 12:00:00 GMT") == Date(timeIntervalSince1970: 4_107_585_600))
+        #expect(FHIRRESTClient.httpDate("Thu, 01 Jan 1970 00:00:00 GMT") == Date(timeIntervalSince1970: 0))
+        #expect(FHIRRESTClient.retryAfterSeconds("Thu, 01 Jan 1970 00:00:00 GMT", now: now) == 0)
+        #expect(FHIRRESTClient.retryAfterSeconds(" 120 ") == 120)
+        #expect(FHIRRESTClient.retryAfterSeconds("-5") == 0)
+        for junk in ["nan", "inf", "-inf", "1e400", "Wed, 32 Oct 2026 07:28:00 GMT", "Wed, 21 Oct 2026 07:28:00 CET", "\"response\"\u{10430A}", ""] {
+            #expect(FHIRRESTClient.retryAfterSeconds(junk) == nil, "\(junk)")
+        }
+    }
+
     @Test("503 and 429 are retried, honouring Retry-After; repeated failures give up after the limit")
     func retries() async throws {
         let server = try ScriptedServer([

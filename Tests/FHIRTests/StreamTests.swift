@@ -69,6 +69,49 @@ struct StreamTests {
         }
     }
 
+    @Test("content after the Bundle's closing brace is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
+    func trailingContent() throws {
+        for trailer in [", \"subject\": {}", "}", "x", "{\"resourceType\":\"Patient\"}"] {
+            let path = try temporaryFile("trailing.json", #"{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1"}]}"# + "\n" + trailer)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            #expect(throws: FHIRFormatError.self) { _ = try FHIRJSONReader().read(contentsOf: path) }
+            let stream = try BundleEntryStream(path: path)
+            do {
+                while try stream.next() != nil {}
+                Issue.record("streamed past \(trailer)")
+            } catch {
+                #expect(error.issues.first?.message.hasPrefix("unexpected content after the resource") == true)
+                #expect(error.issues.first?.location.line == 2)
+            }
+        }
+        let empty = try temporaryFile("empty-then.json", #"{} []"#)
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        #expect(throws: FHIRFormatError.self) { let stream = try BundleEntryStream(path: empty); while try stream.next() != nil {} }
+    }
+
+    @Test("a JSON narrative that is not well-formed XHTML is an error (a warning when lenient), so it never becomes XML no reader takes (found by fuzz-fhir-json)")
+    func narrativeWellFormed() throws {
+        func patient(_ div: String) -> String { #"{"resourceType":"Patient","text":{"status":"generated","div":"\#(div)"}}"# }
+        let bad = [#"<div xmlns=\"http://www.w3.org/1999/xhtml\" xmlns=\"x\">a</div>"#: "Attribute xmlns redefined",
+                   #"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p>a</div>"#: "Premature end of data",
+                   #"<div>a</div>"#: "the root element must be <div xmlns=\"http://www.w3.org/1999/xhtml\">",
+                   #"<div xmlns=\"http://www.w3.org/1999/xhtml\">&nbsp;</div>"#: "nbsp"]
+        for (div, problem) in bad {
+            do {
+                _ = try FHIRJSONReader().read(patient(div))
+                Issue.record("accepted \(div)")
+            } catch {
+                #expect(error.issues.first?.message.hasPrefix("the narrative is not well-formed XHTML") == true, "\(error)")
+                #expect(error.issues.first?.message.contains(problem) == true, "\(error)")
+                #expect(error.issues.first?.location.path == "Patient.text.div")
+            }
+            let lenient = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(patient(div))
+            #expect(lenient.warnings.contains { $0.message.hasPrefix("the narrative is not well-formed XHTML") })
+        }
+        let good = try FHIRJSONReader().read(patient(#"<div xmlns=\"http://www.w3.org/1999/xhtml\"><p class=\"x\">a &amp; b &lt; c</p></div>"#))
+        #expect(try FHIRXMLReader().read(FHIRXMLWriter().write(good.resource)).resource == good.resource)
+    }
+
     @Test("line numbers stay right past the reader's buffer compactions (an error on line 5,002 of a 1.3 MB Bundle)")
     func linesAcrossCompaction() throws {
         var text = "{\"resourceType\":\"Bundle\",\"type\":\"collection\",\"entry\":[\n"

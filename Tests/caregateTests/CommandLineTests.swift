@@ -91,6 +91,23 @@ struct CommandLineTests {
         #expect(try FHIRJSONReader().read(contentsOf: json).resource == original)
     }
 
+    @Test("converting XML with an unknown element to JSON says the element is left out, not kept; within XML it is kept")
+    func convertUnknownContent() async throws {
+        let xml = temporaryPath("unknown.xml")
+        let json = temporaryPath("unknown.json")
+        let copy = temporaryPath("unknown-copy.xml")
+        defer { for path in [xml, json, copy] { try? FileManager.default.removeItem(atPath: path) } }
+        try #"<Patient xmlns="http://hl7.org/fhir"><id value="p"/><shoeSize value="44"/><active value="true"/></Patient>"#
+            .write(toFile: xml, atomically: true, encoding: .utf8)
+        let toJSON = try await caregate(["convert", xml, "--to", "json", "-o", json])
+        #expect(toJSON.status == 0, "\(toJSON.stderr)")
+        #expect(toJSON.stderr.contains("unknown.xml:1:53: warning: Patient: unknown element <shoeSize> in Patient (left out: unknown XML content has no JSON form)"), "\(toJSON.stderr)")
+        #expect(try FHIRJSONReader().read(contentsOf: json).resource.children.map(\.name) == ["id", "active"])
+        let toXML = try await caregate(["convert", xml, "--to", "xml", "-o", copy])
+        #expect(toXML.stderr.contains("unknown element <shoeSize> in Patient (kept)"), "\(toXML.stderr)")
+        #expect(try FHIRXMLReader(options: ParseOptions(lenient: true)).read(contentsOf: copy).resource.children.map(\.name) == ["id", "shoeSize", "active"])
+    }
+
     @Test("convert a Bundle to NDJSON and NDJSON to a collection Bundle")
     func convertStreams() async throws {
         let ndjson = temporaryPath("demo.ndjson")

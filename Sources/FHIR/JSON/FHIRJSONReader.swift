@@ -595,6 +595,10 @@ struct JSONParser {
             report(.invalidValue, "\"\(text)\" is not a valid \(kind.rawValue) (\(kind.ruleDescription))", at: offset)
             return
         }
+        if kind == .xhtml, let problem = XHTMLNarrative.problem(text) {
+            report(.invalidValue, "the narrative is not well-formed XHTML (\(problem))", at: offset)
+            return
+        }
         if let binding, !binding.contains(text) {
             let shown = binding.codes.count <= 8
                 ? binding.codes.joined(separator: "|")

@@ -237,7 +237,7 @@ final class JSONBundleScanner {
             if try ensure(3), buffer[0] == 0xEF, buffer[1] == 0xBB, buffer[2] == 0xBF { pos = 3 }
             guard try peek() == 0x7B else { throw syntax("expected a FHIR Bundle (a JSON object)") }
             pos += 1
-            if try peek() == 0x7D { pos += 1; return nil }
+            if try peek() == 0x7D { pos += 1; try expectEnd(); return nil }
             guard try advanceToEntries() else { return nil }
         }
         guard inEntries else { return nil }
@@ -288,7 +288,7 @@ final class JSONBundleScanner {
     private func advanceToEntries() throws(FHIRFormatError) -> Bool {
         while true {
             guard let b = try peek() else { throw syntax("unterminated Bundle object") }
-            if b == 0x7D { pos += 1; return false }
+            if b == 0x7D { pos += 1; try expectEnd(); return false }
             guard b == 0x22 else { throw syntax("expected a property name") }
             let keyRange = try valueExtent()
             let key = buffer[keyRange]
@@ -309,6 +309,12 @@ final class JSONBundleScanner {
             try afterProperty()
             compact()
         }
+    }
+
+    /// After the Bundle's closing brace only whitespace may follow, as for a whole-document read.
+    private func expectEnd() throws(FHIRFormatError) {
+        guard try peek() != nil else { return }
+        throw syntax("unexpected content after the resource: '\(String(decoding: buffer[pos..<min(pos + 12, buffer.count)], as: UTF8.self))'")
     }
 
     private func afterProperty() throws(FHIRFormatError) {

@@ -74,7 +74,19 @@ public struct FHIRConversion {
             summary.resourcesWritten = 1
             summary.warnings = parsed.warnings
         }
+        summary.warnings = summary.warnings.map { Self.crossing($0, from: source, to: to) }
         return summary
+    }
+
+    /// Unknown content is kept verbatim in its own format, and the other format has no form for
+    /// it: converting JSON to XML or back leaves it out, and its warning says so.
+    static func crossing(_ issue: ParseIssue, from source: FHIRFormat, to target: FHIRFormat) -> ParseIssue {
+        let isXML: (FHIRFormat) -> Bool = { $0 == .xml }
+        guard issue.code == .unknownElement, isXML(source) != isXML(target), issue.message.hasSuffix(" (kept)") else { return issue }
+        var moved = issue
+        let (from, into) = isXML(source) ? ("XML", "JSON") : ("JSON", "XML")
+        moved.message = String(issue.message.dropLast(" (kept)".count)) + " (left out: unknown \(from) content has no \(into) form)"
+        return moved
     }
 
     private func renamed(_ element: Element, to name: String) -> Element {

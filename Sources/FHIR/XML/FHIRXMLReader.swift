@@ -351,10 +351,11 @@ struct XMLResourceParser {
     /// Reads the current node and its subtree as XML text, leaving the reader on the node; a
     /// subtree libxml2 cannot read whole (too deep, malformed) is an error, not empty text.
     func outerXML() throws(FHIRFormatError) -> String {
-        guard let xml = xmlTextReaderReadOuterXml(reader), errors.message == nil else {
+        let xml = xmlTextReaderReadOuterXml(reader)
+        defer { if let xml { caregate_xml_free(xml) } }
+        guard let xml, errors.message == nil else {
             throw syntaxError("cannot read <\(localName)> and what it holds")
         }
-        defer { caregate_xml_free(xml) }
         return String(cString: xml)
     }
 

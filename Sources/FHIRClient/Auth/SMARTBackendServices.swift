@@ -132,7 +132,7 @@ public actor SMARTBackendServices: AccessTokenProvider {
                 let response = try await transport.send(request)
                 guard response.status == 429 || (500...599).contains(response.status) else { return response }
                 last = "\(request.url): HTTP \(response.status)"
-                retryAfter = response.headers["retry-after"].flatMap(FHIRRESTClient.retryAfterSeconds)
+                retryAfter = response.headers["retry-after"].flatMap { FHIRRESTClient.retryAfterSeconds($0) }
             } catch {
                 guard error.isTransient else { throw .authorization("no token from \(request.url): \(error)") }
                 last = error.description

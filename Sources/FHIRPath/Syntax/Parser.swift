@@ -1,3 +1,4 @@
+import Diagnostics
 /// Parses FHIRPath text (the normative R4 grammar) into an `ExpressionNode` tree by precedence
 /// climbing. Every node keeps the position it starts at; errors name the line and column.
 struct Parser {
@@ -166,6 +167,14 @@ struct Parser {
         return TypeSpecifier(namespace: nil, name: first)
     }
 
+    /// A number literal as a decimal; one with more digits than a decimal holds is a syntax error.
+    private func decimal(_ digits: String, at position: SourceLocation) throws(FHIRPathError) -> FHIRPathDecimal {
+        guard let value = FHIRPathDecimal(digits) else {
+            throw .syntax(position, "the number \(digits.prefix(24))\(digits.count > 24 ? "…" : "") has more digits than a FHIRPath decimal holds")
+        }
+        return value
+    }
+
     private mutating func term() throws(FHIRPathError) -> ExpressionNode {
         let token = current
         let position = token.position
@@ -195,18 +204,18 @@ struct Parser {
             // A number followed by a unit is a quantity: `4 'mg'`, `7 days`.
             if case .string(let unit) = current.kind {
                 advance()
-                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: FHIRPathDecimal(digits)!, unit: unit))), at: position)
+                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
             }
             if case .identifier(let unit) = current.kind, Parser.calendarUnits.contains(unit) {
                 advance()
-                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: FHIRPathDecimal(digits)!, unit: unit))), at: position)
+                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
             }
             if digits.contains(".") {
-                return ExpressionNode(.literal(.decimal(FHIRPathDecimal(digits)!)), at: position)
+                return ExpressionNode(.literal(.decimal(try decimal(digits, at: position))), at: position)
             }
             guard let value = Int(digits), value <= Int(Int32.max) + 1 else {
                 // Beyond a 32-bit integer: keep it exact as a decimal.
-                return ExpressionNode(.literal(.decimal(FHIRPathDecimal(digits)!)), at: position)
+                return ExpressionNode(.literal(.decimal(try decimal(digits, at: position))), at: position)
             }
             return ExpressionNode(.literal(.integer(value)), at: position)
         case .dateTime(let text):

@@ -36,7 +36,7 @@ indirect enum YAMLTree: Sendable {
         do {
             node = try Yams.compose(yaml: text)
         } catch let error as YamlError {
-            throw MappingError([YAMLTree.diagnostic(error, file: file)])
+            throw MappingError([YAMLTree.withinText(YAMLTree.diagnostic(error, file: file), text)])
         } catch {
             throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1), "not YAML: \(error)")])
         }
@@ -52,6 +52,17 @@ indirect enum YAMLTree: Sendable {
     /// The most values a mapping file may expand to, aliases included: a few hundred bytes of
     /// nested aliases would otherwise expand to gigabytes. The shipped files have a few thousand.
     static let maximumNodes = 100_000
+
+    /// libyaml puts an error at the end of a file without a final newline on the line after
+    /// the last; it is shown at the end of the last line, a place the file has.
+    static func withinText(_ diagnostic: Diagnostic, _ text: String) -> Diagnostic {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard diagnostic.location.line > lines.count, let last = lines.last else { return diagnostic }
+        var moved = diagnostic
+        moved.location.line = lines.count
+        moved.location.column = last.count + 1
+        return moved
+    }
 
     static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
         func at(_ mark: Mark) -> SourceLocation { SourceLocation(file: file, line: mark.line, column: mark.column) }

@@ -1,0 +1,50 @@
+import Diagnostics
+import FHIR
+import Foundation
+import Mapping
+
+/// Mapping files (YAML): loaded and validated as `caregate validate` does, inside a mapping root
+/// of their own. Every finding names the file and a line in it. A file the checker accepts then
+/// maps a small patient record (Patient, CarePlan, MedicationRequest, Observation) without a crash.
+public enum MappingHarness: FuzzHarness {
+    public static let name = "mapping"
+
+    static let record: [SourcedResource] = (FHIRPathHarness.resources + [
+        #"""
+        {"resourceType": "CarePlan", "id": "cp1", "status": "active", "intent": "plan", "title": "Home care",
+         "subject": {"reference": "Patient/p1"}, "period": {"start": "2026-11-01"},
+         "activity": [{"detail": {"kind": "Task", "status": "scheduled", "description": "Walk 20 minutes",
+           "code": {"text": "Walk"}, "scheduledTiming": {"repeat": {"frequency": 1, "period": 1, "periodUnit": "d", "timeOfDay": ["09:00:00"]}}}}]}
+        """#,
+        #"""
+        {"resourceType": "MedicationRequest", "id": "m1", "status": "active", "intent": "order",
+         "medicationCodeableConcept": {"text": "Metformin 500 mg tablet"}, "subject": {"reference": "Patient/p1"}, "authoredOn": "2026-10-30",
+         "dosageInstruction": [{"text": "twice a day", "timing": {"repeat": {"boundsPeriod": {"start": "2026-11-01"}, "when": ["CM", "CV"]}}}]}
+        """#,
+    ].map { try! FHIRJSONReader().read($0).resource }).map { SourcedResource(resource: $0, origin: "fuzz") }
+
+    public static func run(_ input: [UInt8]) throws(PropertyFailure) {
+        let file = try ScratchFile(input, name: "fuzz.yaml")
+        defer { file.remove() }
+        let root = file.folder.path
+        let (mapping, diagnostics) = MappingValidator(root: root).check(path: file.path)
+        let lines = input.split(separator: 0x0A, omittingEmptySubsequences: false).count
+        for finding in diagnostics where finding.location.file == file.path {
+            guard (0...lines).contains(finding.location.line) else {
+                throw PropertyFailure("a finding names line \(finding.location.line) of a \(lines)-line file: \(finding)")
+            }
+        }
+        for finding in diagnostics where finding.location.file == nil {
+            throw PropertyFailure("a finding names no file: \(finding)")
+        }
+        guard mapping != nil, !diagnostics.contains(where: { $0.severity == .error }) else { return }
+        let set: MappingSet
+        do {
+            set = try MappingSet.load(site: [file.path], root: root)
+        } catch {
+            throw PropertyFailure("a file the checker accepts does not load: \(error)")
+        }
+        let engine = MappingEngine(mappings: set, timeZone: TimeZone(identifier: "UTC")!, now: Date(timeIntervalSince1970: 1_793_000_000))
+        _ = engine.map(record)
+    }
+}

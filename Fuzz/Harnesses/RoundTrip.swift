@@ -1,0 +1,119 @@
+import FHIR
+
+/// The round trips every resource read must survive: written in its format and read again, it
+/// is the same element tree; one that validates and holds nothing unknown converts to the other
+/// format and back unchanged.
+enum RoundTrip {
+    /// Reads what the writers wrote: leniently, since a resource read leniently (invalid codes
+    /// kept as warnings) must come back too.
+    static let reread = ParseOptions(maximumDocumentSize: 1 << 24, lenient: true)
+
+    static func json(_ resource: Element) throws(PropertyFailure) { try within(.json, resource) }
+    static func xml(_ resource: Element) throws(PropertyFailure) { try within(.xml, resource) }
+
+    /// Written in `format` (compact and pretty) and read back: the same tree, but for the other
+    /// format's unknown content, which has no form in this one.
+    static func within(_ format: FHIRFormat, _ resource: Element) throws(PropertyFailure) {
+        let foreign = format == .json ? Element.unknownXML : Element.unknownJSON
+        for pretty in [false, true] {
+            let bytes = format == .json ? FHIRJSONWriter(pretty: pretty).write(resource) : FHIRXMLWriter(pretty: pretty).write(resource)
+            let again: Element
+            do {
+                again = try (format == .json ? FHIRJSONReader(options: reread).read(bytes) : FHIRXMLReader(options: reread).read(bytes)).resource
+            } catch {
+                throw PropertyFailure("the \(format.rawValue.uppercased()) written does not read back (\(error)):\n\(text(bytes))")
+            }
+            try same(comparable(resource, dropping: foreign), comparable(again, dropping: foreign),
+                     "\(format.rawValue.uppercased()) written\(pretty ? " pretty" : "") and read back")
+        }
+    }
+
+    /// For a resource read strictly, without warnings, that validates: JSON → XML → JSON (or
+    /// XML → JSON → XML) gives the same JSON.
+    static func acrossFormats(_ parsed: ParsedResource) throws(PropertyFailure) {
+        guard parsed.warnings.isEmpty, ResourceValidator().validate(parsed.resource).isEmpty else { return }
+        let resource = parsed.resource
+        let xml = FHIRXMLWriter().write(resource)
+        let fromXML: Element
+        do {
+            fromXML = try FHIRXMLReader().read(xml).resource
+        } catch {
+            throw PropertyFailure("a valid resource written as XML does not read back strictly (\(error)):\n\(text(xml))")
+        }
+        let before = FHIRJSONWriter().write(comparable(resource, dropping: Element.unknownXML))
+        let after = FHIRJSONWriter().write(comparable(fromXML, dropping: Element.unknownXML))
+        guard before == after else {
+            throw PropertyFailure("JSON → XML → JSON changed the resource:\n\(text(before))\n---\n\(text(after))")
+        }
+    }
+
+    /// The tree as a round trip through one format must keep it: without the other format's
+    /// unknown content (which has no form in this one; conversion says it is left out), and
+    /// with narrative XHTML as libxml2 serializes it (`&quot;` in text and `"` are one XHTML).
+    static func comparable(_ element: Element, dropping unknown: Int32) -> Element {
+        var copy = element
+        if copy.typeName == "xhtml", let value = copy.value { copy.value = canonicalXHTML(value) }
+        copy.children = copy.children.filter { $0.typeIndex != unknown }.map { comparable($0, dropping: unknown) }
+        return copy
+    }
+
+    static func canonicalXHTML(_ div: String) -> String {
+        let document = #"<Basic xmlns="http://hl7.org/fhir"><text><status value="generated"/>"# + div + "</text></Basic>"
+        return (try? FHIRXMLReader(options: reread).read(document).resource["text"]?["div"]?.value ?? div) ?? div
+    }
+
+    static func same(_ a: Element, _ b: Element, _ what: String) throws(PropertyFailure) {
+        guard a != b else { return }
+        throw PropertyFailure("\(what) differs at \(firstDifference(a, b, path: a.name))")
+    }
+
+    /// The path of the first node where two trees differ, with both nodes' values.
+    static func firstDifference(_ a: Element, _ b: Element, path: String) -> String {
+        if a.name != b.name || a.value != b.value || a.typeName != b.typeName || a.isUnknown != b.isUnknown || a.children.count != b.children.count {
+            return "\(path): \(describe(a)) ≠ \(describe(b))"
+        }
+        for (x, y) in zip(a.children, b.children) where x != y {
+            return firstDifference(x, y, path: "\(path).\(x.name)")
+        }
+        return "\(path): same names, values and children, different positions in the definitions"
+    }
+
+    static func describe(_ e: Element) -> String {
+        "\(e.name) [\(e.typeName ?? "unknown")] value \(e.value.map { "\"\($0)\"" } ?? "nil"), \(e.children.count) children"
+    }
+
+    static func text(_ bytes: [UInt8]) -> String {
+        String(decoding: bytes.prefix(4000), as: UTF8.self)
+    }
+}
+
+/// FHIR JSON documents: read strictly, else leniently; every resource read survives the round trips.
+public enum FHIRJSONHarness: FuzzHarness {
+    public static let name = "fhir-json"
+
+    public static func run(_ input: [UInt8]) throws(PropertyFailure) {
+        if let strict = try? FHIRJSONReader().read(input) {
+            try RoundTrip.json(strict.resource)
+            try RoundTrip.xml(strict.resource)
+            try RoundTrip.acrossFormats(strict)
+        } else if let lenient = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(input) {
+            try RoundTrip.json(lenient.resource)
+        }
+    }
+}
+
+/// FHIR XML documents (through libxml2): read strictly, else leniently; every resource read
+/// survives the round trips.
+public enum FHIRXMLHarness: FuzzHarness {
+    public static let name = "fhir-xml"
+
+    public static func run(_ input: [UInt8]) throws(PropertyFailure) {
+        if let strict = try? FHIRXMLReader().read(input) {
+            try RoundTrip.xml(strict.resource)
+            try RoundTrip.json(strict.resource)
+            try RoundTrip.acrossFormats(strict)
+        } else if let lenient = try? FHIRXMLReader(options: ParseOptions(lenient: true)).read(input) {
+            try RoundTrip.xml(lenient.resource)
+        }
+    }
+}
