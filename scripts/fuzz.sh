@@ -37,8 +37,13 @@ done
 ./scripts/install-system-packages.sh
 build=Fuzz/.build
 # lld: gold fails on these objects' debug line tables.
-swift build --package-path Fuzz -c release --scratch-path "$build" \
-    -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xswiftc -use-ld=lld 2>&1 | grep -v "Cannot export local symbol" || true
+mkdir -p "$build/logs"
+if ! swift build --package-path Fuzz -c release --scratch-path "$build" \
+    -Xswiftc -sanitize=fuzzer,address -Xswiftc -g -Xswiftc -use-ld=lld > "$build/logs/build.log" 2>&1; then
+    grep -v "Cannot export local symbol" "$build/logs/build.log" | grep -E "error|warning" | head -20 >&2
+    echo "fuzz.sh: the fuzzers did not build (log: $build/logs/build.log)" >&2
+    exit 1
+fi
 bin="$(swift build --package-path Fuzz -c release --scratch-path "$build" --show-bin-path)"
 python3 Fuzz/seeds.py
 
@@ -55,7 +60,7 @@ dictionary() {
 longest() {
     case "$1" in
         fhirpath|server-answers) echo 4096 ;;
-        fhir-json|fhir-xml|fhir-stream) echo 65536 ;;
+        fhir-json|fhir-xml|fhir-stream) echo 8192 ;;
         *) echo 16384 ;;
     esac
 }

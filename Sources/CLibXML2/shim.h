@@ -10,6 +10,15 @@
 #include <libxml/xmlerror.h>
 #include <libxml/parser.h>
 
+/* libxml2 prints some errors (encoding conversion, I/O) through its generic handler, straight to
+   stderr, besides reporting them to the reader. CareGate reports them itself, so they are
+   dropped here; the handler is per thread, so this is called where a parser starts. */
+static void caregate_drop_generic_error(void *context, const char *message, ...) { (void)context; (void)message; }
+static inline void caregate_silence_generic_errors(void) {
+    xmlSetGenericErrorFunc(NULL, caregate_drop_generic_error);
+    xmlThrDefSetGenericErrorFunc(NULL, caregate_drop_generic_error);
+}
+
 /* xmlFree is a global function pointer; Swift 6 cannot touch it safely, so call it here. */
 static inline void caregate_xml_free(void *pointer) { xmlFree(pointer); }
 

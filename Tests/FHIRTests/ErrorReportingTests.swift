@@ -76,8 +76,20 @@ struct ErrorReportingTests {
         let messages = issues.map { "\($0.location.path): \($0.message)" }
         #expect(messages.contains("Observation.status: expected a single value, found an array"))
         #expect(messages.contains("Observation.category: expected an array"))
-        #expect(messages.contains("Observation: 'valueBoolean': value[x] can have only one type"))
+        #expect(messages.contains("Observation: 'valueBoolean': value[x] can have only one type (the second is left out)"))
         #expect(messages.contains("Observation.subject: empty object (FHIR JSON has no empty objects)"))
+    }
+
+    @Test("a property given twice keeps the first, leniently too, so the tree writes back as read (found by fuzz-fhir-json)")
+    func repeatedProperty() throws {
+        let text = #"{"resourceType": "Observation", "status": "final", "code": {"text": "x"}, "status": "amended", "_status": {"id": "a"}, "_status": {"id": "b"}, "valueString": "s", "valueBoolean": true}"#
+        let parsed = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(text)
+        #expect(parsed.resource.children(named: "status").count == 1)
+        #expect(parsed.resource.string("status") == "final" && parsed.resource["status"]?.string("id") == "a")
+        #expect(parsed.resource.children(named: "value").count == 1 && parsed.resource["value"]?.value == "s")
+        #expect(parsed.warnings.map(\.message).filter { $0.contains("(the second is left out)") }.count == 3)
+        let again = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(FHIRJSONWriter().write(parsed.resource)).resource
+        #expect(again == parsed.resource)
     }
 
     @Test("lenient reading turns content errors into warnings but still refuses malformed JSON")

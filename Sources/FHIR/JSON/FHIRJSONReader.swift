@@ -400,18 +400,22 @@ struct JSONParser {
                 let propertyName = definition.isChoice
                     ? String(decoding: UnsafeBufferPointer(rebasing: input[keyStart..<key.end]), as: UTF8.self)
                     : definition.name
+                // A second value for one element is reported and left out (the first is kept):
+                // kept, it would make a tree no format can write back.
                 if isExtensionPart {
                     if seenExtensions.insert(slot) == false {
-                        report(.structure, "'_\(propertyName)' appears twice", at: keyOffset)
+                        report(.structure, "'_\(propertyName)' appears twice (the second is left out)", at: keyOffset)
+                        try skipValue()
+                    } else {
+                        let parts = try parseExtensionParts(definition: definition, typeIndex: typeIndex, propertyName: propertyName)
+                        pending.append(PendingExtensions(slot: slot, typeIndex: typeIndex, name: propertyName, parts: parts, offset: keyOffset))
                     }
-                    let parts = try parseExtensionParts(definition: definition, typeIndex: typeIndex, propertyName: propertyName)
-                    pending.append(PendingExtensions(slot: slot, typeIndex: typeIndex, name: propertyName, parts: parts, offset: keyOffset))
+                } else if seen.insert(slot) == false {
+                    report(.structure, definition.isChoice
+                        ? "'\(propertyName)': \(definition.name)[x] can have only one type (the second is left out)"
+                        : "'\(propertyName)' appears twice (the second is left out)", at: keyOffset)
+                    try skipValue()
                 } else {
-                    if seen.insert(slot) == false {
-                        report(.structure, definition.isChoice
-                            ? "'\(propertyName)': \(definition.name)[x] can have only one type"
-                            : "'\(propertyName)' appears twice", at: keyOffset)
-                    }
                     try parseProperty(definition: definition, typeIndex: typeIndex, propertyName: propertyName,
                                       isResource: isResource, into: &node)
                 }

@@ -134,6 +134,7 @@ struct XMLResourceParser {
 
     init(bytes: [UInt8], options: ParseOptions) throws(FHIRFormatError) {
         _ = LibXML2Setup.once
+        caregate_silence_generic_errors()
         self.options = options
         self.path = nil
         try XMLResourceParser.refuseDoctype(bytes[...], options: options)
@@ -152,6 +153,7 @@ struct XMLResourceParser {
 
     init(path: String, options: ParseOptions) throws(FHIRFormatError) {
         _ = LibXML2Setup.once
+        caregate_silence_generic_errors()
         self.options = options
         self.path = path
         // Look at the prolog first: a DOCTYPE in its first 64 KiB is refused before libxml2 reads

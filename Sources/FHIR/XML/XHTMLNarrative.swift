@@ -11,6 +11,7 @@ enum XHTMLNarrative {
     /// no network, no DTD and no entity expansion.
     static func problem(_ text: String) -> String? {
         _ = LibXML2Setup.once
+        caregate_silence_generic_errors()
         guard let context = xmlNewParserCtxt() else { return "cannot start the XML parser" }
         defer { xmlFreeParserCtxt(context) }
         let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue | XML_PARSE_NOCDATA.rawValue)
