@@ -40,7 +40,7 @@ public enum FHIRStreamHarness: FuzzHarness {
     }
 
     static func bundle(_ body: [UInt8], _ format: FHIRFormat) throws(PropertyFailure) {
-        let whole: ParsedResource? = format == .json ? try? FHIRJSONReader().read(body) : try? FHIRXMLReader().read(body)
+        let whole = try? RoundTrip.read(body, format)
         if let whole, whole.resource.resourceType != "Bundle" { return }
         let file = try ScratchFile(body, name: format == .json ? "bundle.json" : "bundle.xml")
         defer { file.remove() }

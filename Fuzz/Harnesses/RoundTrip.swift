@@ -8,23 +8,37 @@ enum RoundTrip {
     /// kept as warnings) must come back too.
     static let reread = ParseOptions(maximumDocumentSize: 1 << 24, lenient: true)
 
-    static func json(_ resource: Element) throws(PropertyFailure) { try within(.json, resource) }
-    static func xml(_ resource: Element) throws(PropertyFailure) { try within(.xml, resource) }
-
     /// Written in `format` (compact and pretty) and read back: the same tree, but for the other
     /// format's unknown content, which has no form in this one.
     static func within(_ format: FHIRFormat, _ resource: Element) throws(PropertyFailure) {
         let foreign = format == .json ? Element.unknownXML : Element.unknownJSON
         for pretty in [false, true] {
-            let bytes = format == .json ? FHIRJSONWriter(pretty: pretty).write(resource) : FHIRXMLWriter(pretty: pretty).write(resource)
+            let bytes = FHIRDocument.write(resource, format: format, pretty: pretty)
             let again: Element
             do {
-                again = try (format == .json ? FHIRJSONReader(options: reread).read(bytes) : FHIRXMLReader(options: reread).read(bytes)).resource
+                again = try read(bytes, format, reread).resource
             } catch {
                 throw PropertyFailure("the \(format.rawValue.uppercased()) written does not read back (\(error)):\n\(text(bytes))")
             }
             try same(comparable(resource, dropping: foreign), comparable(again, dropping: foreign),
                      "\(format.rawValue.uppercased()) written\(pretty ? " pretty" : "") and read back")
+        }
+    }
+
+    /// A document in memory, in JSON or XML.
+    static func read(_ bytes: [UInt8], _ format: FHIRFormat, _ options: ParseOptions = ParseOptions()) throws(FHIRFormatError) -> ParsedResource {
+        format == .xml ? try FHIRXMLReader(options: options).read(bytes) : try FHIRJSONReader(options: options).read(bytes)
+    }
+
+    /// A document as an input: read strictly, it survives the round trips in both formats and
+    /// across them; read only leniently, the round trip in its own format.
+    static func document(_ input: [UInt8], _ format: FHIRFormat) throws(PropertyFailure) {
+        if let strict = try? read(input, format) {
+            try within(format, strict.resource)
+            try within(format == .json ? .xml : .json, strict.resource)
+            try acrossFormats(strict)
+        } else if let lenient = try? read(input, format, ParseOptions(lenient: true)) {
+            try within(format, lenient.resource)
         }
     }
 
@@ -90,30 +104,12 @@ enum RoundTrip {
 /// FHIR JSON documents: read strictly, else leniently; every resource read survives the round trips.
 public enum FHIRJSONHarness: FuzzHarness {
     public static let name = "fhir-json"
-
-    public static func run(_ input: [UInt8]) throws(PropertyFailure) {
-        if let strict = try? FHIRJSONReader().read(input) {
-            try RoundTrip.json(strict.resource)
-            try RoundTrip.xml(strict.resource)
-            try RoundTrip.acrossFormats(strict)
-        } else if let lenient = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(input) {
-            try RoundTrip.json(lenient.resource)
-        }
-    }
+    public static func run(_ input: [UInt8]) throws(PropertyFailure) { try RoundTrip.document(input, .json) }
 }
 
 /// FHIR XML documents (through libxml2): read strictly, else leniently; every resource read
 /// survives the round trips.
 public enum FHIRXMLHarness: FuzzHarness {
     public static let name = "fhir-xml"
-
-    public static func run(_ input: [UInt8]) throws(PropertyFailure) {
-        if let strict = try? FHIRXMLReader().read(input) {
-            try RoundTrip.xml(strict.resource)
-            try RoundTrip.json(strict.resource)
-            try RoundTrip.acrossFormats(strict)
-        } else if let lenient = try? FHIRXMLReader(options: ParseOptions(lenient: true)).read(input) {
-            try RoundTrip.xml(lenient.resource)
-        }
-    }
+    public static func run(_ input: [UInt8]) throws(PropertyFailure) { try RoundTrip.document(input, .xml) }
 }
