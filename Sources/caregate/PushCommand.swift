@@ -101,7 +101,7 @@ struct ServerOptions: ParsableArguments {
             authentication = .provider(SMARTBackendServices(configuration: configuration, fhirBase: base, transport: transport, retry: retry))
         } else if let tokenFile {
             ServerOptions.warnIfShared(tokenFile)
-            guard let text = try? String(contentsOfFile: tokenFile, encoding: .utf8) else {
+            guard let bytes = try? FileBytes.read(tokenFile, limit: 1 << 20), let text = String(validating: bytes, as: UTF8.self) else {
                 throw CommandError.message("cannot read a token from \(tokenFile)")
             }
             do { authentication = try .bearer(secret: text, source: tokenFile) } catch { throw CommandError.message(error.description) }

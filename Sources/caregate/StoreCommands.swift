@@ -80,12 +80,10 @@ struct StoreImport: ParsableCommand {
     }
 
     func run() throws {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: file)) } catch {
-            throw CommandError.message("\(file): cannot read: \((error as NSError).localizedDescription)")
-        }
+        let data: [UInt8]
+        do { data = try FileBytes.read(file) } catch { throw CommandError.fhir(error) }
         let json: JSONValue
-        do { json = try JSONValue.parse(Array(data)) } catch { throw CommandError.message("\(file):\(error.description)") }
+        do { json = try JSONValue.parse(data) } catch { throw CommandError.message("\(file):\(error.description)") }
         let record: RevisionRecord
         do { record = try RevisionRecord(json: json) } catch { throw CommandError.message("\(file): \(error.description)") }
         let store = try options.open()

@@ -39,6 +39,18 @@ struct HostileNumberTests {
         #expect(end.timeIntervalSince(anchor) < Double(TimingLimits.maximumCount * 60) + 120)
     }
 
+    @Test("a count whose last occurrence is decades away still ends the schedule after that occurrence")
+    func distantCountEnd() throws {
+        // Once a week, 1,500 times: the last dose is almost 29 years after the first. The schedule
+        // used to be listed year by year for 12 years, then left open-ended.
+        let weekly = converter.convert(try timing(#"{"repeat": {"count": 1500, "frequency": 1, "period": 1, "periodUnit": "wk"}}"#), anchor: anchor)
+        let schedule = try #require(weekly.schedule)
+        let end = try #require(schedule.endDate, "the count ends the schedule")
+        let last = try #require(schedule.event(occurrence: 1499))
+        #expect(end == last.start.addingTimeInterval(1))
+        #expect(schedule.event(occurrence: 1500) == nil)
+    }
+
     @Test("an Observation value of 1e20 and a Timing period of 1e20 import as a double and a reported daily task; the other resources import")
     func engineSurvives() throws {
         let set = try MappingSet.load([mappingsDirectory.path])

@@ -1,5 +1,6 @@
 import Crypto
 import CryptoExtras
+import FHIR
 import Foundation
 
 /// The private key a backend client signs its assertions with: RSA (RS384) or P-384 (ES384),
@@ -36,7 +37,7 @@ public enum AssertionKey: Sendable {
 
     /// Reads the key from a file.
     public init(file path: String) throws(FHIRClientError) {
-        guard let pem = try? String(contentsOfFile: path, encoding: .utf8) else {
+        guard let bytes = try? FileBytes.read(path, limit: 1 << 20), let pem = String(validating: bytes, as: UTF8.self) else {
             throw .authorization("cannot read the private key file \(path)")
         }
         try self.init(pem: pem, source: path)

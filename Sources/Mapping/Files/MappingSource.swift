@@ -1,4 +1,5 @@
 import Diagnostics
+import FHIR
 import Foundation
 
 /// The mapping files shipped in `Mappings/`, built into the binary, so that `caregate import`
@@ -67,7 +68,7 @@ public enum MappingSource {
     /// The file's bytes, or nil when there is no such file.
     public static func contents(_ path: String) -> Data? {
         if isBuiltIn(path) { return BuiltInMappings.files[String(path.dropFirst(builtInPrefix.count))].map { Data($0) } }
-        return FileManager.default.contents(atPath: path)
+        return (try? FileBytes.read(path)).map { Data($0) }
     }
 
     public static func exists(_ path: String) -> Bool {

@@ -420,19 +420,11 @@ public struct TimingConverter: Sendable {
         }
 
         /// The end that stops the merged occurrences after the `count`-th (or the bounds' end, if sooner).
+        /// The `count`-th is found by its number, not by listing the ones before it.
         mutating func countEnd(_ elements: [ScheduleElement], count: Int, end: Date?) -> Date? {
-            guard count > 0, let schedule = try? Schedule(elements: elements) else { return end }
-            guard let start = schedule.startDate else { return end }
-            var horizon = start.addingTimeInterval(86_400 * 31)
-            var events = schedule.events(from: start, to: horizon)
-            var tries = 0
-            while events.count < count && tries < 12 && (end == nil || horizon < end!) {
-                horizon = horizon.addingTimeInterval(86_400 * 366)
-                events = schedule.events(from: start, to: horizon)
-                tries += 1
-            }
-            guard events.count >= count else { return end }
-            let after = events[count - 1].start.addingTimeInterval(1)
+            guard count > 0, let schedule = try? Schedule(elements: elements),
+                  let last = schedule.event(occurrence: count - 1) else { return end }
+            let after = last.start.addingTimeInterval(1)
             return end.map { min($0, after) } ?? after
         }
     }
