@@ -7,13 +7,15 @@ import Glibc
 
 /// Reads FHIR R4 XML into `Element` trees with libxml2's streaming reader.
 ///
-/// Safe by construction: a document type declaration is refused (by a check of the first
-/// 64 KiB of an ASCII-compatible prolog before libxml2 reads anything, and by the reader itself
-/// when libxml2 reports one further on or in UTF-16), and even then no DTD is loaded and no
-/// entity substituted: the parser runs without network access, DTD loading or entity
+/// Safe by construction: every byte passes `XMLMarkupScan` before libxml2 parses it, so a
+/// document type declaration anywhere is refused before libxml2 sees it, and so is an element
+/// with more attributes than any FHIR element has (libxml2 2.9 takes time in their square).
+/// Documents are read as UTF-8 whatever they declare (FHIR XML is UTF-8), so no encoding
+/// converter runs. Even so, the parser runs without network access, DTD loading or entity
 /// substitution, external entity loading is disabled process-wide, and entity references are
-/// errors. Any error libxml2 reports, including a subtree deeper than it reads, is an error. Files are streamed, so document size is bounded only by the
-/// configured limit; Bundles can be read entry by entry with `FHIRXMLBundleReader`.
+/// errors. Any error libxml2 reports, including a subtree deeper than it reads, is an error.
+/// Files are streamed, so document size is bounded only by the configured limit; Bundles can be
+/// read entry by entry with `FHIRXMLBundleReader`.
 public struct FHIRXMLReader: Sendable {
     public var options: ParseOptions
 
@@ -63,7 +65,8 @@ final class XMLErrorBox {
 
 /// Owns a libxml2 reader and what it reads: an in-memory document is copied into memory the
 /// handle allocates (libxml2 reads it in place, so its address must stay fixed for the reader's
-/// life), or a file descriptor. Everything is released together.
+/// life), or a file descriptor, read through `XMLMarkupScan` chunk by chunk as libxml2 asks for
+/// it. Everything is released together.
 final class LibXMLReaderHandle {
     var reader: xmlTextReaderPtr?
     let errors = XMLErrorBox()
@@ -71,6 +74,8 @@ final class LibXMLReaderHandle {
     let memory: UnsafeMutableBufferPointer<UInt8>?
     let length: Int
     let fd: Int32
+    /// The scan of a file's bytes as they are read; its refusal stops libxml2's input.
+    var scan = XMLMarkupScan()
 
     init(copying bytes: [UInt8]) {
         let memory = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(bytes.count, 1))
@@ -84,6 +89,19 @@ final class LibXMLReaderHandle {
         self.memory = nil
         self.length = 0
         self.fd = fd
+    }
+
+    /// libxml2's input callback for a file: reads the next chunk and scans it; a refused chunk is
+    /// never handed to libxml2 (it sees an I/O error, and the reader reports the refusal).
+    static let readFile: xmlInputReadCallback = { context, buffer, length in
+        guard let context, let buffer else { return -1 }
+        let handle = Unmanaged<LibXMLReaderHandle>.fromOpaque(context).takeUnretainedValue()
+        while true {
+            let n = sysRead(handle.fd, buffer, Int(length))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return Int32(n) }
+            return handle.scan.scan(UnsafeRawBufferPointer(start: buffer, count: n)) == nil ? Int32(n) : -1
+        }
     }
 
     deinit {
@@ -137,10 +155,14 @@ struct XMLResourceParser {
         caregate_silence_generic_errors()
         self.options = options
         self.path = nil
-        try XMLResourceParser.refuseDoctype(bytes[...], options: options)
+        let refused = bytes.withUnsafeBytes { raw in
+            var scan = XMLMarkupScan()
+            return scan.scan(raw).map { XMLResourceParser.refused($0, line: XMLMarkupScan.line(of: $0.offset, in: raw), options: options) }
+        }
+        if let refused { throw refused }
         let handle = LibXMLReaderHandle(copying: bytes)
         let created = handle.memory!.withMemoryRebound(to: CChar.self) { base in
-            xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, nil, XMLResourceParser.parserOptions)
+            xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, "UTF-8", XMLResourceParser.parserOptions)
         }
         guard let created else {
             throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(file: options.sourceName)))
@@ -156,14 +178,17 @@ struct XMLResourceParser {
         caregate_silence_generic_errors()
         self.options = options
         self.path = path
-        // Look at the prolog first: a DOCTYPE in its first 64 KiB is refused before libxml2 reads
-        // anything (one further on, or in UTF-16, is refused when libxml2 reports it).
-        let head = try FileBytes.head(path)
-        try XMLResourceParser.refuseDoctype(head[...], options: options)
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription()) }
+        var info = stat()
+        if fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR {
+            close(fd)
+            throw .io(path: path, reason: "cannot read: is a directory")
+        }
         let handle = LibXMLReaderHandle(fd: fd)
-        guard let created = xmlReaderForFd(fd, path, nil, XMLResourceParser.parserOptions) else {
+        // The reader holds the handle unretained: `self.handle` keeps it alive as long as the reader.
+        guard let created = xmlReaderForIO(LibXMLReaderHandle.readFile, nil, Unmanaged.passUnretained(handle).toOpaque(),
+                                           path, "UTF-8", XMLResourceParser.parserOptions) else {
             throw .io(path: path, reason: "cannot read: cannot start the XML reader")
         }
         handle.reader = created
@@ -173,8 +198,11 @@ struct XMLResourceParser {
     }
 
     /// No network, no entity substitution, no DTD loading or validation; libxml2's own
-    /// size and depth hardening stays on (no XML_PARSE_HUGE).
-    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue | XML_PARSE_COMPACT.rawValue)
+    /// size and depth hardening stays on (no XML_PARSE_HUGE). The document is read as UTF-8
+    /// whatever its declaration says (FHIR XML is UTF-8), so no encoding converter runs and a
+    /// byte that is not UTF-8 is an error libxml2 reports with its line.
+    static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue
+                                            | XML_PARSE_COMPACT.rawValue | XML_PARSE_IGNORE_ENC.rawValue)
 
     func installErrorHandler() {
         xmlTextReaderSetStructuredErrorHandler(reader, { context, error in
@@ -183,38 +211,44 @@ struct XMLResourceParser {
             guard box.message == nil else { return }
             var message = error.pointee.message.map { String(cString: $0) } ?? "XML error"
             while message.last == "\n" || message.last == " " { message.removeLast() }
+            if message.hasPrefix("Input is not proper UTF-8") {
+                // libxml2 asks to "indicate encoding", which FHIR does not allow: say what is wrong.
+                let bytes = message.split(separator: "\n").dropFirst().joined(separator: " ")
+                message = "a byte sequence that is not UTF-8 (FHIR XML is always UTF-8, whatever its declaration says)"
+                    + (bytes.isEmpty ? "" : "; " + (bytes.hasPrefix("Bytes:") ? "bytes" + bytes.dropFirst(6) : bytes))
+            }
             box.message = message
             box.line = Int(error.pointee.line)
             box.column = Int(error.pointee.int2)
         }, Unmanaged.passUnretained(errors).toOpaque())
     }
 
-    /// Refuses a document whose prolog holds a document type declaration.
-    static func refuseDoctype(_ bytes: ArraySlice<UInt8>, options: ParseOptions) throws(FHIRFormatError) {
-        var i = bytes.startIndex
+    /// The error for what `XMLMarkupScan` refused, at its line.
+    static func refused(_ refusal: XMLMarkupScan.Refusal, line: Int, options: ParseOptions) -> FHIRFormatError {
+        let code: ParseIssue.Code = switch refusal.reason {
+        case .doctype: .forbidden
+        case .attributes: .limit
+        case .utf16: .syntax
+        }
+        return .malformed(ParseIssue(.error, code, refusal.message,
+                              at: SourceLocation(file: options.sourceName, line: line)))
+    }
+
+    /// The error for what the scan of a file refused, if it refused anything: its line is counted
+    /// by reading the file again up to the refused byte (only on this error path).
+    func fileRefusal() -> FHIRFormatError? {
+        guard let refusal = handle.scan.refusal, let path else { return nil }
         var line = 1
-        func at(_ prefix: String) -> Bool {
-            let p = Array(prefix.utf8)
-            return bytes.count - (i - bytes.startIndex) >= p.count && bytes[i..<(i + p.count)].elementsEqual(p)
-        }
-        while i < bytes.endIndex {
-            let b = bytes[i]
-            if b == 0x0A { line += 1 }
-            if b == 0x3C {
-                if at("<!DOCTYPE") || at("<!doctype") {
-                    throw .malformed(ParseIssue(.error, .forbidden,
-                        "document type declarations (DTDs) are not allowed in FHIR XML; CareGate refuses them so that no entity is ever expanded or loaded",
-                        at: SourceLocation(file: options.sourceName, line: line)))
-                }
-                if at("<?") || at("<!--") {
-                    let end = at("<?") ? "?>" : "-->"
-                    while i < bytes.endIndex && !at(end) { if bytes[i] == 0x0A { line += 1 }; i += 1 }
-                    continue
-                }
-                return
+        if let reader = try? ChunkedFileReader(path: path) {
+            var buffer: [UInt8] = []
+            var seen = 0
+            while seen < refusal.offset, (try? reader.read(into: &buffer, count: min(64 * 1024, refusal.offset - seen))) ?? 0 > 0 {
+                line += buffer.withUnsafeBytes { XMLMarkupScan.line(of: $0.count, in: $0) } - 1
+                seen += buffer.count
+                buffer.removeAll(keepingCapacity: true)
             }
-            i += 1
         }
+        return XMLResourceParser.refused(refusal, line: line, options: options)
     }
 
     // MARK: Reader access
@@ -343,6 +377,7 @@ struct XMLResourceParser {
     }
 
     func syntaxError(_ fallback: String) -> FHIRFormatError {
+        if let refusal = fileRefusal() { return refusal }
         if let message = errors.message {
             return .malformed(ParseIssue(.error, .syntax, message,
                 at: SourceLocation(file: options.sourceName, line: errors.line, column: errors.column, path: pathString())))
@@ -369,7 +404,7 @@ struct XMLResourceParser {
             throw syntaxError(frames.isEmpty ? "the document has no root element" : "the document ends before <\(frames[0].element.name)> is closed")
         }
         // Any error libxml2 reported is an error, even when reading went on.
-        if errors.message != nil { throw syntaxError("malformed XML") }
+        if errors.message != nil || handle.scan.refusal != nil { throw syntaxError("malformed XML") }
         resolveColumns()
         if issues.contains(where: { $0.severity == .error }) { throw .invalid(issues) }
         return ParsedResource(resource: root, warnings: issues)

@@ -7,14 +7,19 @@ internal import CLibXML2
 enum XHTMLNarrative {
     static let namespace = "http://www.w3.org/1999/xhtml"
 
-    /// Why the text is not a well-formed XHTML div, or nil when it is. libxml2 reads it with
-    /// no network, no DTD and no entity expansion.
+    /// Why the text is not a well-formed XHTML div, or nil when it is. It passes `XMLMarkupScan`
+    /// first (no DOCTYPE, a bounded number of attributes per element); libxml2 then reads it as
+    /// UTF-8 with no network, no DTD and no entity expansion.
     static func problem(_ text: String) -> String? {
         _ = LibXML2Setup.once
         caregate_silence_generic_errors()
+        var scan = XMLMarkupScan()
+        var text = text
+        if let refusal = text.withUTF8({ scan.scan(UnsafeRawBufferPointer($0)) }) { return refusal.message }
         guard let context = xmlNewParserCtxt() else { return "cannot start the XML parser" }
         defer { xmlFreeParserCtxt(context) }
-        let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue | XML_PARSE_NOCDATA.rawValue)
+        let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOERROR.rawValue | XML_PARSE_NOWARNING.rawValue | XML_PARSE_NOCDATA.rawValue
+                            | XML_PARSE_IGNORE_ENC.rawValue)
         let document = text.utf8CString.withUnsafeBufferPointer { bytes in
             xmlCtxtReadMemory(context, bytes.baseAddress, Int32(bytes.count - 1), nil, "UTF-8", options)
         }

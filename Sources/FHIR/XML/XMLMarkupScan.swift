@@ -1,0 +1,162 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A scan of XML bytes before libxml2 parses them, for what CareGate refuses outright: a document
+/// type declaration anywhere in the document (so that no entity is ever declared), a UTF-16 or
+/// UTF-32 document (FHIR XML is UTF-8; the scan reads markup as ASCII bytes), and an element
+/// with more than `maximumAttributes` attributes (libxml2 2.9 checks each attribute against every
+/// other, so 40,000 attributes on one element take seconds and 200,000 take minutes).
+///
+/// Bytes are fed in order, in chunks of any size; the scan keeps its place between chunks, so a
+/// file is scanned as libxml2 reads it, never held whole. Text and attribute values are skipped
+/// with `memchr`, so the scan costs little next to the parse. FHIR XML is UTF-8 (the reader makes
+/// libxml2 read it as UTF-8 whatever it declares), so markup is always ASCII bytes.
+struct XMLMarkupScan {
+    /// The most attributes (namespace declarations included) one element may have. FHIR elements
+    /// have one to three; XHTML narrative elements a handful.
+    static let maximumAttributes = 1_000
+
+    /// What the scan refuses, and the byte offset in the document where it is.
+    struct Refusal: Equatable {
+        enum Reason: Equatable { case doctype, attributes, utf16 }
+        var reason: Reason
+        var offset: Int
+
+        var message: String {
+            switch reason {
+            case .doctype:
+                "document type declarations (DTDs) are not allowed in FHIR XML; CareGate refuses them so that no entity is ever expanded or loaded"
+            case .attributes:
+                "an element has more than \(XMLMarkupScan.maximumAttributes) attributes; FHIR elements have a few, and reading this many takes time that grows with their square"
+            case .utf16:
+                "the document is UTF-16 (or UTF-32); FHIR XML is UTF-8"
+            }
+        }
+    }
+
+    private enum State {
+        case text
+        /// Just after `<`.
+        case open
+        /// After `<!`, matching the bytes that tell a comment, CDATA section or DOCTYPE apart.
+        case bang(matched: [UInt8])
+        case tag
+        case quoted(UInt8)
+        case comment(dashes: Int)
+        case instruction(question: Bool)
+        case cdata(brackets: Int)
+    }
+
+    private var state = State.text
+    private var attributes = 0
+    /// Bytes scanned so far.
+    private(set) var offset = 0
+    /// The first refusal; once set, the scan stops.
+    private(set) var refusal: Refusal?
+
+    /// Scans the next chunk; returns the refusal once there is one.
+    mutating func scan(_ chunk: UnsafeRawBufferPointer) -> Refusal? {
+        guard refusal == nil, let base = chunk.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return refusal }
+        let count = chunk.count
+        // A UTF-16 or UTF-32 document starts with a byte-order mark or a zero byte around its `<`.
+        if offset == 0, count >= 2, base[0] == 0 || base[1] == 0 || (base[0] == 0xFF && base[1] == 0xFE) || (base[0] == 0xFE && base[1] == 0xFF) {
+            refusal = Refusal(reason: .utf16, offset: 0)
+            return refusal
+        }
+        var i = 0
+        while i < count, refusal == nil {
+            switch state {
+            case .text:
+                i = skip(to: 0x3C, base, i, count)
+                if i < count { state = .open; i += 1 }
+            case .quoted(let quote):
+                i = skip(to: quote, base, i, count)
+                if i < count { state = .tag; i += 1 }
+            case .tag:
+                i = scanTag(base, i, count)
+            default:
+                scanRare(base[i], at: offset + i)
+                i += 1
+            }
+        }
+        offset += count
+        return refusal
+    }
+
+    /// The index of the next `byte` from `i`, or `count` when the chunk holds none.
+    private func skip(to byte: UInt8, _ base: UnsafePointer<UInt8>, _ i: Int, _ count: Int) -> Int {
+        guard let found = memchr(base + i, Int32(byte), count - i) else { return count }
+        return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Inside a tag: counts `=` (one per attribute) until a quote or the tag's end.
+    private mutating func scanTag(_ base: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> Int {
+        var i = start
+        while i < count {
+            switch base[i] {
+            case 0x22, 0x27: state = .quoted(base[i]); return i + 1
+            case 0x3E: state = .text; return i + 1
+            case 0x3D:
+                attributes += 1
+                if attributes > Self.maximumAttributes {
+                    refusal = Refusal(reason: .attributes, offset: offset + i)
+                    return i + 1
+                }
+            default: break
+            }
+            i += 1
+        }
+        return i
+    }
+
+    /// One byte in the states that are rare in FHIR XML: after `<`, after `<!`, in comments,
+    /// processing instructions and CDATA sections.
+    private mutating func scanRare(_ byte: UInt8, at position: Int) {
+        switch state {
+        case .open:
+            switch byte {
+            case 0x21: state = .bang(matched: [])
+            case 0x3F: state = .instruction(question: false)
+            default: attributes = 0; state = byte == 0x3E ? .text : .tag
+            }
+        case .bang(var matched):
+            matched.append(byte)
+            state = .bang(matched: matched)
+            if matched == Self.commentStart { state = .comment(dashes: 0) }
+            else if matched == Self.cdataStart { state = .cdata(brackets: 0) }
+            else if matched.count == Self.doctype.count, matched.map(Self.upper) == Self.doctype {
+                refusal = Refusal(reason: .doctype, offset: position - Self.doctype.count - 1)
+            } else if !Self.isPrefix(matched) {
+                // Some other `<!` declaration: libxml2 refuses it outside a DTD.
+                attributes = 0
+                state = .tag
+            }
+        case .comment(let dashes):
+            state = byte == 0x3E && dashes >= 2 ? .text : .comment(dashes: byte == 0x2D ? dashes + 1 : 0)
+        case .instruction(let question):
+            state = byte == 0x3E && question ? .text : .instruction(question: byte == 0x3F)
+        case .cdata(let brackets):
+            state = byte == 0x3E && brackets >= 2 ? .text : .cdata(brackets: byte == 0x5D ? brackets + 1 : 0)
+        default:
+            break
+        }
+    }
+
+    private static let commentStart = Array("--".utf8)
+    private static let cdataStart = Array("[CDATA[".utf8)
+    private static let doctype = Array("DOCTYPE".utf8)
+
+    private static func upper(_ byte: UInt8) -> UInt8 { byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte }
+
+    private static func isPrefix(_ matched: [UInt8]) -> Bool {
+        commentStart.starts(with: matched) || cdataStart.starts(with: matched) || doctype.starts(with: matched.map(upper))
+    }
+
+    /// The 1-based line of `offset` in `bytes`.
+    static func line(of offset: Int, in bytes: UnsafeRawBufferPointer) -> Int {
+        1 + bytes.prefix(offset).reduce(0) { $0 + ($1 == 0x0A ? 1 : 0) }
+    }
+}
