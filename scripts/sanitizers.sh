@@ -30,7 +30,11 @@ for sanitizer in ${which[*]}; do
     build=".build/${sanitizer:0:1}san"
     log="$scratch/$sanitizer.log"
     echo "sanitizers: building with --sanitize=$sanitizer in $build"
-    swift build --build-tests --sanitize="$sanitizer" --scratch-path "$build"
+    if ! swift build --build-tests --sanitize="$sanitizer" --scratch-path "$build" > "$scratch/build-$sanitizer.log" 2>&1; then
+        grep -E "error:" "$scratch/build-$sanitizer.log" | head -20 >&2
+        echo "sanitizers: the $sanitizer build failed" >&2
+        exit 1
+    fi
     echo "sanitizers: testing under $sanitizer${filter:+ (${filter[*]})}"
     if TMPDIR="$scratch" LSAN_OPTIONS="suppressions=$PWD/scripts/lsan-suppressions.txt:print_suppressions=0" \
         TSAN_OPTIONS="halt_on_error=0" SWIFT_BACKTRACE=enable=no \

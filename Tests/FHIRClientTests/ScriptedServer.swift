@@ -1,3 +1,4 @@
+import FHIR
 import Foundation
 @testable import FHIRClient
 
@@ -26,7 +27,7 @@ class FixtureProcess {
 
     /// JSON lines the fixture logged, in order.
     func loggedLines(_ url: URL) -> [[String: Any]] {
-        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
+        let text = (try? FileBytes.read(url.path)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
     }
 

@@ -1,3 +1,4 @@
+import FHIR
 import Foundation
 import Testing
 
@@ -24,7 +25,7 @@ struct CorpusReplayTests {
         let inputs = Self.inputs(name)
         #expect(!inputs.isEmpty, "no corpus for \(name) in Fuzz/Corpus/\(name)")
         for input in inputs {
-            let bytes = try [UInt8](Data(contentsOf: input))
+            let bytes = try FileBytes.read(input.path)
             do {
                 try harness.run(bytes)
             } catch {

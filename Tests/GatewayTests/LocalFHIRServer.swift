@@ -1,4 +1,5 @@
 import FHIRClient
+import FHIR
 import Foundation
 
 /// A child process killed (SIGKILL: the child may inherit a mask that blocks SIGTERM) when released.
@@ -129,6 +130,6 @@ final class FaultProxy {
     }
 
     var counts: [String: Int] {
-        ((try? JSONSerialization.jsonObject(with: Data(contentsOf: countsURL))) as? [String: Int]) ?? [:]
+        ((try? JSONSerialization.jsonObject(with: Data(FileBytes.read(countsURL.path)))) as? [String: Int]) ?? [:]
     }
 }

@@ -24,8 +24,9 @@ struct MappingFileTests {
         for path in paths + ["shared/timing.yaml", "shared/healthkit.yaml", "shared/task-codes.yaml"].map({ mappingsDirectory.appendingPathComponent($0).path }) {
             #expect(diagnostics(path).isEmpty, "\(path)")
         }
-        #expect(MappingLoader().isTableFile(mappingsDirectory.appendingPathComponent("shared/timing.yaml").path))
-        let timing = MappingLoader().loadTables(mappingsDirectory.appendingPathComponent("shared/timing.yaml").path).tables.timing
+        let (contents, _) = MappingLoader().read(mappingsDirectory.appendingPathComponent("shared/timing.yaml").path)
+        guard case .tables(let tables) = contents else { Issue.record("shared/timing.yaml is read as tables"); return }
+        let timing = tables.timing
         // The shipped table file says what the built-in defaults say.
         #expect(timing.codes == TimingTables.standard.codes)
         #expect(timing.eventTimes == TimingTables.standard.eventTimes)

@@ -41,8 +41,8 @@ struct CommandLineTests {
         process.currentDirectoryURL = directory ?? Self.projectRoot
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).out")
         let err = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-cli-\(UUID().uuidString).err")
-        FileManager.default.createFile(atPath: out.path, contents: nil)
-        FileManager.default.createFile(atPath: err.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: out); try? FileManager.default.removeItem(at: err) }
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
@@ -56,8 +56,8 @@ struct CommandLineTests {
             }
         }
         return Run(status: process.terminationStatus,
-                   stdout: try String(contentsOf: out, encoding: .utf8),
-                   stderr: try String(contentsOf: err, encoding: .utf8))
+                   stdout: String(decoding: try FileBytes.read(out.path), as: UTF8.self),
+                   stderr: String(decoding: try FileBytes.read(err.path), as: UTF8.self))
     }
 
     func temporaryPath(_ name: String) -> String {

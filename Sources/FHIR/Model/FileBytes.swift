@@ -71,26 +71,32 @@ final class ChunkedFileReader {
         }
     }
 
+    /// Where `read(into:count:)` reads before appending: only the bytes read are copied, so a
+    /// small file costs its size, not the chunk's (the chunk is never zero-filled).
+    private var scratch = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
     /// Appends up to `count` bytes to `buffer`; returns how many were read (0 at the end).
     func read(into buffer: inout [UInt8], count: Int) throws(FHIRFormatError) -> Int {
-        let start = buffer.count
-        buffer.append(contentsOf: repeatElement(0, count: count))
+        if scratch.count < count {
+            scratch.deallocate()
+            scratch = .allocate(byteCount: count, alignment: 16)
+        }
         while true {
-            let n = buffer.withUnsafeMutableBytes { raw in
-                sysRead(fd, raw.baseAddress! + start, count)
-            }
+            let n = sysRead(fd, scratch.baseAddress!, count)
             if n < 0 {
                 if errno == EINTR { continue }
-                buffer.removeLast(count)
                 throw .io(path: path, reason: "cannot read: " + FileBytes.errnoDescription())
             }
-            buffer.removeLast(count - n)
+            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<n]))
             if n == 0 { isAtEnd = true }
             return n
         }
     }
 
-    deinit { close(fd) }
+    deinit {
+        scratch.deallocate()
+        close(fd)
+    }
 }
 
 @inline(__always)

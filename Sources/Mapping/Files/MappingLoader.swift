@@ -15,6 +15,23 @@ public struct MappingLoader: Sendable {
         self.root = root
     }
 
+    /// What a mapping file holds: a mapping (nil when it cannot be read at all), or only shared
+    /// tables (no `resource`, only `tables`: what `include` names).
+    public enum Contents: Sendable {
+        case mapping(MappingFile?)
+        case tables(MappingTables)
+    }
+
+    /// Reads a file once, as a mapping or as shared tables, with what was found reading it.
+    public func read(_ path: String) -> (contents: Contents, diagnostics: [Diagnostic]) {
+        var reader = Reader(root: root)
+        guard let tree = reader.tree(path) else { return (.mapping(nil), reader.diagnostics) }
+        if case .mapping(let pairs, _) = tree, Self.holdsOnlyTables(pairs.map(\.key)) {
+            return (.tables(reader.sharedTables(tree)), reader.diagnostics)
+        }
+        return (.mapping(reader.load(path, tree: tree, chain: [])), reader.diagnostics)
+    }
+
     /// The file with what was found reading it; the file is nil when it cannot be read at all.
     public func load(_ path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
         var reader = Reader(root: root)
@@ -22,30 +39,9 @@ public struct MappingLoader: Sendable {
         return (file, reader.diagnostics)
     }
 
-    /// Whether the file holds only shared tables (no `resource`): what `include` names.
-    public func isTableFile(_ path: String) -> Bool {
-        guard let data = MappingSource.contents(path), let text = String(data: data, encoding: .utf8),
-              case .mapping(let pairs, _)? = try? YAMLTree.parse(text, file: path) else { return false }
-        let keys = Set(pairs.map(\.key))
-        return !keys.contains("resource") && keys.contains("tables")
-    }
-
-    /// Reads a file of shared tables.
-    public func loadTables(_ path: String) -> (tables: MappingTables, diagnostics: [Diagnostic]) {
-        var reader = Reader(root: root)
-        var tables = MappingTables()
-        if let tree = reader.tree(path), case .mapping(let pairs, _) = tree {
-            for (key, keyAt, value) in pairs {
-                switch key {
-                case "tables": reader.tables(value, into: &tables)
-                case "caregate-mapping":
-                    if value.scalar != "1" { reader.error(value.location, "caregate-mapping \(value.scalar ?? "?") is not a format this CareGate reads (1)") }
-                case "description": continue
-                default: reader.error(keyAt, "a file of shared tables holds only tables; '\(key)' belongs in a mapping file")
-                }
-            }
-        }
-        return (tables, reader.diagnostics)
+    /// Whether top-level keys are those of a file of shared tables.
+    static func holdsOnlyTables(_ keys: [String]) -> Bool {
+        !keys.contains("resource") && keys.contains("tables")
     }
 
     struct Reader {
@@ -86,12 +82,33 @@ public struct MappingLoader: Sendable {
             }
         }
 
+        /// Reads a file of shared tables, already parsed.
+        mutating func sharedTables(_ tree: YAMLTree) -> MappingTables {
+            var tables = MappingTables()
+            guard case .mapping(let pairs, _) = tree else { return tables }
+            for (key, keyAt, value) in pairs {
+                switch key {
+                case "tables": self.tables(value, into: &tables)
+                case "caregate-mapping":
+                    if value.scalar != "1" { error(value.location, "caregate-mapping \(value.scalar ?? "?") is not a format this CareGate reads (1)") }
+                case "description": continue
+                default: error(keyAt, "a file of shared tables holds only tables; '\(key)' belongs in a mapping file")
+                }
+            }
+            return tables
+        }
+
         mutating func load(_ path: String, chain: [String]) -> MappingFile? {
             guard !chain.contains(path) else {
                 error(SourceLocation(file: chain.last ?? path, line: 1, column: 1), "extends and include go round in a circle: \((chain + [path]).joined(separator: " → "))")
                 return nil
             }
             guard let tree = tree(path) else { return nil }
+            return load(path, tree: tree, chain: chain)
+        }
+
+        /// Reads a mapping file already parsed into `tree`.
+        mutating func load(_ path: String, tree: YAMLTree, chain: [String]) -> MappingFile? {
             guard case .mapping(let pairs, let at) = tree else {
                 error(tree.location, "a mapping file is a YAML mapping (caregate-mapping, resource, ...), not \(tree.kindName)")
                 return nil

@@ -24,20 +24,23 @@ public struct MappingSet: Sendable {
         let validator = MappingValidator(root: root)
         let loader = MappingLoader(root: root)
         var shared = MappingTables()
-        for path in MappingSet.yamlFiles(paths) where loader.isTableFile(path) {
-            let (tables, found) = loader.loadTables(path)
-            problems += found.filter { $0.severity == .error }
-            shared.observationCodes.merge(tables.observationCodes) { $1 }
-            shared.units.merge(tables.units) { $1 }
-        }
-        for path in MappingSet.yamlFiles(paths) where !loader.isTableFile(path) {
-            let (file, found) = validator.check(path: path)
-            problems += found.filter { $0.severity == .error }
-            guard let file else { continue }
-            if let other = files[file.resource] {
-                problems.append(Diagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
+        for path in MappingSet.yamlFiles(paths) {
+            let (contents, found) = loader.read(path)
+            var fileProblems = found
+            defer { problems += fileProblems.filter { $0.severity == .error }.sorted(by: MappingValidator.order) }
+            switch contents {
+            case .tables(let tables):
+                shared.observationCodes.merge(tables.observationCodes) { $1 }
+                shared.units.merge(tables.units) { $1 }
+            case .mapping(let file?):
+                fileProblems += validator.validate(file)
+                if let other = files[file.resource] {
+                    problems.append(Diagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
+                }
+                files[file.resource] = file
+            case .mapping(nil):
+                continue
             }
-            files[file.resource] = file
         }
         if !problems.isEmpty { throw MappingError(problems) }
         return MappingSet(files: files, sharedTables: shared)
@@ -49,12 +52,15 @@ public struct MappingSet: Sendable {
 }
 
 extension MappingSet {
+    /// The built-in set, loaded once: its files are compiled into the binary and never change.
+    static let builtIn = Result<MappingSet, MappingError> { () throws(MappingError) in try load([MappingSource.builtInPrefix]) }
+
     /// The built-in mapping files with a site's over them, as every command loads them: a site
     /// mapping file replaces the built-in one for its resource type (or builds on it with
     /// `extends: builtin:careplan.yaml`), a site file of shared tables adds and overrides
     /// entries, and a resource type only the site maps is added. No site paths: the built-in set.
     public static func load(site paths: [String], root: String? = nil) throws(MappingError) -> MappingSet {
-        var merged = try load([MappingSource.builtInPrefix])
+        var merged = try builtIn.get()
         guard !paths.isEmpty else { return merged }
         let site = try load(paths, root: root)
         merged.files.merge(site.files) { $1 }

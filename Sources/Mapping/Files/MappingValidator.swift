@@ -18,11 +18,8 @@ public struct MappingValidator: Sendable {
     /// Loads and validates a file: every finding, in file order. A file of shared tables (no
     /// `resource`, only `tables`) is checked as tables.
     public func check(path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
-        let loader = MappingLoader(root: root)
-        if loader.isTableFile(path) {
-            return (nil, loader.loadTables(path).diagnostics.sorted(by: MappingValidator.order))
-        }
-        let (file, loading) = loader.load(path)
+        let (contents, loading) = MappingLoader(root: root).read(path)
+        guard case .mapping(let file) = contents else { return (nil, loading.sorted(by: MappingValidator.order)) }
         let found = loading + (file.map { validate($0) } ?? [])
         return (file, found.sorted(by: MappingValidator.order))
     }
