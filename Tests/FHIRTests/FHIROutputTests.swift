@@ -89,4 +89,18 @@ struct XMLColumnTests {
         let last = try #require(read.warnings.last)
         #expect(last.location.column == xml.count - #"<x19999 value="1"/></Patient>"#.count + 1, "\(last)")
     }
+
+    @Test("several issues on each of many same-named elements on one line: each gets its own element's column")
+    func repeatedElementsOnOneLine() throws {
+        let actives = (0..<20_000).map { #"<active value="maybe" a\#($0)="x"/>"# }.joined()
+        let xml = #"<Patient xmlns="http://hl7.org/fhir"><id value="p"/>\#(actives)</Patient>"#
+        let read = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(xml)
+        let twice = read.warnings.filter { $0.message.contains("appears twice") }
+        #expect(twice.count == 19_999)
+        // <active> number k (from 0) starts at column 53 + 30k (+1 per digit of k past the first).
+        func start(_ k: Int) -> Int { 53 + (0..<k).reduce(0) { $0 + 29 + String($1).count } }
+        #expect(twice.first?.location.column == start(1) && twice.last?.location.column == start(19_999), "\(twice.first!) \(twice.last!)")
+        let unknown = try #require(read.warnings.last { $0.message.contains("a19999") })
+        #expect(unknown.location.column == start(19_999) + #"<active value="maybe" "#.count)
+    }
 }

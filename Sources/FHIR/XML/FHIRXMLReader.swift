@@ -124,8 +124,11 @@ struct XMLResourceParser {
     var issues: [ParseIssue] = []
     private var errors: XMLErrorBox { handle.errors }
     private let path: String?
-    /// For each issue without a column yet: the tag (and attribute) to find on its line.
-    private var pendingColumns: [(issue: Int, tag: String, attribute: String?)] = []
+    /// For each issue without a column yet: the tag (and attribute) to find on its line, and the
+    /// number of the element it is on (issues on one element share its tag).
+    private var pendingColumns: [(issue: Int, tag: String, attribute: String?, element: Int)] = []
+    /// Elements the reader has opened so far.
+    private var elementsOpened = 0
 
     /// One open element.
     struct Frame {
@@ -278,7 +281,7 @@ struct XMLResourceParser {
                 tag = String(cString: name)
             }
         }
-        pendingColumns.append((issues.count - 1, tag, attribute))
+        pendingColumns.append((issues.count - 1, tag, attribute, elementsOpened))
     }
 
     /// Fills in the columns of pending issues: each is where its element's tag (or attribute)
@@ -313,28 +316,33 @@ struct XMLResourceParser {
             if let memory = handle.memory { collect(memory.prefix(handle.length), startLine: &line, current: &current) }
         }
         if line <= maxLine && wanted.contains(line) { lines[line] = current }
-        // Issues come in document order: each line's search goes on from where the last one on it
-        // stopped, and columns are counted on from the last, so a line with 200,000 attributes is
-        // read a few times, not once per attribute.
-        var cursors: [Int: (tag: Int, attribute: Int, counted: Int, column: Int)] = [:]
+        // Issues come in document order: issues on the element of the line's last issue share its
+        // tag, a later element's tag is searched for after it, and columns are counted from the
+        // last one (forwards or back), so a line with 200,000 issues is read a few times, not
+        // once per issue.
+        var cursors: [Int: (tag: Int, element: Int, attribute: Int, counted: Int, column: Int)] = [:]
         for pending in pendingColumns {
             let line = issues[pending.issue].location.line
             guard let text = lines[line] else { continue }
-            var cursor = cursors[line] ?? (0, -1, 0, 1)
-            let tagBytes = Array(("<" + pending.tag).utf8)
-            guard let tag = firstIndex(of: tagBytes, in: text, from: cursor.tag) ?? firstIndex(of: tagBytes, in: text, from: 0) else { continue }
-            if tag != cursor.tag { cursor.attribute = -1 }
-            cursor.tag = tag
-            var index = tag
+            var cursor = cursors[line] ?? (tag: 0, element: -1, attribute: -1, counted: 0, column: 1)
+            if pending.element != cursor.element {
+                let tagBytes = Array(("<" + pending.tag).utf8)
+                let from = cursor.element < 0 ? 0 : cursor.tag + 1
+                guard let tag = firstIndex(of: tagBytes, in: text, from: from) else { continue }
+                cursor.tag = tag
+                cursor.element = pending.element
+                cursor.attribute = -1
+            }
+            var index = cursor.tag
             if let attribute = pending.attribute {
                 let name = Array((attribute + "=").utf8)
-                if let at = firstIndex(of: name, in: text, from: max(tag, cursor.attribute + 1)) ?? firstIndex(of: name, in: text, from: tag) {
+                if let at = firstIndex(of: name, in: text, from: max(cursor.tag, cursor.attribute + 1)) ?? firstIndex(of: name, in: text, from: cursor.tag) {
                     index = at
                     cursor.attribute = at
                 }
             }
-            if index < cursor.counted { cursor.counted = 0; cursor.column = 1 }
-            cursor.column += text[cursor.counted..<index].reduce(0) { $1 & 0xC0 != 0x80 ? $0 + 1 : $0 }
+            let characters = { (range: Range<Int>) in text[range].reduce(0) { $1 & 0xC0 != 0x80 ? $0 + 1 : $0 } }
+            cursor.column += index >= cursor.counted ? characters(cursor.counted..<index) : -characters(index..<cursor.counted)
             cursor.counted = index
             issues[pending.issue].location.column = cursor.column
             cursors[line] = cursor
@@ -424,6 +432,7 @@ struct XMLResourceParser {
             let nodeType = xmlTextReaderNodeType(reader)
             switch nodeType {
             case 1: // element
+                elementsOpened += 1
                 let isEmpty = xmlTextReaderIsEmptyElement(reader) == 1
                 switch try startElement() {
                 case .opened:
