@@ -52,15 +52,12 @@ public struct MappingSet: Sendable {
 }
 
 extension MappingSet {
-    /// The built-in set, loaded once: its files are compiled into the binary and never change.
-    static let builtIn = Result<MappingSet, MappingError> { () throws(MappingError) in try load([MappingSource.builtInPrefix]) }
-
     /// The built-in mapping files with a site's over them, as every command loads them: a site
     /// mapping file replaces the built-in one for its resource type (or builds on it with
     /// `extends: builtin:careplan.yaml`), a site file of shared tables adds and overrides
     /// entries, and a resource type only the site maps is added. No site paths: the built-in set.
     public static func load(site paths: [String], root: String? = nil) throws(MappingError) -> MappingSet {
-        var merged = try builtIn.get()
+        var merged = try load([MappingSource.builtInPrefix])
         guard !paths.isEmpty else { return merged }
         let site = try load(paths, root: root)
         merged.files.merge(site.files) { $1 }
