@@ -532,14 +532,24 @@ extension Schedule {
         }
         let boxes = self.series.elements
         found.sort { $0.start != $1.start ? $0.start < $1.start : $0.element < $1.element }
+        // The merged number of an event is the number of windows (of every element) before it in
+        // (start, element) order. Every window starting at or after `start` is in `found`, so for
+        // those it is the windows starting before `start`, counted once, plus the event's rank
+        // among them; only windows reaching back before `start` are counted element by element.
+        let before = series.reduce(0) { $0 + $1.countWindows(before: start) }
+        var rank = 0
         return found.map { e in
-            // The merged number: this element's own index, plus every other element's events that
-            // start earlier (or at the same time, for elements listed before this one).
-            var occurrence = e.k
-            for (index, other) in series.enumerated() where index != e.element {
-                occurrence += other.countWindows(before: e.start)
-                if index < e.element && other.countWindows(before: e.start.addingTimeInterval(0.001)) > other.countWindows(before: e.start) {
-                    occurrence += 1
+            var occurrence: Int
+            if e.start >= start {
+                occurrence = before + rank
+                rank += 1
+            } else {
+                occurrence = e.k
+                for (index, other) in series.enumerated() where index != e.element {
+                    occurrence += other.countWindows(before: e.start)
+                    if index < e.element && other.countWindows(before: e.start.addingTimeInterval(0.001)) > other.countWindows(before: e.start) {
+                        occurrence += 1
+                    }
                 }
             }
             return ScheduleEvent(start: e.start, end: e.end, occurrence: occurrence, elementIndex: e.element, elementBox: boxes[e.element])

@@ -112,6 +112,25 @@ struct ScheduleEventTests {
         }
     }
 
+    @Test("occurrence numbers from any range agree with the listing from the schedule's start: 48 all-day elements, timed, long windows reaching back, across daylight saving")
+    func numbersFromAnyRange() throws {
+        let start = local("2026-03-01", newYork)
+        let allDay = (0..<48).map { element(start.addingTimeInterval(Double($0)), every: DateComponents(day: 1), zone: newYork, duration: .allDay) }
+        let timed = [element(local("2026-03-01 08:00", newYork), every: DateComponents(hour: 7), zone: newYork, duration: .seconds(5 * 3600)),
+                     element(local("2026-03-02 02:30", newYork), every: DateComponents(day: 2), zone: newYork, duration: .seconds(40 * 3600))]
+        for elements in [allDay, timed, Array(allDay.prefix(3)) + timed] {
+            let schedule = try Schedule(elements: elements)
+            let all = schedule.events(from: start, to: local("2026-03-15", newYork))
+            #expect(all.map(\.occurrence) == Array(0..<all.count))
+            for offset in stride(from: 0.0, to: 12 * 86_400, by: 37_123) {
+                let from = start.addingTimeInterval(offset)
+                for event in schedule.events(from: from, to: from.addingTimeInterval(86_400)) {
+                    #expect(all[event.occurrence] == event, "from \(wall(from, newYork)): \(event.occurrence)")
+                }
+            }
+        }
+    }
+
     @Test("all-day and timed elements on the same day: the day window comes first")
     func allDayAndTimed() throws {
         let day = element(local("2026-05-01", newYork), every: DateComponents(day: 1), zone: newYork, duration: .allDay)
