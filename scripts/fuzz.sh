@@ -4,7 +4,7 @@
 #
 #   scripts/fuzz.sh                        every harness, 60 seconds each
 #   scripts/fuzz.sh fhir-json --seconds 600
-#   scripts/fuzz.sh fhirpath --runs 10000000
+#   scripts/fuzz.sh fhirpath --runs 10000000 [--seconds 3600]   (whichever comes first)
 #   scripts/fuzz.sh --merge                add what the runs found (new coverage only) to Fuzz/Corpus/
 #
 # Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers.
@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers)
 targets=()
-seconds=60
+seconds=""
 runs=""
 merge=false
 while [[ $# -gt 0 ]]; do
@@ -74,10 +74,12 @@ for target in "${targets[@]}"; do
         "$bin/fuzz-$target" -merge=1 "Fuzz/Corpus/$target" "$corpus" 2>&1 | tail -1
         continue
     fi
-    limit=(-max_total_time="$seconds")
-    [[ -n "$runs" ]] && limit=(-runs="$runs")
+    # --runs and --seconds together stop at whichever comes first; neither: 60 s.
+    limit=()
+    [[ -n "$runs" ]] && limit+=(-runs="$runs")
+    [[ -n "$seconds" || -z "$runs" ]] && limit+=(-max_total_time="${seconds:-60}")
     log="$build/logs/$target.log"
-    echo "fuzz: $target (${runs:+$runs runs}${runs:-$seconds s}), log $log"
+    echo "fuzz: $target (${limit[*]}), log $log"
     if SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1 "$bin/fuzz-$target" "$corpus" "Fuzz/Corpus/$target" "$build/seeds/$target" \
         -dict="$dict" -max_len="$(longest "$target")" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
         -artifact_prefix="$crashes/" -print_final_stats=1 "${limit[@]}" > "$log" 2>&1; then

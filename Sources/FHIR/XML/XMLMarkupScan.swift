@@ -37,12 +37,28 @@ struct XMLMarkupScan {
         }
     }
 
+    /// What follows `<!`. The state holds no array, so moving between states costs nothing.
+    private enum Declaration {
+        case comment, cdata, doctype
+
+        var opening: [UInt8] {
+            switch self {
+            case .comment: XMLMarkupScan.commentStart
+            case .cdata: XMLMarkupScan.cdataStart
+            case .doctype: XMLMarkupScan.doctype
+            }
+        }
+    }
+
     private enum State {
         case text
         /// Just after `<`.
         case open
-        /// After `<!`, matching the bytes that tell a comment, CDATA section or DOCTYPE apart.
-        case bang(matched: [UInt8])
+        /// Just after `<!`.
+        case bang
+        /// After `<!` and the first `matched` bytes of a comment's, CDATA section's or DOCTYPE's
+        /// opening (`--`, `[CDATA[`, `DOCTYPE`).
+        case declaration(Declaration, matched: Int)
         case tag
         case quoted(UInt8)
         case comment(dashes: Int)
@@ -118,19 +134,22 @@ struct XMLMarkupScan {
         switch state {
         case .open:
             switch byte {
-            case 0x21: state = .bang(matched: [])
+            case 0x21: state = .bang
             case 0x3F: state = .instruction(question: false)
             default: attributes = 0; state = byte == 0x3E ? .text : .tag
             }
-        case .bang(var matched):
-            matched.append(byte)
-            state = .bang(matched: matched)
-            if matched == Self.commentStart { state = .comment(dashes: 0) }
-            else if matched == Self.cdataStart { state = .cdata(brackets: 0) }
-            else if matched.count == Self.doctype.count, matched.map(Self.upper) == Self.doctype {
-                refusal = Refusal(reason: .doctype, offset: position - Self.doctype.count - 1)
-            } else if !Self.isPrefix(matched) {
-                // Some other `<!` declaration: libxml2 refuses it outside a DTD.
+        case .bang:
+            switch Self.upper(byte) {
+            case 0x2D: declare(.comment, matched: 1, at: position)
+            case 0x5B: declare(.cdata, matched: 1, at: position)
+            case 0x44: declare(.doctype, matched: 1, at: position)
+            default: attributes = 0; state = .tag // another `<!` declaration: libxml2 refuses it outside a DTD
+            }
+        case .declaration(let kind, let matched):
+            let opening = kind.opening
+            if (kind == .doctype ? Self.upper(byte) : byte) == opening[matched] {
+                declare(kind, matched: matched + 1, at: position)
+            } else {
                 attributes = 0
                 state = .tag
             }
@@ -145,15 +164,24 @@ struct XMLMarkupScan {
         }
     }
 
-    private static let commentStart = Array("--".utf8)
-    private static let cdataStart = Array("[CDATA[".utf8)
-    private static let doctype = Array("DOCTYPE".utf8)
+    /// `matched` bytes of a declaration's opening read; once it is whole, what it opens begins.
+    private mutating func declare(_ kind: Declaration, matched: Int, at position: Int) {
+        guard matched == kind.opening.count else {
+            state = .declaration(kind, matched: matched)
+            return
+        }
+        switch kind {
+        case .comment: state = .comment(dashes: 0)
+        case .cdata: state = .cdata(brackets: 0)
+        case .doctype: refusal = Refusal(reason: .doctype, offset: position - matched - 1)
+        }
+    }
+
+    fileprivate static let commentStart = Array("--".utf8)
+    fileprivate static let cdataStart = Array("[CDATA[".utf8)
+    fileprivate static let doctype = Array("DOCTYPE".utf8)
 
     private static func upper(_ byte: UInt8) -> UInt8 { byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte }
-
-    private static func isPrefix(_ matched: [UInt8]) -> Bool {
-        commentStart.starts(with: matched) || cdataStart.starts(with: matched) || doctype.starts(with: matched.map(upper))
-    }
 
     /// The 1-based line of `offset` in `bytes`.
     static func line(of offset: Int, in bytes: UnsafeRawBufferPointer) -> Int {
