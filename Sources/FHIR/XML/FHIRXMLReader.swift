@@ -165,7 +165,7 @@ struct XMLResourceParser {
         if let refused { throw refused }
         let handle = LibXMLReaderHandle(copying: bytes)
         let created = handle.memory!.withMemoryRebound(to: CChar.self) { base in
-            xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, "UTF-8", XMLResourceParser.parserOptions)
+            xmlReaderForMemory(base.baseAddress, Int32(handle.length), options.sourceName, nil, XMLResourceParser.parserOptions)
         }
         guard let created else {
             throw .malformed(ParseIssue(.error, .syntax, "cannot start the XML reader", at: SourceLocation(file: options.sourceName)))
@@ -191,7 +191,7 @@ struct XMLResourceParser {
         let handle = LibXMLReaderHandle(fd: fd)
         // The reader holds the handle unretained: `self.handle` keeps it alive as long as the reader.
         guard let created = xmlReaderForIO(LibXMLReaderHandle.readFile, nil, Unmanaged.passUnretained(handle).toOpaque(),
-                                           path, "UTF-8", XMLResourceParser.parserOptions) else {
+                                           path, nil, XMLResourceParser.parserOptions) else {
             throw .io(path: path, reason: "cannot read: cannot start the XML reader")
         }
         handle.reader = created
@@ -201,9 +201,10 @@ struct XMLResourceParser {
     }
 
     /// No network, no entity substitution, no DTD loading or validation; libxml2's own
-    /// size and depth hardening stays on (no XML_PARSE_HUGE). The document is read as UTF-8
-    /// whatever its declaration says (FHIR XML is UTF-8), so no encoding converter runs and a
-    /// byte that is not UTF-8 is an error libxml2 reports with its line.
+    /// size and depth hardening stays on (no XML_PARSE_HUGE). The declaration's encoding is
+    /// ignored (FHIR XML is UTF-8, and `XMLMarkupScan` refuses documents that start as UTF-16,
+    /// UTF-32 or EBCDIC), so no encoding converter runs and a byte that is not UTF-8 is an error
+    /// libxml2 reports with its line.
     static let parserOptions: Int32 = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_NOXINCNODE.rawValue | XML_PARSE_BIG_LINES.rawValue
                                             | XML_PARSE_COMPACT.rawValue | XML_PARSE_IGNORE_ENC.rawValue)
 
@@ -231,7 +232,7 @@ struct XMLResourceParser {
         let code: ParseIssue.Code = switch refusal.reason {
         case .doctype: .forbidden
         case .attributes: .limit
-        case .utf16: .syntax
+        case .notUTF8: .syntax
         }
         return .malformed(ParseIssue(.error, code, refusal.message,
                               at: SourceLocation(file: options.sourceName, line: line)))
