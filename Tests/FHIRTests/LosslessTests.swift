@@ -76,6 +76,16 @@ struct LosslessTests {
         #expect(rewritten.resource == parsed.resource)
     }
 
+    @Test("an unknown XML element between the repeats of an element goes last, so the repeats stay one JSON array")
+    func unknownBetweenRepeats() throws {
+        let xml = #"<Patient xmlns="http://hl7.org/fhir"><name><given value="A"/><gevin value="x"/><given value="B"/></name></Patient>"#
+        let parsed = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(xml).resource
+        #expect(parsed.first("name")?.children.map(\.name) == ["given", "given", "gevin"])
+        let json = FHIRJSONWriter(pretty: false).string(parsed)
+        let back = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(json).resource
+        #expect(back.first("name")?.children(named: "given").compactMap(\.value) == ["A", "B"], "\(json)")
+    }
+
     @Test("resourceType may appear anywhere in the object")
     func resourceTypeAnywhere() throws {
         let tree = try FHIRJSONReader().read(#"{"id":"x","gender":"male","resourceType":"Patient"}"#).resource

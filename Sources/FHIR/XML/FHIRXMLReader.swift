@@ -514,6 +514,9 @@ struct XMLResourceParser {
             let raw = try outerXML()
             report(.unknownElement, "unknown element <\(name)> in \(parentType.name) (kept)", severity: .warning)
             frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: raw))
+            // Unknown elements go last, as `Element.append` keeps them: the children are sorted
+            // when the parent closes, so a known element after this one still joins its repeats.
+            frames[parentIndex].sorted = false
             return try skip()
         }
         let definition = parentType.elements[Int(slot)]
