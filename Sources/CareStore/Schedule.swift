@@ -465,19 +465,13 @@ final class OccurrenceSeries {
         return n + 1
     }
 
-    /// How many occurrences exist at all (limited by `end`), or nil when open-ended.
-    var totalCount: Int? {
-        guard let end = element.end else { return nil }
-        lock.lock()
-        if let cached = cachedTotal { lock.unlock(); return cached }
-        lock.unlock()
-        let total = countStarts(before: end)
-        lock.lock()
-        cachedTotal = total
-        lock.unlock()
-        return total
+    /// Whether occurrence `k` exists: it starts before the element's `end` (exclusive). Asked of
+    /// one occurrence, not by counting them all up to `end`, which for an end millennia away
+    /// would walk every daylight-saving change on the way.
+    func exists(_ k: Int) -> Bool {
+        guard let end = element.end else { return true }
+        return start(k) < end
     }
-    private var cachedTotal: Int?
 
     /// The window of an occurrence starting at `start`.
     func window(_ start: Date) -> (start: Date, end: Date) {
@@ -499,9 +493,8 @@ final class OccurrenceSeries {
             let day = calendar.startOfDay(for: t)
             bound = day == t ? t : calendar.date(byAdding: .day, value: 1, to: day)!
         }
-        let count = countStarts(before: bound)
-        if let total = totalCount { return min(count, total) }
-        return count
+        // Occurrences from `end` on do not exist.
+        return countStarts(before: element.end.map { min($0, bound) } ?? bound)
     }
 
     /// The longest a window can reach back before its occurrence starts or extend after it.
@@ -521,8 +514,7 @@ extension Schedule {
         var found: [(start: Date, end: Date, element: Int, k: Int)] = []
         for (index, s) in series.enumerated() {
             var k = s.countStarts(before: start.addingTimeInterval(-s.reach))
-            let total = s.totalCount
-            while total == nil || k < total! {
+            while s.exists(k) {
                 let occurrenceStart = s.start(k)
                 let window = s.window(occurrenceStart)
                 if window.start >= end { break }
@@ -563,14 +555,13 @@ extension Schedule {
         if series.count == 1 {
             // One element: the occurrence is its own k-th.
             let s = series[0]
-            if let total = s.totalCount, occurrence >= total { return nil }
+            guard s.exists(occurrence) else { return nil }
             let window = s.window(s.start(occurrence))
             return ScheduleEvent(start: window.start, end: window.end, occurrence: occurrence, elementIndex: 0, elementBox: self.series.elements[0])
         }
         func countBefore(_ t: Date) -> Int { series.reduce(0) { $0 + $1.countWindows(before: t) } }
-        if let total = series.reduce(Optional(0), { sum, s in sum.flatMap { a in s.totalCount.map { a + $0 } } }), occurrence >= total {
-            return nil
-        }
+        // When every element ends, nothing starts after the last end.
+        if let last = endDate, countBefore(last.addingTimeInterval(26 * 3600)) <= occurrence { return nil }
         // Find a time by which more than `occurrence` events have started, then bisect.
         let earliest = startDate.addingTimeInterval(-26 * 3600)
         var span: TimeInterval = 86400

@@ -131,6 +131,24 @@ struct ScheduleEventTests {
         }
     }
 
+    @Test("an end is checked against the occurrence asked for: occurrences past it do not exist, with one element or several, near or millennia away")
+    func endChecksTheOccurrence() throws {
+        let start = local("2026-05-01 09:00", newYork)
+        let end = local("2026-05-04 09:00", newYork)
+        let pill = element(start, every: DateComponents(day: 1), zone: newYork, end: end)
+        let walk = element(local("2026-05-01 17:00", newYork), every: DateComponents(day: 1), zone: newYork, end: end)
+        let one = try Schedule(elements: [pill])
+        #expect(one.events(from: start, to: start.addingTimeInterval(10 * 86_400)).count == 3)
+        #expect(one.event(occurrence: 2)?.start == local("2026-05-03 09:00", newYork) && one.event(occurrence: 3) == nil)
+        let two = try Schedule(elements: [pill, walk])
+        #expect(two.events(from: start, to: start.addingTimeInterval(10 * 86_400)).map(\.occurrence) == Array(0..<6))
+        #expect(two.event(occurrence: 5) != nil && two.event(occurrence: 6) == nil)
+        // An end 6,000 years on: a week near the start is listed without walking to the end.
+        let farEnd = start.addingTimeInterval(6_000 * 365.25 * 86_400)
+        let farSchedule = try Schedule(elements: (0..<21).map { element(start.addingTimeInterval(Double($0) * 60), every: DateComponents(day: 1), zone: newYork, end: farEnd) })
+        #expect(farSchedule.events(from: start, to: start.addingTimeInterval(7 * 86_400)).count == 7 * 21)
+    }
+
     @Test("all-day and timed elements on the same day: the day window comes first")
     func allDayAndTimed() throws {
         let day = element(local("2026-05-01", newYork), every: DateComponents(day: 1), zone: newYork, duration: .allDay)
