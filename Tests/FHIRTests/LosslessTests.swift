@@ -86,6 +86,25 @@ struct LosslessTests {
         #expect(back.first("name")?.children(named: "given").compactMap(\.value) == ["A", "B"], "\(json)")
     }
 
+    @Test("an <id> element in a datatype is unknown content (id is an attribute there), so two of them write back")
+    func idElementInDatatype() throws {
+        let xml = #"<Observation xmlns="http://hl7.org/fhir"><code id="c1"><id value="a"/><id value="b"/><text value="t"/></code></Observation>"#
+        let parsed = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(xml)
+        let code = try #require(parsed.resource.first("code"))
+        #expect(code.children.map(\.name) == ["id", "text", "id", "id"])
+        #expect(code.children.filter { !$0.isUnknown }.map(\.value) == ["c1", "t"])
+        #expect(parsed.warnings.contains { $0.message.contains("<id> in CodeableConcept is an attribute in FHIR XML") }, "\(parsed.warnings)")
+        let rewritten = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(FHIRXMLWriter().write(parsed.resource))
+        #expect(rewritten.resource == parsed.resource)
+        let onlyUnknown = try FHIRXMLReader(options: ParseOptions(lenient: true))
+            .read(#"<Observation xmlns="http://hl7.org/fhir"><code id="c1"><id value="a"/></code></Observation>"#).resource
+        let onlyUnknownBack = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(FHIRXMLWriter().write(onlyUnknown)).resource
+        #expect(onlyUnknownBack == onlyUnknown)
+        let extensionURL = #"<Patient xmlns="http://hl7.org/fhir"><extension url="http://x"><url value="http://y"/><valueString value="v"/></extension></Patient>"#
+        let withURL = try FHIRXMLReader(options: ParseOptions(lenient: true)).read(extensionURL).resource
+        #expect(withURL.first("extension")?.string("url") == "http://x")
+    }
+
     @Test("resourceType may appear anywhere in the object")
     func resourceTypeAnywhere() throws {
         let tree = try FHIRJSONReader().read(#"{"id":"x","gender":"male","resourceType":"Patient"}"#).resource

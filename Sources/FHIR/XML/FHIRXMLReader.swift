@@ -509,10 +509,18 @@ struct XMLResourceParser {
                 found = parentType.properties.lookup(nameBytes)
             }
         }
-        guard let (slot, typeIndex) = found, typeIndex >= 0 else {
+        // A datatype's `id`, and an extension's `url`, are attributes in FHIR XML; as elements
+        // they are unknown content (read as the property, two of them could not be written back).
+        let isAttributeOnly = found.map { slot, _ in
+            let name = parentType.elements[Int(slot)].name
+            return (name == "id" && parentType.kind != .resource) || (name == "url" && parentType.name == "Extension")
+        } ?? false
+        guard let (slot, typeIndex) = found, typeIndex >= 0, !isAttributeOnly else {
             let name = localName
             let raw = try outerXML()
-            report(.unknownElement, "unknown element <\(name)> in \(parentType.name) (kept)", severity: .warning)
+            let reason = isAttributeOnly ? "<\(name)> in \(parentType.name) is an attribute in FHIR XML (\(name)=\"…\"); the element is unknown (kept)"
+                : "unknown element <\(name)> in \(parentType.name) (kept)"
+            report(.unknownElement, reason, severity: .warning)
             frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: raw))
             // Unknown elements go last, as `Element.append` keeps them: the children are sorted
             // when the parent closes, so a known element after this one still joins its repeats.

@@ -157,7 +157,9 @@ struct XMLEmitter {
             if let value = element.value {
                 attribute("value", value)
             }
-            let hasElements = element.children.contains { !attributes.contains($0.name) && $0.typeIndex != Element.unknownJSON }
+            let hasElements = element.children.contains {
+                $0.isUnknown ? $0.typeIndex == Element.unknownXML : !attributes.contains($0.name)
+            }
             if !hasElements {
                 raw("/>")
                 return
