@@ -7,10 +7,12 @@ enum RoundTrip {
     /// Reads what the writers wrote: leniently, since a resource read leniently (invalid codes
     /// kept as warnings) must come back too.
     static let reread = ParseOptions(maximumDocumentSize: 1 << 24, lenient: true)
+    /// Reads what the writers wrote from a resource read strictly: it must read strictly too.
+    static let strictReread = ParseOptions(maximumDocumentSize: 1 << 24)
 
-    /// Written in `format` (compact and pretty) and read back: the same tree, but for the other
-    /// format's unknown content, which has no form in this one.
-    static func within(_ format: FHIRFormat, _ resource: Element) throws(PropertyFailure) {
+    /// Written in `format` (compact and pretty) and read back with `reread`: the same tree, but
+    /// for the other format's unknown content, which has no form in this one.
+    static func within(_ format: FHIRFormat, _ resource: Element, reread: ParseOptions = reread) throws(PropertyFailure) {
         let foreign = format == .json ? Element.unknownXML : Element.unknownJSON
         for pretty in [false, true] {
             let bytes = FHIRDocument.write(resource, format: format, pretty: pretty)
@@ -34,8 +36,8 @@ enum RoundTrip {
     /// across them; read only leniently, the round trip in its own format.
     static func document(_ input: [UInt8], _ format: FHIRFormat) throws(PropertyFailure) {
         if let strict = try? read(input, format) {
-            try within(format, strict.resource)
-            try within(format == .json ? .xml : .json, strict.resource)
+            try within(format, strict.resource, reread: strictReread)
+            try within(format == .json ? .xml : .json, strict.resource, reread: strictReread)
             try acrossFormats(strict)
         } else if let lenient = try? read(input, format, ParseOptions(lenient: true)) {
             try within(format, lenient.resource)
@@ -62,12 +64,15 @@ enum RoundTrip {
     }
 
     /// The tree as a round trip through one format must keep it: without the other format's
-    /// unknown content (which has no form in this one; conversion says it is left out), and
-    /// with narrative XHTML as libxml2 serializes it (`&quot;` in text and `"` are one XHTML).
+    /// unknown content (which has no form in this one; conversion says it is left out) and the
+    /// elements that held nothing else, and with narrative XHTML as libxml2 serializes it
+    /// (`&quot;` in text and `"` are one XHTML).
     static func comparable(_ element: Element, dropping unknown: Int32) -> Element {
+        let format: FHIRFormat = unknown == Element.unknownXML ? .json : .xml
         var copy = element
         if copy.typeName == "xhtml", let value = copy.value { copy.value = canonicalXHTML(value) }
-        copy.children = copy.children.filter { $0.typeIndex != unknown }.map { comparable($0, dropping: unknown) }
+        copy.children = copy.children.filter { $0.isUnknown ? $0.typeIndex != unknown : $0.hasContent(in: format) }
+            .map { comparable($0, dropping: unknown) }
         return copy
     }
 

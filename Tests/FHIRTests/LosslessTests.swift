@@ -105,6 +105,25 @@ struct LosslessTests {
         #expect(withURL.first("extension")?.string("url") == "http://x")
     }
 
+    @Test("an element holding only the other format's unknown content is left out, never written empty")
+    func emptiedByConversion() throws {
+        let xml = #"<Observation xmlns="http://hl7.org/fhir"><status><value value="final"/></status><code><text value="t"/></code></Observation>"#
+        let fromXML = try FHIRXMLReader().read(xml).resource
+        let json = FHIRJSONWriter(pretty: false).string(fromXML)
+        #expect(json == #"{"resourceType":"Observation","code":{"text":"t"}}"#)
+        #expect(try FHIRJSONReader().read(json).resource.first("code")?.string("text") == "t")
+        let back = try FHIRXMLReader().read(FHIRXMLWriter().write(fromXML)).resource
+        #expect(back == fromXML)
+
+        let withUnknown = #"{"resourceType":"Observation","status":"final","code":{"shoeSize":12},"valueQuantity":{"value":1,"_unit":{"shoeSize":1}}}"#
+        let fromJSON = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(withUnknown).resource
+        let written = String(decoding: FHIRXMLWriter().write(fromJSON), as: UTF8.self)
+        #expect(!written.contains("<code") && !written.contains("<unit"), "\(written)")
+        let strict = try FHIRXMLReader().read(written).resource
+        #expect(strict.string("status") == "final" && strict.first("value")?.string("value") == "1")
+        #expect(FHIRJSONWriter(pretty: false).string(fromJSON).contains(#""code":{"shoeSize":12}"#))
+    }
+
     @Test("resourceType may appear anywhere in the object")
     func resourceTypeAnywhere() throws {
         let tree = try FHIRJSONReader().read(#"{"id":"x","gender":"male","resourceType":"Patient"}"#).resource

@@ -139,10 +139,13 @@ struct JSONEmitter {
             if definition?.isChoice == true, let typeName = child.typeName {
                 name += ElementDefinition.choiceSuffix(for: typeName)
             }
+            let group = children[i..<j]
+            let written = group.allSatisfy { $0.hasContent(in: .json) } ? group : ArraySlice(group.filter { $0.hasContent(in: .json) })
+            i = j
+            guard !written.isEmpty else { continue }
             if !first { byte(0x2C) }
             first = false
-            writeGroup(children[i..<j], name: name, repeating: isRepeating, indent: indent)
-            i = j
+            writeGroup(written, name: name, repeating: isRepeating, indent: indent)
         }
     }
 
@@ -158,13 +161,18 @@ struct JSONEmitter {
         return j
     }
 
+    /// Whether a primitive has an id or extensions to write in its `_name` object.
+    static func hasParts(_ primitive: Element) -> Bool {
+        primitive.children.contains { $0.isUnknown ? $0.typeIndex == Element.unknownJSON : $0.hasContent(in: .json) }
+    }
+
     mutating func writeGroup(_ group: ArraySlice<Element>, name: String, repeating: Bool, indent: Int) {
         let sample = group[group.startIndex]
         guard let type = sample.definition else { return }
         switch type.kind {
         case .primitive:
             let hasValues = group.contains { $0.value != nil }
-            let hasParts = group.contains { !$0.children.isEmpty }
+            let hasParts = group.contains(where: Self.hasParts)
             if hasValues {
                 key(name, indent)
                 if repeating {
@@ -188,7 +196,7 @@ struct JSONEmitter {
                     for (n, e) in group.enumerated() {
                         if n > 0 { byte(0x2C) }
                         newline(indent + 1)
-                        if e.children.isEmpty { raw("null") } else { writeObject(e, indent: indent + 1) }
+                        if Self.hasParts(e) { writeObject(e, indent: indent + 1) } else { raw("null") }
                     }
                     newline(indent)
                     byte(0x5D)

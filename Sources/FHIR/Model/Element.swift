@@ -63,6 +63,15 @@ public struct Element: Sendable, Hashable {
     /// Whether this element is a resource (a root, a `contained` resource or a Bundle entry's).
     public var isResource: Bool { definition?.kind == .resource }
 
+    /// Whether writing this element in `format` gives anything: a value, or a child that does.
+    /// The other format's unknown content has no form in this one, so an element holding only
+    /// that is left out rather than written empty (`{}` or `<code/>`, which no reader accepts).
+    public func hasContent(in format: FHIRFormat) -> Bool {
+        if value != nil { return true }
+        let kept = format == .xml ? Element.unknownXML : Element.unknownJSON
+        return children.contains { $0.isUnknown ? $0.typeIndex == kept : $0.hasContent(in: format) } || isResource
+    }
+
     /// The resource type, when this element is a resource.
     public var resourceType: String? { isResource ? definition?.name : nil }
 

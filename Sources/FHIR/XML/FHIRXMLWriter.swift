@@ -119,7 +119,7 @@ struct XMLEmitter {
                 }
                 continue
             }
-            if attributes.contains(child.name) { continue }
+            if attributes.contains(child.name) || !child.hasContent(in: .xml) { continue }
             let definition = parentType?.element(named: child.name)
             var name = child.name
             if definition?.isChoice == true, let typeName = child.typeName {
@@ -158,7 +158,7 @@ struct XMLEmitter {
                 attribute("value", value)
             }
             let hasElements = element.children.contains {
-                $0.isUnknown ? $0.typeIndex == Element.unknownXML : !attributes.contains($0.name)
+                $0.isUnknown ? $0.typeIndex == Element.unknownXML : !attributes.contains($0.name) && $0.hasContent(in: .xml)
             }
             if !hasElements {
                 raw("/>")
