@@ -394,21 +394,20 @@ final class OccurrenceSeries {
         }
     }
 
+    /// Daylight-saving transitions and occurrences examined while looking for clamps (what
+    /// exploring a series costs; tests check it stays in proportion to the occurrences).
+    private(set) var probes = 0
+
+    /// Intervals longer than this have fewer occurrences than a time zone has transitions (a
+    /// few a year), so clamps are looked for occurrence by occurrence.
+    static let longStep: TimeInterval = 60 * 86400
+
     /// The first occurrence index after `segment` (at a date in (from, through]) where a jump lands
     /// on a clamped time or day, or nil.
     private func firstClamp(after segment: Segment, from: Date, through: Date) -> Int? {
-        var found: Int?
-        // Wall times in a daylight-saving gap.
-        var transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: from.addingTimeInterval(-nominalStep))
-        while let t = transition, t <= through.addingTimeInterval(nominalStep) {
-            let estimate = segment.index + Int(t.timeIntervalSince(segment.start) / nominalStep)
-            for k in max(segment.index + 1, estimate - 1)...max(segment.index + 1, estimate + 1) {
-                let date = jump(segment, k - segment.index)
-                if OccurrenceSeries.wallTime(date, calendar) != segment.wallTime { found = k; break }
-            }
-            if found != nil { break }
-            transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: t)
-        }
+        var found = nominalStep > OccurrenceSeries.longStep
+            ? firstMovedOccurrence(after: segment, from: from, through: through)
+            : firstMovedAtTransition(after: segment, from: from, through: through)
         // The day of month in a shorter month.
         if keepsDay && segment.day > 28 {
             var k = segment.index + 1
@@ -420,6 +419,35 @@ final class OccurrenceSeries {
             }
         }
         return found
+    }
+
+    /// Wall times in a daylight-saving gap, found by checking the occurrences next to each
+    /// transition: the first one whose wall time differs from the segment's.
+    private func firstMovedAtTransition(after segment: Segment, from: Date, through: Date) -> Int? {
+        var transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: from.addingTimeInterval(-nominalStep))
+        while let t = transition, t <= through.addingTimeInterval(nominalStep) {
+            probes += 1
+            let estimate = segment.index + Int(t.timeIntervalSince(segment.start) / nominalStep)
+            for k in max(segment.index + 1, estimate - 1)...max(segment.index + 1, estimate + 1) {
+                let date = jump(segment, k - segment.index)
+                if OccurrenceSeries.wallTime(date, calendar) != segment.wallTime { return k }
+            }
+            transition = calendar.timeZone.nextDaylightSavingTimeTransition(after: t)
+        }
+        return nil
+    }
+
+    /// The same for intervals of months or years: every occurrence in the range is checked, since
+    /// walking the transitions of the thousands of years a few occurrences can span costs more.
+    private func firstMovedOccurrence(after segment: Segment, from: Date, through: Date) -> Int? {
+        var k = segment.index + max(1, Int(from.timeIntervalSince(segment.start) / nominalStep) - 1)
+        while true {
+            probes += 1
+            let date = jump(segment, k - segment.index)
+            if date > through.addingTimeInterval(nominalStep) { return nil }
+            if OccurrenceSeries.wallTime(date, calendar) != segment.wallTime { return k }
+            k += 1
+        }
     }
 
     /// The start of occurrence `k`, exactly as CareKit accumulates it.

@@ -27,6 +27,22 @@ struct ScheduleReferenceTests {
         return starts
     }
 
+    @Test("an interval of thousands of years explores its few occurrences, not every daylight-saving change between them")
+    func longIntervalExploresOccurrences() throws {
+        let calendar = Schedule.calendar(TimeZone(identifier: "Australia/Lord_Howe")!)
+        let start = calendar.date(from: DateComponents(year: 2026, month: 11, day: 24))!
+        // What a Timing of 22 a day every 3,422,982 days (no periodUnit: days) becomes, per element.
+        let element = ScheduleElement(start: start, interval: DateComponents(day: 3_422_982), duration: .allDay, calendar: calendar)
+        let series = OccurrenceSeries(element)
+        #expect(series.countStarts(before: start.addingTimeInterval(200 * 365.25 * 86400)) == 1)
+        #expect(series.start(1) == calendar.date(byAdding: .day, value: 3_422_982, to: start))
+        #expect(series.probes < 20, "\(series.probes) transitions and occurrences examined")
+        // Every two years of a daily series, by contrast, examines each transition once.
+        let daily = OccurrenceSeries(ScheduleElement(start: start, interval: DateComponents(day: 1), calendar: calendar))
+        #expect(daily.countStarts(before: start.addingTimeInterval(730 * 86400)) == 730)
+        #expect((4...8).contains(daily.probes), "\(daily.probes)")
+    }
+
     @Test("random elements in five time zones agree with accumulation, occurrence by occurrence")
     func randomElements() throws {
         var rng = SplitMix64(state: 20261121)
