@@ -66,6 +66,42 @@ struct LongNumberTests {
     }
 }
 
+@Suite("FHIRPath expressions nested past the parser's depth")
+struct NestingDepthTests {
+    /// The message a too-deep expression gets, or nil when it parses.
+    func refusal(_ text: String) -> String? {
+        do { _ = try FHIRPathExpression(text); return nil } catch { return error.message }
+    }
+
+    @Test("parentheses, signs, arguments and long paths deeper than 128 levels are a syntax error, not a stack overflow (found by fuzz-fhirpath)")
+    func tooDeep() throws {
+        let deep = 100_000
+        let texts = [
+            String(repeating: "(", count: deep) + "1" + String(repeating: ")", count: deep),
+            String(repeating: "-", count: deep) + "1",
+            String(repeating: "a.where(", count: deep / 8) + "true" + String(repeating: ")", count: deep / 8),
+            "name" + String(repeating: ".given", count: deep / 6),
+            Array(repeating: "1", count: deep / 4).joined(separator: " + "),
+            "name" + String(repeating: "[0]", count: deep / 3),
+        ]
+        for text in texts {
+            #expect(refusal(text) == "the expression nests deeper than 128 levels", "\(text.prefix(40))…")
+        }
+        // The fuzzer's input: 3,300 bytes of mostly '(' after a function name.
+        let found = "name.tracpow(" + String(repeating: "((((((((((descendant(", count: 150) + "en).count() = 3"
+        #expect(refusal(found) == "the expression nests deeper than 128 levels")
+    }
+
+    @Test("an expression 100 levels deep still parses and evaluates")
+    func deepButAccepted() throws {
+        let text = String(repeating: "(", count: 100) + "1 + 1" + String(repeating: ")", count: 100) + " = 2"
+        #expect(refusal(text) == nil)
+        #expect(try evaluate(text) == ["true"])
+        let path = "CarePlan" + String(repeating: ".activity", count: 100) + ".exists()"
+        #expect(refusal(path) == nil)
+    }
+}
+
 @Suite("FHIRPath evaluation on the sample care plan")
 struct EvaluationTests {
     @Test("paths, choice types, where/select, indexers and existence on a real CarePlan")

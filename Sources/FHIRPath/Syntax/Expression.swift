@@ -32,14 +32,32 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
         case unary(UnaryOperator, ExpressionNode)
         case binary(BinaryOperator, ExpressionNode, ExpressionNode)
         case typeTest(TypeOperator, ExpressionNode, TypeSpecifier)
+
+        /// The nodes directly below this one.
+        var children: [ExpressionNode] {
+            switch self {
+            case .literal, .emptyCollection, .this, .index, .total, .variable: []
+            case .member(let base, _): base.map { [$0] } ?? []
+            case .function(let base, _, let arguments): (base.map { [$0] } ?? []) + arguments
+            case .indexer(let base, let index): [base, index]
+            case .unary(_, let operand): [operand]
+            case .binary(_, let lhs, let rhs): [lhs, rhs]
+            case .typeTest(_, let operand, _): [operand]
+            }
+        }
     }
 
     public let kind: Kind
     public let position: SourceLocation
+    /// Levels of nodes from this one down to its deepest leaf (a leaf is 1). The parser refuses
+    /// trees deeper than `Parser.deepest`, so the checker and evaluator, which recurse, stay on
+    /// the stack.
+    public let depth: Int
 
     public init(_ kind: Kind, at position: SourceLocation) {
         self.kind = kind
         self.position = position
+        self.depth = 1 + (kind.children.map(\.depth).max() ?? 0)
     }
 
     /// The expression written back in FHIRPath syntax (fully parenthesised where operators nest).

@@ -29,22 +29,15 @@ struct Lexer {
     private let bytes: [UInt8]
     private var offset = 0
     private var line = 1
-    private var lineStart = 0
+    /// The column at `offset`: characters, not bytes, so UTF-8 continuation bytes do not count.
+    /// Kept as the lexer advances (counting from the line's start each time was quadratic).
+    private var column = 1
 
     init(_ text: String) {
         bytes = Array(text.utf8)
     }
 
-    private var position: SourceLocation {
-        // Columns count characters, not bytes: skip UTF-8 continuation bytes.
-        var column = 1
-        var i = lineStart
-        while i < offset {
-            if bytes[i] & 0xC0 != 0x80 { column += 1 }
-            i += 1
-        }
-        return SourceLocation(line: line, column: column)
-    }
+    private var position: SourceLocation { SourceLocation(line: line, column: column) }
 
     private func peek(_ ahead: Int = 0) -> UInt8? {
         offset + ahead < bytes.count ? bytes[offset + ahead] : nil
@@ -53,7 +46,9 @@ struct Lexer {
     private mutating func advance() {
         if bytes[offset] == 0x0A {
             line += 1
-            lineStart = offset + 1
+            column = 1
+        } else if bytes[offset] & 0xC0 != 0x80 {
+            column += 1
         }
         offset += 1
     }

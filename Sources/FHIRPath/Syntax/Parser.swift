@@ -4,6 +4,13 @@ import Diagnostics
 struct Parser {
     private var tokens: [Token]
     private var index = 0
+    /// Expressions, signs and parentheses open around the current token.
+    private var nesting = 0
+
+    /// The deepest expression accepted, in tree levels and in nesting: far beyond what a mapping
+    /// needs, and shallow enough that checking, evaluating and freeing the tree (all recursive)
+    /// stay well inside a thread's stack.
+    static let deepest = 128
 
     init(_ text: String) throws(FHIRPathError) {
         var lexer = Lexer(text)
@@ -59,6 +66,23 @@ struct Parser {
         return node
     }
 
+    /// A node, refused when it would make the tree deeper than `deepest`.
+    private func node(_ kind: ExpressionNode.Kind, at position: SourceLocation) throws(FHIRPathError) -> ExpressionNode {
+        let node = ExpressionNode(kind, at: position)
+        guard node.depth <= Parser.deepest else { throw tooDeep(at: position) }
+        return node
+    }
+
+    private func tooDeep(at position: SourceLocation) -> FHIRPathError {
+        .syntax(position, "the expression nests deeper than \(Parser.deepest) levels")
+    }
+
+    /// One more level of nesting (the caller leaves it with `nesting -= 1`), refused beyond `deepest`.
+    private mutating func enterNesting() throws(FHIRPathError) {
+        guard nesting < Parser.deepest else { throw tooDeep(at: current.position) }
+        nesting += 1
+    }
+
     /// The binary operator at the current token, if any.
     private func binaryOperator() -> BinaryOperator? {
         switch current.kind {
@@ -69,13 +93,15 @@ struct Parser {
     }
 
     private mutating func expression(_ minimum: Int) throws(FHIRPathError) -> ExpressionNode {
+        try enterNesting()
+        defer { nesting -= 1 }
         var lhs = try unary()
         while true {
             if case .identifier(let word) = current.kind, word == "is" || word == "as", 8 > minimum {
                 let position = current.position
                 advance()
                 let type = try typeSpecifier("after '\(word)'")
-                lhs = ExpressionNode(.typeTest(word == "is" ? .is : .as, lhs, type), at: position)
+                lhs = try node(.typeTest(word == "is" ? .is : .as, lhs, type), at: position)
                 continue
             }
             guard let op = binaryOperator(), op.precedence > minimum else { return lhs }
@@ -86,7 +112,7 @@ struct Parser {
             }
             // Left-associative: the right side binds only tighter operators.
             let rhs = try expression(op.precedence)
-            lhs = ExpressionNode(.binary(op, lhs, rhs), at: position)
+            lhs = try node(.binary(op, lhs, rhs), at: position)
         }
     }
 
@@ -95,26 +121,28 @@ struct Parser {
             let position = current.position
             let op: UnaryOperator = isSymbol("+") ? .plus : .minus
             advance()
+            try enterNesting()
+            defer { nesting -= 1 }
             let operand = try unary()
-            return ExpressionNode(.unary(op, operand), at: position)
+            return try node(.unary(op, operand), at: position)
         }
         return try postfix(try term())
     }
 
     private mutating func postfix(_ base: ExpressionNode) throws(FHIRPathError) -> ExpressionNode {
-        var node = base
+        var result = base
         while true {
             if isSymbol(".") {
                 advance()
-                node = try invocation(base: node)
+                result = try invocation(base: result)
             } else if isSymbol("[") {
                 let position = current.position
                 advance()
                 let index = try expression(0)
                 try expect("]", "to close the indexer")
-                node = ExpressionNode(.indexer(base: node, index: index), at: position)
+                result = try node(.indexer(base: result, index: index), at: position)
             } else {
-                return node
+                return result
             }
         }
     }
@@ -133,7 +161,7 @@ struct Parser {
             throw .syntax(position, "expected a name or function after '.', found \(describe(current))")
         }
         advance()
-        guard isSymbol("(") else { return ExpressionNode(.member(base: base, name: name), at: position) }
+        guard isSymbol("(") else { return try node(.member(base: base, name: name), at: position) }
         advance()
         var arguments: [ExpressionNode] = []
         if !isSymbol(")") {
@@ -144,7 +172,7 @@ struct Parser {
             }
         }
         try expect(")", "after the arguments of \(name)(...)")
-        return ExpressionNode(.function(base: base, name: name, arguments: arguments), at: position)
+        return try node(.function(base: base, name: name, arguments: arguments), at: position)
     }
 
     private mutating func typeSpecifier(_ context: String) throws(FHIRPathError) -> TypeSpecifier {
@@ -182,7 +210,7 @@ struct Parser {
         case .identifier(let s):
             if s == "true" || s == "false" {
                 advance()
-                return ExpressionNode(.literal(.boolean(s == "true")), at: position)
+                return try node(.literal(.boolean(s == "true")), at: position)
             }
             if ["div", "mod", "and", "or", "xor", "implies"].contains(s) {
                 throw .syntax(position, "expected an expression, found the operator '\(s)'")
@@ -194,45 +222,45 @@ struct Parser {
             return try invocation(base: nil)
         case .string(let s):
             advance()
-            return ExpressionNode(.literal(.string(s)), at: position)
+            return try node(.literal(.string(s)), at: position)
         case .long(let digits):
             advance()
             guard let value = Int(digits) else { throw .syntax(position, "integer \(digits) is too large") }
-            return ExpressionNode(.literal(.integer(value)), at: position)
+            return try node(.literal(.integer(value)), at: position)
         case .number(let digits):
             advance()
             // A number followed by a unit is a quantity: `4 'mg'`, `7 days`.
             if case .string(let unit) = current.kind {
                 advance()
-                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
+                return try node(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
             }
             if case .identifier(let unit) = current.kind, Parser.calendarUnits.contains(unit) {
                 advance()
-                return ExpressionNode(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
+                return try node(.literal(.quantity(FHIRPathQuantity(value: try decimal(digits, at: position), unit: unit))), at: position)
             }
             if digits.contains(".") {
-                return ExpressionNode(.literal(.decimal(try decimal(digits, at: position))), at: position)
+                return try node(.literal(.decimal(try decimal(digits, at: position))), at: position)
             }
             guard let value = Int(digits), value <= Int(Int32.max) + 1 else {
                 // Beyond a 32-bit integer: keep it exact as a decimal.
-                return ExpressionNode(.literal(.decimal(try decimal(digits, at: position))), at: position)
+                return try node(.literal(.decimal(try decimal(digits, at: position))), at: position)
             }
-            return ExpressionNode(.literal(.integer(value)), at: position)
+            return try node(.literal(.integer(value)), at: position)
         case .dateTime(let text):
             advance()
             if text.contains("T") {
                 guard let value = PartialDateTime(fhirPath: text) else { throw .syntax(position, "invalid date/time literal @\(text)") }
-                return ExpressionNode(.literal(.dateTime(value)), at: position)
+                return try node(.literal(.dateTime(value)), at: position)
             }
             guard let value = PartialDateTime(fhirPath: text) else { throw .syntax(position, "invalid date literal @\(text)") }
-            return ExpressionNode(.literal(.date(value)), at: position)
+            return try node(.literal(.date(value)), at: position)
         case .time(let text):
             advance()
             guard let value = PartialTime(text) else { throw .syntax(position, "invalid time literal @T\(text)") }
-            return ExpressionNode(.literal(.time(value)), at: position)
+            return try node(.literal(.time(value)), at: position)
         case .variable(let name):
             advance()
-            return ExpressionNode(.variable(name), at: position)
+            return try node(.variable(name), at: position)
         case .symbol("("):
             advance()
             let inner = try expression(0)
@@ -241,7 +269,7 @@ struct Parser {
         case .symbol("{"):
             advance()
             try expect("}", "for the empty collection '{}'")
-            return ExpressionNode(.emptyCollection, at: position)
+            return try node(.emptyCollection, at: position)
         case .end:
             throw .syntax(position, "unexpected end of the expression")
         default:
