@@ -38,5 +38,21 @@ struct DiagnosticsTests {
         #expect(Suggestion.didYouMean("whre", among: ["where", "select"], suffix: "()") == "; did you mean 'where()'?")
         #expect(Suggestion.editDistance("kitten", "sitting") == 3)
         #expect(Suggestion.editDistance("", "abc") == 3 && Suggestion.editDistance("abc", "") == 3)
+        // Of equally close names the first; an exact match (case ignored) wins wherever it is.
+        #expect(Suggestion.closest(to: "cod", among: ["cold", "code"]) == "cold")
+        #expect(Suggestion.closest(to: "Code", among: ["cold", "codes", "code"]) == "code")
+    }
+
+    @Test("the bounded search picks what scoring every candidate in full picks")
+    func suggestionsAgreeWithFullScoring() {
+        let names = ["status", "intent", "category", "title", "description", "subject", "encounter", "period",
+                     "created", "author", "contributor", "careTeam", "addresses", "supportingInfo", "goal",
+                     "activity", "outcomeCodeableConcept", "outcomeReference", "progress", "reference", "detail",
+                     "note", "instantiatesCanonical", "instantiatesUri", "basedOn", "replaces", "partOf"]
+        for name in names + ["stauts", "activty", "outcome", "refrence", "x", "careteam", "descripton", "instantiates"] {
+            let full = names.map { ($0, Suggestion.editDistance(name.lowercased(), $0.lowercased())) }.min { $0.1 < $1.1 }!
+            let expected = full.1 <= max(2, name.count / 3) ? full.0 : nil
+            #expect(Suggestion.closest(to: name, among: names) == expected, "\(name)")
+        }
     }
 }
