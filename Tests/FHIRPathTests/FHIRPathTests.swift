@@ -297,6 +297,15 @@ struct ArithmeticLimitTests {
         #expect(try evaluate("7 div -2") == ["-3"] && evaluate("-7 mod 2") == ["-1"])
     }
 
+    @Test("a date plus or minus a duration of the most negative 64-bit amount is empty, not a trap in abs() (found by fuzz-fhirpath)")
+    func mostNegativeDuration() throws {
+        #expect(try evaluate("@1973 - -9223372036854775808 'd'") == [])
+        #expect(try evaluate("@1973-05-01 + -9223372036854775808 days") == [])
+        #expect(try evaluate("@1973-05-01T10:00:00Z + -9223372036854775808 'ms'") == [])
+        #expect(try evaluate("'-9223372036854775808'.toInteger()") == [])
+        #expect(try evaluate("@1973-05-01 + 3 days") == ["1973-05-04"])
+    }
+
     @Test("Decimal overflow and underflow give empty instead of NaN or garbage")
     func decimalLimits() throws {
         let huge = "99999999999999999999999999999999999999.0"

@@ -26,7 +26,7 @@ enum Conversions {
             case .boolean(let b): return .integer(b ? 1 : 0)
             case .string(let s):
                 let digits = s.first == "+" || s.first == "-" ? s.dropFirst() : Substring(s)
-                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let i = Int(s), abs(i) <= Int(Int32.max) else { return nil }
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let i = Int(s), i.magnitude <= UInt(Int32.max) else { return nil }
                 return .integer(i)
             default: return nil
             }

@@ -179,8 +179,8 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
         // Seconds count whole; fractions of a second need the millisecond unit.
         if unit == .second { amount = amount.value < 0 ? amount.rounded(0, .up) : amount.rounded(0, .down) }
         // FHIRPath dates stop at year 9999: an amount of more than 10,000 years in any unit gives
-        // nil (and so empty), never a wrapped value.
-        guard let whole = amount.rounded(0, .down).integer, abs(whole) <= unit.inTenThousandYears else { return nil }
+        // nil (and so empty), never a wrapped value. Magnitudes, since abs(Int.min) traps.
+        guard let whole = amount.rounded(0, .down).integer, whole.magnitude <= unit.inTenThousandYears.magnitude else { return nil }
         switch unit {
         case .year:
             result.year += whole
@@ -205,7 +205,7 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
             default: 1
             }
             guard let deltaMs = FHIRPathDecimal.checked(amount.value, factor, NSDecimalMultiply).flatMap({ FHIRPathDecimal($0, scale: 0).rounded(0, .down).integer }),
-                  abs(deltaMs) <= CalendarUnit.millisecond.inTenThousandYears else { return nil }
+                  deltaMs.magnitude <= CalendarUnit.millisecond.inTenThousandYears.magnitude else { return nil }
             var ms = ((PartialDateTime.dayNumber(year, month, day) * 24 + hour) * 60 + (minute ?? 0)) * 60_000
                 + (second ?? 0) * 1000 + milliseconds + deltaMs
             let dayNumber = Int((Double(ms) / 86_400_000).rounded(.down))
