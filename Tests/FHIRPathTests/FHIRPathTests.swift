@@ -332,3 +332,27 @@ struct ArithmeticLimitTests {
         #expect(try evaluate("@2026-01-01 - 2026 years") == [])
     }
 }
+
+@Suite("FHIRPath regular expressions")
+struct RegularExpressionTests {
+    @Test("matches(), matchesFull() and replaceMatches() with capture groups, escapes, line breaks and a pattern past 256 characters (corelibs' NSRegularExpression leaked those: found by fuzz-fhirpath)")
+    func regularExpressions() throws {
+        #expect(try evaluate("'2026-11-24'.replaceMatches('(\\\\d+)-(\\\\d+)-(\\\\d+)', '$3/$2/$1')") == ["24/11/2026"])
+        #expect(try evaluate("'a1b22'.replaceMatches('[0-9]+', '<$0>')") == ["a<1>b<22>"])
+        #expect(try evaluate("'cost 5'.replaceMatches('(\\\\d)', '\\\\$$1 and $9 and \\\\\\\\')") == ["cost $5 and $9 and \\"])
+        #expect(try evaluate("'x(y)'.replaceMatches('(a)|y', '[$1]')") == ["x([])"])
+        #expect(try evaluate("'line one\\nline two'.matches('one.line')") == ["true"])
+        #expect(try evaluate("'é'.matchesFull('.')") == ["true"])
+        #expect(try evaluate("'abc'.matchesFull('b')") == ["false"])
+        #expect(try evaluate("'abc'.matches('b')") == ["true"])
+        let long = String(repeating: "(?:ab|cd)", count: 40)
+        #expect(long.utf16.count > 256)
+        #expect(try evaluate("'\(String(repeating: "ab", count: 40))'.matchesFull('\(long)')") == ["true"])
+        do {
+            _ = try evaluate("'abc'.matches('(unclosed')")
+            Issue.record("an invalid pattern was accepted")
+        } catch {
+            #expect("\(error)".contains("invalid regular expression '(unclosed'"), "\(error)")
+        }
+    }
+}

@@ -5,20 +5,48 @@ import Testing
 
 @Suite("FHIR JSON escaping")
 struct FHIRJSONEscapingTests {
-    @Test("the FHIR writer escapes strings exactly as the JSON module does (\\b, not \\u0008), and the reader reads every escape back")
+    @Test("the FHIR writer escapes strings exactly as the JSON module does (\\b, not \\u0008), and the reader reads every escape FHIR allows back")
     func sameRuleAsJSON() throws {
+        // The writer escapes whatever a string holds, control characters included.
         let text = "a\u{08}b\u{0C}c\u{01}\"\\/é"
-        let source = #"{"resourceType": "Patient", "id": "p", "name": [{"text": \#(JSON.JSONValue.string(text).serialized())}]}"#
-        let patient = try FHIRJSONReader().read(source).resource
-        #expect(patient.first("name.text")?.value == text)
+        var patient = Element(resourceType: "Patient")
+        patient.append(Element(name: "name", type: "HumanName", children: [Element(name: "text", type: "string", value: text)]))
         let written = String(decoding: FHIRJSONWriter(pretty: false).write(patient), as: UTF8.self)
         #expect(written.contains(#""text":\#(JSON.JSONValue.string(text).serialized())"#), "\(written)")
         #expect(written.contains(#"a\bb\fc\u0001\"\\/é"#))
+        // The reader resolves every escape of a string FHIR allows.
+        let allowed = "tab\tline\ncr\r\"\\/é\u{1F600}"
+        let source = #"{"resourceType": "Patient", "id": "p", "name": [{"text": \#(JSON.JSONValue.string(allowed).serialized())}]}"#
+        let read = try FHIRJSONReader().read(source)
+        #expect(read.resource.first("name.text")?.value == allowed && read.warnings.isEmpty)
         // Escapes the reader cannot resolve are located errors.
         #expect(throws: FHIRFormatError.self) { try FHIRJSONReader().read(#"{"resourceType": "Patient", "id": "a\qb"}"#) }
         do { _ = try FHIRJSONReader().read(#"{"resourceType": "Patient", "id": "a\qb"}"#) } catch {
             #expect(error.description.contains("1:37") && error.description.contains("bad escape '\\q'"), "\(error)")
         }
+    }
+
+    @Test("an escaped control character FHIR forbids is an error naming its place, a warning when lenient; the text keeps U+FFFD and XML written from it reads back")
+    func controlCharacters() throws {
+        for (escape, name) in [(#"\u0000"#, "U+0000"), (#"\u001f"#, "U+001F"), (#"\b"#, "U+0008"), (#"\f"#, "U+000C")] {
+            let source = #"{"resourceType": "Patient", "id": "p", "name": [{"family": "X\#(escape)Y"}]}"#
+            do {
+                _ = try FHIRJSONReader().read(source)
+                Issue.record("accepted \(escape)")
+            } catch {
+                #expect(error.description.contains("1:62: error: Patient.name[0].family: control character \(name)"), "\(error)")
+            }
+            let lenient = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(source)
+            #expect(lenient.warnings.count == 1 && lenient.warnings[0].message.contains(name))
+            #expect(lenient.resource.first("name.family")?.value == "X\u{FFFD}Y")
+        }
+        // The XML writer never writes a character XML cannot carry, whoever built the element.
+        var patient = Element(resourceType: "Patient")
+        patient.append(Element(name: "name", type: "HumanName", children: [Element(name: "family", type: "string", value: "X\u{01}Y\tZ")]))
+        let xml = FHIRXMLWriter().write(patient)
+        #expect(!xml.contains(0x01))
+        let back = try FHIRXMLReader().read(xml)
+        #expect(back.resource.first("name.family")?.value == "X\u{FFFD}Y\tZ")
     }
 }
 

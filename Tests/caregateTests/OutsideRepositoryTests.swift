@@ -150,9 +150,19 @@ struct OperatorOutputTests {
              "activity": [{"detail": {"status": "scheduled", "code": {"text": "Walk"}, "scheduledString": "\u001b[2J\u001b[31mOWNED\u0007"}}]}
             """#
         try plan.write(to: folder.appendingPathComponent("plan.json"), atomically: true, encoding: .utf8)
+        // FHIR strings may not hold them: the import says so where they are, and keeps U+FFFD.
         let run = try await cli.caregate(["import", "plan.json", "--tz", "America/New_York"], directory: folder)
-        #expect(run.stdout.contains(#"\u{1B}[2J\u{1B}[31mOWNED\u{7}"#), "\(run.stdout)")
+        #expect(run.stdout.contains("plan.json:2:96: CarePlan/esc CarePlan.activity[0].detail.scheduledString: warning: control character U+001B in a string"), "\(run.stdout)")
+        #expect(run.stdout.contains(#"("\#u{FFFD}[2J\#u{FFFD}[31mOWNED\#u{FFFD}")"#), "\(run.stdout)")
         #expect(!run.stdout.contains("\u{1B}") && !run.stderr.contains("\u{1B}"))
+        // CareKit strings may: the events list shows them escaped.
+        var record = try StoreCommandTests().record(tasks: 1).json().serialized(pretty: true)
+        record = record.replacingOccurrences(of: "Task 0", with: #"\u001b[2J\u001b[31mOWNED\u0007"#)
+        try record.write(to: folder.appendingPathComponent("record.json"), atomically: true, encoding: .utf8)
+        #expect(try await cli.caregate(["store", "import", "--carekit", "record.json"], directory: folder).status == 0)
+        let events = try await cli.caregate(["store", "events", "--from", "2026-11-02", "--to", "2026-11-03", "--tz", "America/New_York"], directory: folder)
+        #expect(events.stdout.contains(#"\u{1B}[2J\u{1B}[31mOWNED\u{7}"#), "\(events.stdout)")
+        #expect(!events.stdout.contains("\u{1B}") && !events.stderr.contains("\u{1B}"))
     }
 
     @Test("a token file other users can read is accepted with a warning naming it")

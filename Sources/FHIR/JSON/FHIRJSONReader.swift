@@ -213,7 +213,34 @@ struct JSONParser {
             report(.invalidValue, "invalid UTF-8 (byte 0x\(String(raw[bad], radix: 16, uppercase: true))); the text keeps U+FFFD in its place", at: s.start + bad)
         }
         if !s.escaped { return String(decoding: raw, as: UTF8.self) }
-        do { return try JSONEscaping.unescape(raw) } catch { throw syntaxError(error.message, at: s.start + error.offset) }
+        let text: String
+        do { text = try JSONEscaping.unescape(raw) } catch { throw syntaxError(error.message, at: s.start + error.offset) }
+        // FHIR strings allow no character below U+0020 but tab, CR and LF, escaped or not: XML
+        // cannot carry them at all. An error (a warning when lenient); the text keeps U+FFFD.
+        guard let bad = Self.firstControlEscape(raw) else { return text }
+        report(.invalidValue, "control character \(bad.name) in a string (FHIR allows only tab, CR and LF below U+0020); the text keeps U+FFFD in its place", at: s.start + bad.offset)
+        return Lexical.replacingControlCharacters(text)
+    }
+
+    /// The first escape in a JSON string's raw contents that stands for a control character
+    /// FHIR refuses (`\b`, `\f`, `\u0000`–`\u001F` but tab, CR and LF), with its offset.
+    static func firstControlEscape(_ raw: UnsafeBufferPointer<UInt8>) -> (offset: Int, name: String)? {
+        var i = 0
+        while i + 1 < raw.count {
+            guard raw[i] == 0x5C else { i += 1; continue }
+            switch raw[i + 1] {
+            case 0x62: return (i, "U+0008 (\\b)")
+            case 0x66: return (i, "U+000C (\\f)")
+            case 0x75 where i + 5 < raw.count:
+                let hex = String(decoding: UnsafeBufferPointer(rebasing: raw[(i + 2)..<(i + 6)]), as: UTF8.self)
+                if let code = UInt32(hex, radix: 16), Lexical.isForbiddenControl(code) {
+                    return (i, "U+" + hex.uppercased())
+                }
+                i += 6
+            default: i += 2
+            }
+        }
+        return nil
     }
 
     /// The offset of the first byte that is not part of valid UTF-8, or nil.

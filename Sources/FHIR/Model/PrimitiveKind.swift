@@ -107,6 +107,22 @@ enum Lexical {
         isDigit(b) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2B || b == 0x2F || b == 0x3D
     }
 
+    /// Whether a code point is a control character FHIR strings may not hold (below U+0020,
+    /// but tab, LF and CR); XML 1.0 cannot carry them even as character references.
+    @inline(__always) static func isForbiddenControl(_ code: UInt32) -> Bool {
+        code < 0x20 && code != 0x09 && code != 0x0A && code != 0x0D
+    }
+
+    /// The text with every forbidden control character replaced by U+FFFD.
+    static func replacingControlCharacters(_ text: String) -> String {
+        guard text.utf8.contains(where: { isForbiddenControl(UInt32($0)) }) else { return text }
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            scalars.append(isForbiddenControl(scalar.value) ? "\u{FFFD}" : scalar)
+        }
+        return String(scalars)
+    }
+
     /// Whether the bytes are exactly the literal (a fast path for hot comparisons).
     @inline(__always)
     static func equals(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {

@@ -3,7 +3,9 @@
 /// Elements come out in definition order (the order the R4 schemas require), primitives carry
 /// their value in the `value` attribute, element ids and extension urls are attributes, contained
 /// and entry resources are wrapped in their element, and narrative XHTML is written as XHTML.
-/// Attribute values escape line breaks and tabs, so strings survive XML attribute normalisation.
+/// Attribute values escape line breaks and tabs, so strings survive XML attribute normalisation;
+/// the other control characters, which FHIR strings may not hold and XML cannot carry, are
+/// written as U+FFFD.
 public struct FHIRXMLWriter: Sendable {
     /// Indent with two spaces and break lines (the default).
     public var pretty: Bool
@@ -72,6 +74,8 @@ struct XMLEmitter {
                 case 0x0A: escape = "&#10;"
                 case 0x0D: escape = "&#13;"
                 case 0x09: escape = "&#9;"
+                // XML has no form for the other control characters (the readers refuse them).
+                case 0x00..<0x20: escape = "\u{FFFD}"
                 default: continue
                 }
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
@@ -171,8 +175,10 @@ struct XMLEmitter {
         }
     }
 
-    /// Narrative XHTML, with the XHTML namespace declared on the div when it is missing.
+    /// Narrative XHTML, with the XHTML namespace declared on the div when it is missing (and
+    /// control characters XML cannot carry as U+FFFD).
     mutating func writeXHTML(_ xhtml: String) {
+        let xhtml = Lexical.replacingControlCharacters(xhtml)
         if xhtml.hasPrefix("<div") && !xhtml.prefix(200).contains("xmlns=\"http://www.w3.org/1999/xhtml\"") {
             raw("<div xmlns=\"http://www.w3.org/1999/xhtml\"")
             text(String(xhtml.dropFirst(4)))

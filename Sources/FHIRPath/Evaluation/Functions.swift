@@ -235,13 +235,12 @@ enum Functions {
         case "matches", "matchesFull":
             guard let s = try stringSubject(), let pattern = try stringArgument(0) else { return [] }
             let regex = try Functions.regex(name == "matchesFull" ? "^(?:\(pattern))$" : pattern, at: arguments[0].position)
-            return [.boolean(regex.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) != nil)]
+            return [.boolean(s.firstMatch(of: regex) != nil)]
         case "replaceMatches":
             guard let s = try stringSubject(), let pattern = try stringArgument(0), let substitution = try stringArgument(1) else { return [] }
             if pattern.isEmpty { return [.string(s)] }
             let regex = try Functions.regex(pattern, at: arguments[0].position)
-            let template = substitution.replacingOccurrences(of: "\\$", with: "\\\\$")
-            return [.string(regex.stringByReplacingMatches(in: s, range: NSRange(s.startIndex..., in: s), withTemplate: template))]
+            return [.string(s.replacing(regex) { Functions.substitute(substitution, $0) })]
         case "length":
             return try stringSubject().map { [.integer($0.count)] } ?? []
         case "toChars":
@@ -396,12 +395,45 @@ enum Functions {
         }
     }
 
-    static func regex(_ pattern: String, at position: SourceLocation) throws(FHIRPathError) -> NSRegularExpression {
+    /// A FHIRPath regular expression (`matches`, `replaceMatches`): PCRE/ICU syntax, `.` matching
+    /// line breaks too, over Unicode scalars as ICU does. Swift's own `Regex`, not
+    /// `NSRegularExpression`: corelibs Foundation leaks the UTF-16 copy of every pattern longer
+    /// than 256 characters it compiles (`_CFRegularExpressionCreate`), a leak data could drive.
+    static func regex(_ pattern: String, at position: SourceLocation) throws(FHIRPathError) -> Regex<AnyRegexOutput> {
         do {
-            return try NSRegularExpression(pattern: pattern, options: [.dotMatchesLineSeparators])
+            return try Regex(pattern).dotMatchesNewlines().matchingSemantics(.unicodeScalar)
         } catch {
             throw .evaluation(position, "invalid regular expression '\(pattern)'")
         }
+    }
+
+    /// `replaceMatches`' substitution for one match: `$1`…`$n` name capture groups (the longest
+    /// number that names a group; a group that did not take part is empty), `\$` is a dollar
+    /// sign and `\\` a backslash; everything else is literal.
+    static func substitute(_ template: String, _ match: Regex<AnyRegexOutput>.Match) -> String {
+        var out = ""
+        var i = template.startIndex
+        while i < template.endIndex {
+            let c = template[i]
+            let next = template.index(after: i)
+            if c == "\\", next < template.endIndex {
+                out.append(template[next]); i = template.index(after: next); continue
+            }
+            guard c == "$", next < template.endIndex, template[next].isASCII, template[next].isNumber else {
+                out.append(c); i = next; continue
+            }
+            var group = 0
+            var end = next
+            while end < template.endIndex, let digit = template[end].wholeNumberValue, template[end].isASCII,
+                  group * 10 + digit < match.output.count {
+                group = group * 10 + digit
+                end = template.index(after: end)
+            }
+            if end == next { out.append(c); i = next; continue }
+            if let text = match.output[group].substring { out += text }
+            i = end
+        }
+        return out
     }
 
     /// `sort()` (FHIRPath 2.1): by the items themselves, or by key expressions; a key prefixed

@@ -29,13 +29,24 @@ public struct ResourceFiles: Sendable {
         return result
     }
 
-    /// The resources in one file, and why any part of it could not be read.
+    /// The resources in one file, why any part of it could not be read, and what reading let
+    /// through with a warning.
     public func read(_ path: String) -> (resources: [SourcedResource], problems: [ImportNote]) {
         var problems: [ImportNote] = []
         func problem(_ error: FHIRFormatError, _ where_: String? = nil) {
             let first = error.issues.first { $0.severity == .error } ?? error.issues.first
             problems.append(ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: nil, origin: path,
                                        message: first?.description ?? "\(error)"))
+        }
+        // What a lenient read let through or changed (invalid UTF-8, control characters, unknown
+        // elements) is reported where it is, so nothing changes without a word.
+        func warning(_ issue: ParseIssue, in resource: Element) {
+            let location = issue.location
+            let label = [resource.resourceType, resource.string("id")].compactMap { $0 }.joined(separator: "/")
+            problems.append(ImportNote(kind: .warning, resource: label.isEmpty ? (path as NSString).lastPathComponent : label,
+                                       path: location.path.isEmpty ? nil : location.path,
+                                       origin: location.line > 0 ? "\(path):\(location.line):\(location.column)" : path,
+                                       message: issue.message))
         }
         do {
             let format = try FHIRFormat.detect(path: path)
@@ -45,6 +56,7 @@ public struct ResourceFiles: Sendable {
                 while true {
                     do {
                         guard let parsed = try reader.next() else { break }
+                        parsed.warnings.forEach { warning($0, in: parsed.resource) }
                         resources.append(SourcedResource(resource: parsed.resource, origin: "\(path):\(reader.lineNumber)"))
                     } catch {
                         problem(error, "line \(reader.lineNumber)")
@@ -52,7 +64,9 @@ public struct ResourceFiles: Sendable {
                 }
                 return (resources, problems)
             }
-            let resource = try FHIRDocument.read(contentsOf: path, format: format, options: options).resource
+            let parsed = try FHIRDocument.read(contentsOf: path, format: format, options: options)
+            parsed.warnings.forEach { warning($0, in: parsed.resource) }
+            let resource = parsed.resource
             guard resource.resourceType == "Bundle" else { return ([SourcedResource(resource: resource, origin: path)], problems) }
             let index = BundleIndex(resource)
             var resources: [SourcedResource] = []
