@@ -86,8 +86,11 @@ for target in "${targets[@]}"; do
     echo "fuzz: $target (${limit[*]}), log $log"
     # A 64 MB quarantine (ASan's default is 256 MB): freed memory held back across size classes
     # grew the fhirpath harness past the 2 GB limit over 4 million runs, with nothing leaked
-    # (flat at 128 MB without quarantine).
-    if SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=64 "$bin/fuzz-$target" "$corpus" "Fuzz/Corpus/$target" "$build/seeds/$target" \
+    # (flat at 128 MB without quarantine). Allocation stacks 2 frames deep: ASan keeps every
+    # distinct stack for good, and FHIRPath's regular expressions made 30-frame stacks grow it
+    # by 25 MB a minute. A finding's full stacks come from replaying its input:
+    #   ASAN_OPTIONS=detect_leaks=1 Fuzz/.build/release/fuzz-<harness> <input>
+    if SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=1:quarantine_size_mb=64:malloc_context_size=2 "$bin/fuzz-$target" "$corpus" "Fuzz/Corpus/$target" "$build/seeds/$target" \
         -dict="$dict" -max_len="$(longest "$target")" -timeout=1 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
         -artifact_prefix="$crashes/" -print_final_stats=1 "${limit[@]}" > "$log" 2>&1; then
         execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')

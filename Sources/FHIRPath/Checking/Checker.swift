@@ -85,21 +85,37 @@ public struct FHIRPathChecker: Sendable {
     public func analyse(_ expression: FHIRPathExpression, context: InferredType) -> (type: InferredType, diagnostics: [Diagnostic]) {
         var run = Run(checker: self)
         let type = run.infer(expression.root, input: context, this: context)
-        let sorted = run.diagnostics.sorted { ($0.severity, $0.location) < ($1.severity, $1.location) }
+        var sorted = run.diagnostics.sorted { ($0.severity, $0.location) < ($1.severity, $1.location) }
+        for (severity, count) in [(Diagnostic.Severity.error, run.unshownErrors), (.warning, run.unshownWarnings)] where count > 0 {
+            guard let last = sorted.lastIndex(where: { $0.severity == severity }) else { continue }
+            sorted.insert(Diagnostic(severity, sorted[last].location, "and \(count) more \(severity == .error ? "error" : "warning")\(count == 1 ? "" : "s") not shown"), at: last + 1)
+        }
         return (type, sorted)
     }
+
+    /// Findings of one kind past this many are counted, not written out: an expression with
+    /// thousands of faults is checked in time proportional to its length, not to its messages.
+    static let mostShown = 50
 
     struct Run {
         let checker: FHIRPathChecker
         var diagnostics: [Diagnostic] = []
+        var shownErrors = 0
+        var shownWarnings = 0
+        var unshownErrors = 0
+        var unshownWarnings = 0
         let model = ModelInfo.r4
 
-        mutating func error(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(.error, node.position, message))
+        mutating func error(_ node: ExpressionNode, _ message: @autoclosure () -> String) {
+            guard shownErrors < FHIRPathChecker.mostShown else { unshownErrors += 1; return }
+            shownErrors += 1
+            diagnostics.append(Diagnostic(.error, node.position, message()))
         }
 
-        mutating func warning(_ node: ExpressionNode, _ message: String) {
-            diagnostics.append(Diagnostic(.warning, node.position, message))
+        mutating func warning(_ node: ExpressionNode, _ message: @autoclosure () -> String) {
+            guard shownWarnings < FHIRPathChecker.mostShown else { unshownWarnings += 1; return }
+            shownWarnings += 1
+            diagnostics.append(Diagnostic(.warning, node.position, message()))
         }
 
         func isStringLike(_ type: StaticType) -> Bool {
