@@ -96,7 +96,7 @@ public enum StoreOperation: Sendable {
 
 /// What can be read from a care-plan store. On the store itself each call is one read; inside
 /// `read {}` or `write {}` every call sees the same state (and, in a write, its own writes).
-public protocol CarePlanReader {
+public protocol CarePlanReader: PatientSyncReader {
     func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
     func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan]
     func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact]
@@ -119,7 +119,7 @@ public protocol CarePlanReader {
 /// What can be written, with CareKit's rules (CareKit's `OCKStoreProtocol`): updates append
 /// versions, deletes append tombstones, nothing is overwritten. On the store each call is one
 /// transaction; inside `write {}` they all land together or not at all.
-public protocol CarePlanWriter: CarePlanReader {
+public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
     /// Adds first versions of new entities, all or none.
     @discardableResult
     func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]

@@ -163,6 +163,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 CREATE INDEX push_outbox_state ON push_outbox(state, queued_at);
                 """)
         }
+        registerPatientSync(&migrator)
         return migrator
     }
 
@@ -203,7 +204,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     // MARK: Writing
 
     /// Inserts one version row (and its tags); links are made by the caller.
-    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, batch: inout Batch, db: Database) throws {
+    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
+                batch: inout Batch, db: Database) throws {
         let json: [UInt8]
         if entity.withVersion({ $0.nextVersionUUIDs.isEmpty }) {
             json = CareKitJSON.bytes(entity, version: .v4)
@@ -221,8 +223,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         } else {
             statement = try db.makeStatement(sql: """
                 INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
-                                            parent_uuid, occurrence, event_start, json)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                            parent_uuid, occurrence, event_start, json, next_uuids, superseded_date)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             batch.versionInsert = statement
         }
@@ -242,6 +244,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let parent = SQLiteCarePlanStore.parentUUID(entity)?.uuid { SQLiteBinding.bind(p, 9, parent) } else { sqlite3_bind_null(p, 9) }
         if let occurrence { sqlite3_bind_int64(p, 10, Int64(occurrence)) } else { sqlite3_bind_null(p, 10) }
         SQLiteBinding.bind(p, 11, eventStart?.timeIntervalSinceReferenceDate)
+        // Successors stored before this version (a merge out of order) make it no tip from the start.
+        SQLiteBinding.bind(p, 13, successors.isEmpty ? nil : successors.map(\.uuid.uuidString).joined(separator: ","))
+        SQLiteBinding.bind(p, 14, successors.map(\.effective).min()?.timeIntervalSinceReferenceDate)
         // The JSON is bound without a copy: it outlives the step, and the binding is cleared after.
         let code = json.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
@@ -381,14 +386,16 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    func insertChecked(_ entity: CareEntity, revision: Int, batch: inout Batch, db: Database) throws {
-        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch), batch: &batch, db: db)
+    func insertChecked(_ entity: CareEntity, revision: Int, successors: [(uuid: UUID, effective: Date)] = [], batch: inout Batch, db: Database) throws {
+        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch),
+                                 successors: successors, batch: &batch, db: db)
     }
 
     /// Inserts a version, turning a constraint failure into the rule it breaks.
-    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, batch: inout Batch, db: Database) throws {
+    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
+                              batch: inout Batch, db: Database) throws {
         do {
-            try insert(entity, revision: revision, eventStart: eventStart, batch: &batch, db: db)
+            try insert(entity, revision: revision, eventStart: eventStart, successors: successors, batch: &batch, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             if case .outcome(let o) = entity {
                 let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
@@ -518,16 +525,18 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 let version = entity.version
                 let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid]) ?? false
                 if known { continue }
-                try insertChecked(entity, revision: revision, batch: &batch, db: db)
+                // Successors that arrived earlier (out of order) are linked as the version goes in.
+                var successors: [(uuid: UUID, effective: Date)] = []
+                for next in version.nextVersionUUIDs {
+                    if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
+                        successors.append((next, Date(timeIntervalSinceReferenceDate: nextEffective)))
+                    }
+                }
+                // Previous versions stop being tips first, as in an update (one live outcome per occurrence).
                 for previous in version.previousVersionUUIDs {
                     try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
                 }
-                // Successors that arrived earlier (out of order) link to this one now.
-                for next in version.nextVersionUUIDs {
-                    if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
-                        try link(previous: version.uuid, next: next, nextEffective: Date(timeIntervalSinceReferenceDate: nextEffective), db: db)
-                    }
-                }
+                try insertChecked(entity, revision: revision, successors: successors, batch: &batch, db: db)
                 revision += 1
                 inserted += 1
             }

@@ -55,17 +55,43 @@ extension SQLiteCarePlanStore {
 
         func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try run { try store.knowledgeVector(db: db) } }
 
-        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.addVersions(entities, db: db) } }
-
-        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.updateVersions(entities, db: db) } }
-
-        func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity] {
-            try run { try store.deleteVersions(type, ids: ids, at: date, db: db) }
+        /// Runs a write and gives the versions it wrote their patient.
+        func scoped<T>(_ body: () throws -> T) throws(StoreError) -> T {
+            try run {
+                let first = try store.nextRevision(db)
+                let result = try body()
+                try SQLiteCarePlanStore.scopeVersions(from: first, db: db)
+                return result
+            }
         }
 
-        func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try run { try store.applyOperations(operations, db: db) } }
+        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try scoped { try store.addVersions(entities, db: db) } }
 
-        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try run { try store.mergeVersions(record, db: db) } }
+        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try scoped { try store.updateVersions(entities, db: db) } }
+
+        func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity] {
+            try scoped { try store.deleteVersions(type, ids: ids, at: date, db: db) }
+        }
+
+        func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try scoped { try store.applyOperations(operations, db: db) } }
+
+        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try scoped { try store.mergeVersions(record, db: db) } }
+
+        func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector {
+            try run { try store.patientKnowledge(patientID, upTo: revision, db: db) }
+        }
+
+        func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions {
+            try run { try store.patientVersions(patientID, notCoveredBy: since, upTo: revision, db: db, committed: committed) }
+        }
+
+        func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] { try run { try store.scopes(of: uuids, db: db) } }
+
+        func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] { try run { try store.processOwners(processes, db: db) } }
+
+        func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
+            try run { try store.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge, db: db) }
+        }
     }
 }
 
@@ -103,4 +129,17 @@ extension SQLiteCarePlanStore {
     public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try writing { try $0.apply(operations) } }
     @discardableResult
     public func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try writing { try $0.merge(record) } }
+
+    public func patientKnowledge(_ patientID: String, upTo revision: Int? = nil) throws(StoreError) -> KnowledgeVector {
+        try reading { try $0.patientKnowledge(patientID, upTo: revision) }
+    }
+    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int? = nil) throws(StoreError) -> PatientVersions {
+        try reading { try $0.patientVersions(patientID, notCoveredBy: since, upTo: revision) }
+    }
+    public func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] { try reading { try $0.scopes(of: uuids) } }
+    public func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] { try reading { try $0.processOwners(processes) } }
+    @discardableResult
+    public func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
+        try writing { try $0.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge) }
+    }
 }

@@ -1,0 +1,53 @@
+import Foundation
+
+/// A patient's versions that a device's knowledge does not cover: what a CareKit pull sends.
+public struct PatientVersions: Sendable {
+    /// In apply order (parents before children). Outcomes are sent only as current versions
+    /// (tips or tombstones): a device never receives two live outcomes for one occurrence.
+    public var entities: [CareEntity]
+    /// The patient's knowledge as of `revision`: the catch-up vector once everything up to it is sent.
+    public var knowledge: KnowledgeVector
+    /// The store revision this answer was read up to (a pull's pages all read up to the first's).
+    public var revision: Int
+
+    public init(entities: [CareEntity], knowledge: KnowledgeVector, revision: Int) {
+        self.entities = entities
+        self.knowledge = knowledge
+        self.revision = revision
+    }
+}
+
+/// Where a stored version belongs: its kind and its patient (nil for a version outside every
+/// patient's data, such as a task without a care plan imported from a file).
+public struct VersionScope: Sendable, Hashable {
+    public var type: EntityType
+    public var patientID: String?
+
+    public init(type: EntityType, patientID: String?) {
+        self.type = type
+        self.patientID = patientID
+    }
+}
+
+/// Knowledge is kept per patient. The store's own process (`knowledgeVector()`) stamps the
+/// versions the gateway writes with their revision; a patient's knowledge is that process's
+/// clock at the patient's newest such version, merged with the stamps of the versions the
+/// patient's devices sent. So another patient's activity never moves a patient's vector.
+public protocol PatientSyncReader {
+    /// The patient's knowledge vector, counting versions up to `revision` (all when nil).
+    func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector
+    /// The patient's versions not covered by `since`, up to `revision` (the newest when nil).
+    func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions
+    /// The scope of each of these versions that the store holds.
+    func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope]
+    /// The patient whose data each of these sync processes has written.
+    func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String]
+}
+
+public protocol PatientSyncWriter: PatientSyncReader {
+    /// Stores a device's revision records for its patient: new versions are added as in
+    /// `merge`, stamped with their record's vector and scoped to the patient (also those without
+    /// a parent), and the vector's processes not yet owned are bound to the patient.
+    @discardableResult
+    func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int
+}

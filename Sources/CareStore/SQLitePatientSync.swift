@@ -1,0 +1,141 @@
+import Foundation
+import GRDB
+import JSON
+
+/// Per-patient CareKit knowledge on SQLite. Each version row carries its patient
+/// (`patient_id`, derived from its parents when written) and, when a device sent it, the
+/// vector of the record it came in (`stamp`); versions the gateway writes have no stamp and
+/// are stamped with the store's own process at their revision.
+extension SQLiteCarePlanStore {
+    static func registerPatientSync(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v3-patient-sync") { db in
+            try db.execute(sql: """
+                ALTER TABLE entity_version ADD COLUMN patient_id TEXT;
+                ALTER TABLE entity_version ADD COLUMN stamp TEXT;
+                CREATE TABLE sync_process (process TEXT PRIMARY KEY NOT NULL, patient_id TEXT NOT NULL) WITHOUT ROWID;
+                CREATE TABLE patient_knowledge (patient_id TEXT PRIMARY KEY NOT NULL, vector TEXT NOT NULL) WITHOUT ROWID;
+                """)
+            try scopeVersions(from: 0, db: db)
+            try db.execute(sql: """
+                CREATE INDEX entity_version_patient ON entity_version(patient_id, revision) WHERE patient_id IS NOT NULL;
+                CREATE INDEX entity_version_patient_gateway ON entity_version(patient_id, revision) WHERE patient_id IS NOT NULL AND stamp IS NULL;
+                """)
+        }
+    }
+
+    /// Gives the versions written from `revision` on their patient, from their parents (which
+    /// come first: patients, then care plans, then tasks and contacts, then outcomes).
+    static func scopeVersions(from revision: Int, db: Database) throws {
+        try db.execute(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND kind = 'patient'", arguments: [revision])
+        for kinds in ["'carePlan'", "'task', 'contact'", "'outcome'"] {
+            try db.execute(sql: """
+                UPDATE entity_version SET patient_id = (SELECT p.patient_id FROM entity_version p WHERE p.uuid = entity_version.parent_uuid)
+                WHERE revision >= ? AND kind IN (\(kinds)) AND patient_id IS NULL AND parent_uuid IS NOT NULL
+                """, arguments: [revision])
+        }
+    }
+
+    /// The store's own sync process.
+    func processID(db: Database) throws -> UUID {
+        guard let text = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'"), let id = UUID(uuidString: text) else {
+            throw StoreError.database(path: path, message: "the store has no sync process id")
+        }
+        return id
+    }
+
+    func patientKnowledge(_ patientID: String, upTo revision: Int?, db: Database) throws -> KnowledgeVector {
+        let limit = revision ?? Int.max
+        let gateway = try Int.fetchOne(db, sql: """
+            SELECT MAX(revision) FROM entity_version WHERE patient_id = ? AND stamp IS NULL AND revision <= ?
+            """, arguments: [patientID, limit]) ?? 0
+        var devices = KnowledgeVector()
+        let current = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
+        if limit >= current {
+            if let text = try String.fetchOne(db, sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?", arguments: [patientID]) {
+                devices = try Self.vector(text)
+            }
+        } else {
+            for text in try String.fetchAll(db, sql: """
+                SELECT DISTINCT stamp FROM entity_version WHERE patient_id = ? AND stamp IS NOT NULL AND revision <= ?
+                """, arguments: [patientID, limit]) {
+                devices = devices.merged(with: try Self.vector(text))
+            }
+        }
+        let own = try processID(db: db)
+        return devices.setting(own, to: max(gateway, devices.clock(for: own)))
+    }
+
+    func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?, db: Database, committed: Bool) throws -> PatientVersions {
+        let upTo = try revision ?? (Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0)
+        let knowledge = try patientKnowledge(patientID, upTo: upTo, db: db)
+        // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
+        guard !knowledge.isCovered(by: since) else { return PatientVersions(entities: [], knowledge: knowledge, revision: upTo) }
+        let own = try processID(db: db)
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT uuid, kind, json, next_uuids, stamp FROM entity_version
+            WHERE patient_id = ? AND revision <= ? AND (stamp IS NOT NULL OR revision > ?)
+            """, arguments: [patientID, upTo, since.clock(for: own)])
+        var stamps: [String: Bool] = [:]
+        var entities: [CareEntity] = []
+        for row in rows {
+            // Outcomes go as current versions only (see `PatientVersions`).
+            if (row["kind"] as String) == "outcome" && (row["next_uuids"] as String?) != nil { continue }
+            if let stamp = row["stamp"] as String? {
+                let covered = try stamps[stamp] ?? Self.vector(stamp).isCovered(by: since)
+                stamps[stamp] = covered
+                if covered { continue }
+            }
+            entities.append(try entity(row, caching: committed))
+        }
+        return PatientVersions(entities: RevisionRecord.applyOrder(entities), knowledge: knowledge, revision: upTo)
+    }
+
+    func scopes(of uuids: [UUID], db: Database) throws -> [UUID: VersionScope] {
+        let statement = try db.cachedStatement(sql: "SELECT kind, json, patient_id FROM entity_version WHERE uuid = ?")
+        var result: [UUID: VersionScope] = [:]
+        for uuid in Set(uuids) {
+            guard let row = try Row.fetchOne(statement, arguments: [uuid]) else { continue }
+            let kind: String = row["kind"]
+            let type: EntityType = kind == "task" && (row["json"] as String).contains("\"healthKitLinkage\"") ? .healthKitTask : EntityType(rawValue: kind) ?? .task
+            result[uuid] = VersionScope(type: type, patientID: row["patient_id"])
+        }
+        return result
+    }
+
+    func processOwners(_ processes: [UUID], db: Database) throws -> [UUID: String] {
+        let statement = try db.cachedStatement(sql: "SELECT patient_id FROM sync_process WHERE process = ?")
+        var owners: [UUID: String] = [:]
+        for process in Set(processes) {
+            if let patient = try String.fetchOne(statement, arguments: [process.uuidString]) { owners[process] = patient }
+        }
+        return owners
+    }
+
+    func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector, db: Database) throws -> Int {
+        var merged = 0
+        var knowledge = deviceKnowledge
+        for record in records {
+            let first = try nextRevision(db)
+            merged += try mergeVersions(record, db: db)
+            let stamp = try KnowledgeVector(processes: record.knowledgeVector)
+            knowledge = knowledge.merged(with: stamp)
+            try db.execute(sql: "UPDATE entity_version SET stamp = ? WHERE revision >= ?", arguments: [stamp.json, first])
+            try Self.scopeVersions(from: first, db: db)
+            try db.execute(sql: "UPDATE entity_version SET patient_id = ? WHERE revision >= ? AND patient_id IS NULL", arguments: [patientID, first])
+        }
+        let own = try processID(db: db)
+        for process in knowledge.clocks.keys where process != own {
+            try db.execute(sql: "INSERT OR IGNORE INTO sync_process (process, patient_id) VALUES (?, ?)", arguments: [process.uuidString, patientID])
+        }
+        if let text = try String.fetchOne(db, sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?", arguments: [patientID]) {
+            knowledge = knowledge.merged(with: try Self.vector(text))
+        }
+        try db.execute(sql: "INSERT OR REPLACE INTO patient_knowledge (patient_id, vector) VALUES (?, ?)", arguments: [patientID, knowledge.json])
+        return merged
+    }
+
+    /// A stored vector (`KnowledgeVector.json`).
+    static func vector(_ text: String) throws -> KnowledgeVector {
+        try KnowledgeVector(json: JSONValue.parse(text))
+    }
+}

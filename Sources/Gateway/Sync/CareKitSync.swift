@@ -1,0 +1,133 @@
+import CareStore
+import Foundation
+
+/// The backend of CareKit's sync (`OCKRemoteSynchronizable`) for one patient's devices: pulls
+/// send the versions a device's knowledge vector does not cover, pushes merge a device's
+/// revision records. Everything is scoped to the patient the caller is bound to: a device
+/// never reads or writes another patient's versions, whatever uuids or vectors it sends.
+///
+/// ```swift
+/// let sync = CareKitSync(store: store)
+/// let page = try sync.pull(patientID: "maria-lopez", since: deviceVector)
+/// let pushed = try sync.push(patientID: "maria-lopez", records: records, deviceKnowledge: vector)
+/// ```
+public struct CareKitSync: Sendable {
+    public let store: any CarePlanStore
+    /// Versions per pull page when the device asks for no limit.
+    public static let defaultPageSize = 1_000
+
+    public init(store: any CarePlanStore) {
+        self.store = store
+    }
+
+    // MARK: Pull
+
+    /// Where a paged pull goes on: the store revision its first page read up to, and how many
+    /// versions earlier pages sent.
+    public struct PullCursor: Sendable, Hashable {
+        public var revision: Int
+        public var offset: Int
+
+        public init(revision: Int, offset: Int) {
+            self.revision = revision
+            self.offset = offset
+        }
+    }
+
+    /// One page of a pull: one revision record in apply order. Only the last page carries the
+    /// catch-up vector; earlier pages carry what both sides know, so a device that stops
+    /// between pages loses nothing: its next pull sends the rest again.
+    public struct PullPage: Sendable {
+        public var record: RevisionRecord
+        /// The patient's knowledge (on the last page only).
+        public var catchUp: KnowledgeVector?
+        public var next: PullCursor?
+    }
+
+    /// The patient's versions `since` does not cover, `limit` at a time.
+    public func pull(patientID: String, since: KnowledgeVector, limit: Int = defaultPageSize,
+                     cursor: PullCursor? = nil) throws(StoreError) -> PullPage {
+        let versions = try store.patientVersions(patientID, notCoveredBy: since, upTo: cursor?.revision)
+        let offset = min(cursor?.offset ?? 0, versions.entities.count)
+        let end = min(offset + max(limit, 1), versions.entities.count)
+        let page = Array(versions.entities[offset..<end])
+        guard end < versions.entities.count else {
+            return PullPage(record: RevisionRecord(entities: page, knowledgeVector: versions.knowledge.processes), catchUp: versions.knowledge, next: nil)
+        }
+        let known = since.common(with: versions.knowledge)
+        return PullPage(record: RevisionRecord(entities: page, knowledgeVector: known.processes), catchUp: nil,
+                        next: PullCursor(revision: versions.revision, offset: end))
+    }
+
+    // MARK: Push
+
+    /// What a push did.
+    public struct PushResult: Sendable {
+        /// New versions stored (versions the gateway had already are skipped).
+        public var merged: Int
+        /// Entities of this push that now have more than one current version (CareKit's
+        /// conflicts: the device resolves them at its next sync).
+        public var conflicts: [String]
+        /// Outcomes recorded twice for one occurrence, and how each was settled.
+        public var resolutions: [OutcomeResolution]
+        /// The patient's knowledge after the push.
+        public var knowledge: KnowledgeVector
+    }
+
+    /// Merges a device's records for its patient, all or nothing, in one transaction.
+    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector) throws(SyncError) -> PushResult {
+        do {
+            return try store.write { tx in
+                let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
+                guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
+                try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
+                let settled = try OutcomeResolution.settle(records, in: tx)
+                // Parents first, then the gateway's resolutions, then the outcomes they settle.
+                let isOutcome: (CareEntity) -> Bool = { $0.entityType == .outcome }
+                var merged = try tx.mergeDeviceRecords(settled.records.map { $0.filtered { !isOutcome($0) } }, patientID: patientID,
+                                                       deviceKnowledge: deviceKnowledge)
+                for resolution in settled.resolutions {
+                    try tx.merge(RevisionRecord(entities: [.outcome(resolution.version)], knowledgeVector: []))
+                }
+                merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
+                                                    deviceKnowledge: deviceKnowledge)
+                let ids = Set(records.flatMap { $0.entities.map(\.version.id) })
+                let conflicts = try tx.conflicts().map(\.1).filter(ids.contains).sorted()
+                return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
+                                  knowledge: try tx.patientKnowledge(patientID, upTo: nil))
+            }
+        } catch let error as SyncError {
+            throw error
+        } catch let error as StoreError {
+            throw .store(error)
+        } catch {
+            throw .store(.database(path: "", message: "\(error)"))
+        }
+    }
+}
+
+/// Why a sync request is refused. Nothing of a refused push is stored.
+public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The gateway holds knowledge the device has not pulled (HTTP 409): pull, then push again.
+    case pullFirst(KnowledgeVector)
+    /// A record breaks a rule: which record, entity and field, and why (HTTP 400).
+    case refused(record: Int?, entity: String?, field: String, reason: String)
+    /// The store failed or refused the versions (a missing parent, an occurrence that does not exist).
+    case store(StoreError)
+
+    public var description: String {
+        switch self {
+        case .pullFirst: "the gateway has knowledge this device has not pulled: pull first"
+        case .refused(let record, let entity, let field, let reason):
+            [record.map { "revisions[\($0)]" }, entity, field].compactMap { $0 }.joined(separator: " ") + ": " + reason
+        case .store(let error): "\(error)"
+        }
+    }
+}
+
+extension RevisionRecord {
+    /// The record with only the entities that pass, under the same vector.
+    func filtered(_ keep: (CareEntity) -> Bool) -> RevisionRecord {
+        RevisionRecord(entities: entities.filter(keep), knowledgeVector: knowledgeVector)
+    }
+}
