@@ -134,7 +134,9 @@ struct JSONEmitter {
             }
             let definition = parentType?.element(named: child.name)
             let j = Self.groupEnd(children, from: i, isChoice: definition?.isChoice ?? false)
-            let isRepeating = definition?.isRepeating ?? (j - i > 1)
+            // Several values of a single-valued element (kept by a lenient read) stay an array:
+            // writing one of them would drop the others without a word.
+            let isRepeating = (definition?.isRepeating ?? false) || j - i > 1
             var name = child.name
             if definition?.isChoice == true, let typeName = child.typeName {
                 name += ElementDefinition.choiceSuffix(for: typeName)

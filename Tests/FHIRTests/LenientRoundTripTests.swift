@@ -1,0 +1,21 @@
+import Testing
+@testable import FHIR
+
+@Suite("What a lenient read keeps, the writers keep")
+struct LenientRoundTripTests {
+    @Test("several values of a single-valued element (an array for MedicationRequest.priorPrescription) are written back as an array, not cut to the first (found by fuzz-fhir-json)")
+    func severalValuesOfASingleElement() throws {
+        let source = #"{"resourceType":"MedicationRequest","status":"completed","intent":"order","subject":{"reference":"Patient/p"},"medicationCodeableConcept":{"text":"x"},"priorPrescription":[{"display":"a"},{"display":"b"}]}"#
+        #expect(throws: FHIRFormatError.self) { try FHIRJSONReader().read(source) }
+        let lenient = ParseOptions(lenient: true)
+        let read = try FHIRJSONReader(options: lenient).read(source)
+        #expect(read.warnings.map(\.message).contains("expected a single value, found an array"))
+        let written = String(decoding: FHIRJSONWriter(pretty: false).write(read.resource), as: UTF8.self)
+        #expect(written.contains(#""priorPrescription":[{"display":"a"},{"display":"b"}]"#), "\(written)")
+        let again = try FHIRJSONReader(options: lenient).read(written)
+        #expect(again.resource == read.resource)
+        // XML repeats elements anyway.
+        let xml = try FHIRXMLReader(options: lenient).read(FHIRXMLWriter().write(read.resource))
+        #expect(xml.resource.children(named: "priorPrescription").count == 2)
+    }
+}
