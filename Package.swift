@@ -82,7 +82,8 @@ let package = Package(
         // 7. Import, export and push use cases, the outbox, provenance.
         .target(
             name: "Gateway",
-            dependencies: ["JSON", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
+            dependencies: ["JSON", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient",
+                           .product(name: "Crypto", package: "swift-crypto")]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(

@@ -164,6 +164,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 """)
         }
         registerPatientSync(&migrator)
+        registerDevices(&migrator)
         return migrator
     }
 
@@ -557,6 +558,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let value = try JSONValue.parse(json)
         let resolved: EntityType = (type == .task && value["healthKitLinkage"] != nil) ? .healthKitTask : type
         return try CareKitJSON.decode(resolved, from: value)
+    }
+
+    /// Runs a read on the database itself (devices), reporting failures as `StoreError`.
+    func readDatabase<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try pool.read(body) } catch { throw wrap(error) }
     }
 
     /// Runs a write transaction on the database itself (the outbox), reporting failures as `StoreError`.

@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+
+/// A patient's device enrolled for CareKit sync. The gateway keeps only a hash of its token.
+public struct Device: Sendable, Hashable {
+    /// A short public id (what `caregate devices` lists and revokes).
+    public var id: String
+    public var patientID: String
+    /// SHA-256 of the device's token, hex.
+    public var tokenHash: String
+    public var enrolledAt: Date
+    public var revokedAt: Date?
+    public var lastSyncAt: Date?
+
+    public init(id: String, patientID: String, tokenHash: String, enrolledAt: Date, revokedAt: Date? = nil, lastSyncAt: Date? = nil) {
+        self.id = id
+        self.patientID = patientID
+        self.tokenHash = tokenHash
+        self.enrolledAt = enrolledAt
+        self.revokedAt = revokedAt
+        self.lastSyncAt = lastSyncAt
+    }
+}
+
+/// One-time enrollment codes and the devices they enrolled, kept beside the store's versions.
+/// Codes and tokens are stored only as hashes: a copy of the database enrolls no one.
+public protocol DeviceRegistry: Sendable {
+    /// Keeps a code's hash for a patient until `expires`.
+    func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError)
+    /// Uses a code once: when it is known and not expired at `now`, it is deleted and `device`
+    /// (bound to the code's patient) is stored and returned; otherwise nil. Expired codes go too.
+    func redeemEnrollment(codeHash: String, device: Device, now: Date) throws(StoreError) -> Device?
+    /// The device holding a token, revoked or not.
+    func device(tokenHash: String) throws(StoreError) -> Device?
+    /// Devices, of one patient or all, in enrollment order.
+    func devices(patientID: String?) throws(StoreError) -> [Device]
+    /// Revokes a device; false when there is no such device.
+    func revokeDevice(id: String, at date: Date) throws(StoreError) -> Bool
+    func recordSync(deviceID: String, at date: Date) throws(StoreError)
+}
+
+extension SQLiteCarePlanStore: DeviceRegistry {
+    static func registerDevices(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v4-devices") { db in
+            try db.execute(sql: """
+                CREATE TABLE enrollment_code (code_hash TEXT PRIMARY KEY NOT NULL, patient_id TEXT NOT NULL, expires REAL NOT NULL) WITHOUT ROWID;
+                CREATE TABLE device (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    patient_id TEXT NOT NULL,
+                    token_hash TEXT NOT NULL UNIQUE,
+                    enrolled_at REAL NOT NULL,
+                    revoked_at REAL,
+                    last_sync_at REAL
+                );
+                CREATE INDEX device_patient ON device(patient_id);
+                """)
+        }
+    }
+
+    public func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO enrollment_code (code_hash, patient_id, expires) VALUES (?, ?, ?)",
+                           arguments: [codeHash, patientID, expires.timeIntervalSinceReferenceDate])
+        }
+    }
+
+    public func redeemEnrollment(codeHash: String, device: Device, now: Date) throws(StoreError) -> Device? {
+        try writeDatabase { db in
+            try db.execute(sql: "DELETE FROM enrollment_code WHERE expires <= ?", arguments: [now.timeIntervalSinceReferenceDate])
+            guard let patientID = try String.fetchOne(db, sql: "SELECT patient_id FROM enrollment_code WHERE code_hash = ?", arguments: [codeHash]) else {
+                return nil
+            }
+            try db.execute(sql: "DELETE FROM enrollment_code WHERE code_hash = ?", arguments: [codeHash])
+            var enrolled = device
+            enrolled.patientID = patientID
+            try db.execute(sql: "INSERT INTO device (id, patient_id, token_hash, enrolled_at) VALUES (?, ?, ?, ?)",
+                           arguments: [enrolled.id, patientID, enrolled.tokenHash, enrolled.enrolledAt.timeIntervalSinceReferenceDate])
+            return enrolled
+        }
+    }
+
+    public func device(tokenHash: String) throws(StoreError) -> Device? {
+        try readDatabase { db in try Row.fetchOne(db, sql: "SELECT * FROM device WHERE token_hash = ?", arguments: [tokenHash]).map(Self.device) }
+    }
+
+    public func devices(patientID: String?) throws(StoreError) -> [Device] {
+        try readDatabase { db in
+            let rows = if let patientID {
+                try Row.fetchAll(db, sql: "SELECT * FROM device WHERE patient_id = ? ORDER BY enrolled_at, id", arguments: [patientID])
+            } else {
+                try Row.fetchAll(db, sql: "SELECT * FROM device ORDER BY enrolled_at, id")
+            }
+            return rows.map(Self.device)
+        }
+    }
+
+    public func revokeDevice(id: String, at date: Date) throws(StoreError) -> Bool {
+        try writeDatabase { db in
+            try db.execute(sql: "UPDATE device SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?", arguments: [date.timeIntervalSinceReferenceDate, id])
+            return db.changesCount > 0
+        }
+    }
+
+    public func recordSync(deviceID: String, at date: Date) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "UPDATE device SET last_sync_at = ? WHERE id = ?", arguments: [date.timeIntervalSinceReferenceDate, deviceID])
+        }
+    }
+
+    static func device(_ row: Row) -> Device {
+        func date(_ column: String) -> Date? { (row[column] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)) }
+        return Device(id: row["id"], patientID: row["patient_id"], tokenHash: row["token_hash"], enrolledAt: date("enrolled_at") ?? .distantPast,
+                      revokedAt: date("revoked_at"), lastSyncAt: date("last_sync_at"))
+    }
+}

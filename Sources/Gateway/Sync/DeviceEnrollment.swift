@@ -1,0 +1,85 @@
+import CareStore
+import Crypto
+import Foundation
+
+/// Enrolling a patient's device for CareKit sync: an operator issues a one-time code (valid 15
+/// minutes, single use) for a patient; the app exchanges it for a device token bound to that
+/// patient. Only SHA-256 hashes of codes and tokens are stored.
+///
+/// ```swift
+/// let enrollment = DeviceEnrollment(store: store)
+/// let issued = try enrollment.issueCode(patientID: "Patient/maria-lopez")   // "KX7P2-M9QRT"
+/// let (device, token) = try enrollment.redeem(code: issued.code)              // on the app's request
+/// let same = try enrollment.authenticate(token: token)                        // each sync call
+/// ```
+public struct DeviceEnrollment: Sendable {
+    public let store: any CarePlanStore & DeviceRegistry
+    public static let codeLifetime: TimeInterval = 15 * 60
+    /// Letters and digits that cannot be mistaken for each other (no 0/O, 1/I/L).
+    static let alphabet = Array("ABCDEFGHJKMNPQRSTUVWXYZ23456789")
+
+    public init(store: any CarePlanStore & DeviceRegistry) {
+        self.store = store
+    }
+
+    /// A new code for a patient the store holds: ten characters (about 49 bits), shown in two groups.
+    public func issueCode(patientID: String, now: Date = Date()) throws(EnrollmentError) -> (code: String, expires: Date) {
+        let patients: [Patient]
+        do { patients = try store.fetchPatients(EntityQuery(ids: [patientID])) } catch { throw .store(error) }
+        guard !patients.isEmpty else { throw .noSuchPatient(patientID) }
+        var generator = SystemRandomNumberGenerator()
+        let characters = (0..<10).map { _ in Self.alphabet[Int(generator.next(upperBound: UInt(Self.alphabet.count)))] }
+        let code = String(characters[0..<5]) + "-" + String(characters[5...])
+        let expires = now.addingTimeInterval(Self.codeLifetime)
+        do { try store.addEnrollment(codeHash: Self.hash(Self.normalized(code)), patientID: patientID, expires: expires) } catch { throw .store(error) }
+        return (code, expires)
+    }
+
+    /// Exchanges a code for a device token; the code is used up. A wrong, used or expired code
+    /// is `.invalidCode` (the three are not told apart).
+    public func redeem(code: String, now: Date = Date()) throws(EnrollmentError) -> (device: Device, token: String) {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        var generator = SystemRandomNumberGenerator()
+        for i in bytes.indices { bytes[i] = generator.next() }
+        let token = "cgd_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let id = String(Self.hash(token).prefix(12))
+        let candidate = Device(id: id, patientID: "", tokenHash: Self.hash(token), enrolledAt: now)
+        let enrolled: Device?
+        do { enrolled = try store.redeemEnrollment(codeHash: Self.hash(Self.normalized(code)), device: candidate, now: now) } catch { throw .store(error) }
+        guard let enrolled else { throw .invalidCode }
+        return (enrolled, token)
+    }
+
+    /// The device a token belongs to, when it is enrolled and not revoked.
+    public func authenticate(token: String) throws(EnrollmentError) -> Device? {
+        guard token.hasPrefix("cgd_"), token.count < 100 else { return nil }
+        let device: Device?
+        do { device = try store.device(tokenHash: Self.hash(token)) } catch { throw .store(error) }
+        guard let device, device.revokedAt == nil else { return nil }
+        return device
+    }
+
+    /// Codes are read as typed: case, spaces and dashes do not matter.
+    static func normalized(_ code: String) -> String {
+        String(code.uppercased().filter { $0 != "-" && $0 != " " })
+    }
+
+    static func hash(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+public enum EnrollmentError: Error, Sendable, Equatable, CustomStringConvertible {
+    case noSuchPatient(String)
+    case invalidCode
+    case store(StoreError)
+
+    public var description: String {
+        switch self {
+        case .noSuchPatient(let id): "the store holds no patient \"\(id)\" (import the patient's data first)"
+        case .invalidCode: "the enrollment code is wrong, used or expired"
+        case .store(let error): "\(error)"
+        }
+    }
+}

@@ -1,0 +1,38 @@
+import CareStore
+import Foundation
+import Testing
+@testable import Gateway
+
+@Suite("Device enrollment")
+struct DeviceEnrollmentTests {
+    @Test("a code enrolls one device of its patient, once, within 15 minutes; the token authenticates until revoked; only hashes are stored")
+    func enrollment() throws {
+        let fixture = try SyncFixture()
+        let enrollment = DeviceEnrollment(store: fixture.store)
+        let now = local("2026-11-02 09:00")
+        #expect(throws: EnrollmentError.noSuchPatient("nobody")) { try enrollment.issueCode(patientID: "nobody", now: now) }
+        let issued = try enrollment.issueCode(patientID: "maria", now: now)
+        #expect(issued.code.count == 11 && issued.code.contains("-") && issued.expires == now.addingTimeInterval(900))
+        // Typed in lower case without the dash, it still works, once.
+        let typed = issued.code.lowercased().replacingOccurrences(of: "-", with: "")
+        let (device, token) = try enrollment.redeem(code: typed, now: now.addingTimeInterval(60))
+        #expect(device.patientID == "maria" && token.hasPrefix("cgd_") && token.count > 40)
+        #expect(throws: EnrollmentError.invalidCode) { try enrollment.redeem(code: issued.code, now: now.addingTimeInterval(61)) }
+        #expect(try enrollment.authenticate(token: token) == device)
+        #expect(try enrollment.authenticate(token: token + "x") == nil)
+        #expect(try enrollment.authenticate(token: "Bearer " + token) == nil)
+        // An expired code enrolls nothing.
+        let late = try enrollment.issueCode(patientID: "john", now: now)
+        #expect(throws: EnrollmentError.invalidCode) { try enrollment.redeem(code: late.code, now: now.addingTimeInterval(901)) }
+        #expect(try fixture.store.devices(patientID: nil).map(\.patientID) == ["maria"])
+        // Neither the code nor the token is in the database file.
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: fixture.store.path))
+            + ((try? Data(contentsOf: URL(fileURLWithPath: fixture.store.path + "-wal"))) ?? Data())
+        for secret in [token, DeviceEnrollment.normalized(issued.code), DeviceEnrollment.normalized(late.code)] {
+            #expect(bytes.range(of: Data(secret.utf8)) == nil, "\(secret) is stored in clear")
+        }
+        #expect(try fixture.store.revokeDevice(id: device.id, at: now.addingTimeInterval(120)))
+        #expect(try enrollment.authenticate(token: token) == nil)
+        #expect(try fixture.store.revokeDevice(id: "nope", at: now) == false)
+    }
+}
