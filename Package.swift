@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "Mapping", targets: ["Mapping"]),
         .library(name: "FHIRClient", targets: ["FHIRClient"]),
         .library(name: "Gateway", targets: ["Gateway"]),
+        .library(name: "GatewayServer", targets: ["GatewayServer"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -25,6 +26,11 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         // JWT signing (RS384, ES384) for SMART Backend Services.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // The server (`caregate serve`): HTTP on SwiftNIO, run under a service group for graceful shutdown.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
@@ -84,6 +90,17 @@ let package = Package(
             name: "Gateway",
             dependencies: ["JSON", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient",
                            .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // 8. The server: HTTP routes for CareKit apps and operators, over Gateway's use cases.
+        .target(
+            name: "GatewayServer",
+            dependencies: [
+                "JSON", "CareStore", "Gateway",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
@@ -145,6 +162,12 @@ let package = Package(
         .testTarget(
             name: "FuzzReplayTests",
             dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
+        ),
+        .testTarget(
+            name: "GatewayServerTests",
+            dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIRClient", "JSON",
+                           .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "caregateTests",

@@ -1,0 +1,190 @@
+import CareStore
+import Foundation
+import Gateway
+import HTTPTypes
+import Hummingbird
+import JSON
+
+/// CareKit's sync API, the backend of an app's `OCKRemoteSynchronizable`:
+///
+/// - `POST /carekit/v1/enroll` `{"code": "KX7P2-M9QRT"}` → `{"token", "deviceID", "patientID"}`
+/// - `GET /carekit/v1/revisions?since=<base64url of the vector's JSON>[&limit=N]` → `{"revisions":
+///   [record], "knowledgeVector": <catch-up, on the last page>}`, `Link: <…>; rel="next"` for more
+/// - `POST /carekit/v1/revisions` `{"revisions": [record…], "knowledgeVector": …}` → what merged
+///
+/// Sync calls carry `Authorization: Bearer <device token>` and reach only that device's patient.
+struct CareKitSyncRoutes: Sendable {
+    let server: GatewayServer
+
+    var sync: CareKitSync { CareKitSync(store: server.store) }
+    var enrollment: DeviceEnrollment { DeviceEnrollment(store: server.store) }
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.post("carekit/v1/enroll") { request, context in try await enroll(request, context) }
+        router.get("carekit/v1/revisions") { request, _ in try await pull(request) }
+        router.post("carekit/v1/revisions") { request, _ in try await push(request) }
+    }
+
+    // MARK: Enrollment
+
+    func enroll(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        if let wait = await server.throttle.retryAfter(context.remoteAddress) {
+            return JSONBody.error(.tooManyRequests, "too many wrong enrollment codes from this address; try again later",
+                                  headers: [.retryAfter: String(wait)])
+        }
+        let body: JSONValue
+        switch await RequestBody.json(request, limit: server.limits.enrollBody) {
+        case .success(let value): body = value
+        case .failure(let refusal): return refusal.response
+        }
+        guard let code = body["code"]?.stringValue, code.count <= 64 else {
+            return JSONBody.error(.badRequest, "expected {\"code\": \"<the code caregate enroll printed>\"}")
+        }
+        do {
+            let (device, token) = try await Blocking.run { try enrollment.redeem(code: code) }
+            return JSONBody.response(.ok, "{\"token\":\(JSONBody.quoted(token)),\"deviceID\":\(JSONBody.quoted(device.id)),\"patientID\":\(JSONBody.quoted(device.patientID))}")
+        } catch EnrollmentError.invalidCode {
+            await server.throttle.recordFailure(context.remoteAddress)
+            return JSONBody.error(.unauthorized, EnrollmentError.invalidCode.description)
+        }
+    }
+
+    // MARK: Pull
+
+    func pull(_ request: Request) async throws -> Response {
+        guard let device = try await authenticate(request) else { return Self.unauthorized }
+        let query = request.uri.queryParameters
+        let since: KnowledgeVector
+        switch Self.vector(fromQuery: query.get("since")) {
+        case .success(let vector): since = vector
+        case .failure(let refusal): return refusal.response
+        }
+        let limit = min(max(query.get("limit").flatMap { Int($0) } ?? server.limits.pageSize, 1), server.limits.pageSize)
+        var cursor: CareKitSync.PullCursor?
+        if let text = query.get("cursor") {
+            let parts = text.split(separator: ".").compactMap { Int($0) }
+            guard parts.count == 2, parts.allSatisfy({ $0 >= 0 }) else { return JSONBody.error(.badRequest, "cursor: expected the value a next link gave") }
+            cursor = CareKitSync.PullCursor(revision: parts[0], offset: parts[1])
+        }
+        let page = try await Blocking.run { [sync, cursor] in try sync.pull(patientID: device.patientID, since: since, limit: limit, cursor: cursor) }
+        try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+        var body: [UInt8] = Array("{\"revisions\":[".utf8)
+        body += page.record.bytes()
+        body += Array("],\"knowledgeVector\":\(page.catchUp?.json ?? "null")}".utf8)
+        var headers: HTTPFields = [:]
+        if let next = page.next {
+            let since = query.get("since") ?? ""
+            headers[HTTPField.Name("Link")!] = "</carekit/v1/revisions?since=\(since)&limit=\(limit)&cursor=\(next.revision).\(next.offset)>; rel=\"next\""
+        }
+        return JSONBody.response(.ok, body, headers: headers)
+    }
+
+    /// The `since` parameter: base64url (padding optional) of `{"processes": [...]}`; absent is
+    /// the empty vector (a first pull).
+    static func vector(fromQuery text: String?) -> Result<KnowledgeVector, Refusal> {
+        guard let text, !text.isEmpty else { return .success(KnowledgeVector()) }
+        guard text.count <= 64 << 10 else { return .failure(Refusal(.badRequest, "since: longer than 64 KiB")) }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64) else { return .failure(Refusal(.badRequest, "since: not base64url")) }
+        do {
+            return .success(try KnowledgeVector(json: JSONValue.parse(Array(data))))
+        } catch let error as KnowledgeVectorError {
+            return .failure(Refusal(.badRequest, "since: \(error)"))
+        } catch {
+            return .failure(Refusal(.badRequest, "since: not JSON (\(error))"))
+        }
+    }
+
+    // MARK: Push
+
+    func push(_ request: Request) async throws -> Response {
+        guard let device = try await authenticate(request) else { return Self.unauthorized }
+        let body: JSONValue
+        switch await RequestBody.json(request, limit: server.limits.syncBody) {
+        case .success(let value): body = value
+        case .failure(let refusal): return refusal.response
+        }
+        guard let list = body["revisions"]?.arrayValue, let vectorJSON = body["knowledgeVector"] else {
+            return JSONBody.error(.badRequest, "expected {\"revisions\": [revision records], \"knowledgeVector\": {\"processes\": [...]}}")
+        }
+        let deviceKnowledge: KnowledgeVector
+        do { deviceKnowledge = try KnowledgeVector(json: vectorJSON) } catch {
+            return JSONBody.error(.badRequest, "knowledgeVector: \(error)")
+        }
+        var records: [RevisionRecord] = []
+        for (i, item) in list.enumerated() {
+            do { records.append(try RevisionRecord(json: item)) } catch {
+                let path = error.path.isEmpty ? "revisions[\(i)]" : "revisions[\(i)].\(error.path)"
+                return JSONBody.error(.badRequest, "\(path): \(error.message)", extra: [("record", String(i))])
+            }
+        }
+        do {
+            let result = try await Blocking.run { [sync, records] in
+                try sync.push(patientID: device.patientID, records: records, deviceKnowledge: deviceKnowledge)
+            }
+            try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+            let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
+            let resolutions = result.resolutions.map {
+                "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"
+            }.joined(separator: ",")
+            return JSONBody.response(.ok, "{\"merged\":\(result.merged),\"conflicts\":[\(conflicts)],\"resolutions\":[\(resolutions)],\"knowledgeVector\":\(result.knowledge.json)}")
+        } catch let error as SyncError {
+            return Self.response(for: error)
+        }
+    }
+
+    static func response(for error: SyncError) -> Response {
+        switch error {
+        case .pullFirst(let knowledge):
+            return JSONBody.error(.conflict, error.description, extra: [("knowledgeVector", knowledge.json)])
+        case .refused(let record, let entity, let field, _):
+            var extra = [("field", JSONBody.quoted(field))]
+            if let record { extra.append(("record", String(record))) }
+            if let entity { extra.append(("entity", JSONBody.quoted(entity))) }
+            return JSONBody.error(.badRequest, error.description, extra: extra)
+        case .store(.database):
+            return JSONBody.error(.internalServerError, "the store failed; nothing of this request was merged")
+        case .store(let refusal):
+            return JSONBody.error(.badRequest, "\(refusal); nothing of this request was merged")
+        }
+    }
+
+    // MARK: Authentication
+
+    static let unauthorized = JSONBody.error(.unauthorized, "a device token is required (Authorization: Bearer …, from POST /carekit/v1/enroll)",
+                                             headers: [.wwwAuthenticate: "Bearer realm=\"caregate\""])
+
+    func authenticate(_ request: Request) async throws -> Device? {
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { return nil }
+        let token = String(header.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
+        return try await Blocking.run { [enrollment] in try enrollment.authenticate(token: token) }
+    }
+}
+
+/// A request refused before any work, with its response.
+struct Refusal: Error {
+    let response: Response
+
+    init(_ status: HTTPResponse.Status, _ message: String) {
+        response = JSONBody.error(status, message)
+    }
+}
+
+/// Request bodies read up to a limit.
+enum RequestBody {
+    static func json(_ request: Request, limit: Int) async -> Result<JSONValue, Refusal> {
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            return .failure(Refusal(.contentTooLarge, "the body is \(length) bytes; at most \(limit) are accepted"))
+        }
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: limit) } catch {
+            return .failure(Refusal(.contentTooLarge, "the body is larger than \(limit) bytes"))
+        }
+        do {
+            return .success(try JSONValue.parse(Array(buffer.readableBytesView)))
+        } catch {
+            return .failure(Refusal(.badRequest, "the body is not JSON: \(error)"))
+        }
+    }
+}

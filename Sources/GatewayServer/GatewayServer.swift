@@ -1,0 +1,141 @@
+import CareStore
+import Foundation
+import Gateway
+import JSON
+import Hummingbird
+import Logging
+import NIOCore
+
+/// What each request handler knows: Hummingbird's core context and the peer's address (wrong
+/// enrollment codes are counted per address).
+public struct GatewayRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The client's IP address, or "unknown".
+    public let remoteAddress: String
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+        remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+}
+
+/// The gateway as an HTTP service: health checks and CareKit's sync API, over one store.
+/// Handlers are thin: they parse, call a `Gateway` use case, and write JSON.
+///
+/// ```swift
+/// let server = GatewayServer(store: store, limits: .init())
+/// try await server.application(host: "127.0.0.1", port: 8080).runService()
+/// ```
+public struct GatewayServer: Sendable {
+    public let store: any CarePlanStore & DeviceRegistry
+    public var limits: Limits
+    let throttle: EnrollmentThrottle
+
+    /// Sizes the server accepts.
+    public struct Limits: Sendable {
+        /// Largest sync POST body (bytes).
+        public var syncBody = 8 << 20
+        /// Largest enrollment body (bytes).
+        public var enrollBody = 4 << 10
+        /// Versions per pull page, at most.
+        public var pageSize = CareKitSync.defaultPageSize
+        /// Wrong enrollment codes per address in `throttleWindow` before it is refused.
+        public var wrongCodes = 5
+        public var throttleWindow: TimeInterval = 15 * 60
+
+        public init() {}
+    }
+
+    public init(store: any CarePlanStore & DeviceRegistry, limits: Limits = Limits()) {
+        self.store = store
+        self.limits = limits
+        throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
+    }
+
+    /// The routes, for an application or a test.
+    public func router() -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
+        router.get("healthz") { _, _ in JSONBody.response(.ok, "{\"status\":\"ok\"}") }
+        router.get("readyz") { _, _ in try await readiness() }
+        CareKitSyncRoutes(server: self).register(on: router)
+        return router
+    }
+
+    /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`).
+    public func application(host: String, port: Int, logger: Logger = Logger(label: "caregate"),
+                            onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        Application(router: router(), configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
+                    onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+    }
+
+    /// 200 when the store answers; 503 otherwise.
+    func readiness() async throws -> Response {
+        do {
+            _ = try await Blocking.run { try store.knowledgeVector() }
+            return JSONBody.response(.ok, "{\"status\":\"ready\"}")
+        } catch {
+            return JSONBody.error(.serviceUnavailable, "the store does not answer")
+        }
+    }
+}
+
+/// Store work off Swift's cooperative threads: SQLite blocks.
+enum Blocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global(qos: .userInitiated).async { continuation.resume(with: Result { try body() }) }
+        }
+    }
+}
+
+/// Wrong enrollment codes counted per address over a sliding window.
+actor EnrollmentThrottle {
+    let limit: Int
+    let window: TimeInterval
+    private var failures: [String: [Date]] = [:]
+
+    init(limit: Int, window: TimeInterval) {
+        self.limit = limit
+        self.window = window
+    }
+
+    /// Seconds until the address may try again, or nil when it may now.
+    func retryAfter(_ address: String, now: Date = Date()) -> Int? {
+        let recent = (failures[address] ?? []).filter { now.timeIntervalSince($0) < window }
+        failures[address] = recent.isEmpty ? nil : recent
+        guard recent.count >= limit, let oldest = recent.first else { return nil }
+        return max(1, Int((window - now.timeIntervalSince(oldest)).rounded(.up)))
+    }
+
+    func recordFailure(_ address: String, now: Date = Date()) {
+        failures[address, default: []].append(now)
+        // Bounded: an address's list never outgrows the limit, and the table is pruned when large.
+        if failures[address]!.count > limit { failures[address]!.removeFirst(failures[address]!.count - limit) }
+        if failures.count > 100_000 { failures = failures.filter { now.timeIntervalSince($0.value.last!) < window } }
+    }
+}
+
+/// JSON responses, errors included: `{"error": {"status": 400, "message": "…"}}`.
+enum JSONBody {
+    static func response(_ status: HTTPResponse.Status, _ json: String, headers: HTTPFields = [:]) -> Response {
+        response(status, Array(json.utf8), headers: headers)
+    }
+
+    static func response(_ status: HTTPResponse.Status, _ bytes: [UInt8], headers: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.contentType] = "application/json"
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func error(_ status: HTTPResponse.Status, _ message: String, extra: [(String, String)] = [], headers: HTTPFields = [:]) -> Response {
+        var members = "\"status\":\(status.code),\"message\":\(quoted(message))"
+        for (key, rawJSON) in extra { members += ",\(quoted(key)):\(rawJSON)" }
+        return response(status, "{\"error\":{\(members)}}", headers: headers)
+    }
+
+    static func quoted(_ text: String) -> String {
+        var out: [UInt8] = []
+        JSONEscaping.appendQuoted(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+}

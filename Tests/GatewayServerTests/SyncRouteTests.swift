@@ -1,0 +1,176 @@
+import CareStore
+import FHIRClient
+import Foundation
+import Gateway
+import GatewayServer
+import JSON
+import Logging
+import ServiceLifecycle
+import Testing
+
+/// `GatewayServer` running on 127.0.0.1 (any free port) over a store in a temporary folder,
+/// with libcurl as the client.
+final class RunningServer: @unchecked Sendable {
+    let store: SQLiteCarePlanStore
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+    let port: Int
+    let client = CurlTransport()
+
+    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init()) async throws {
+        self.store = store
+        let logger = Logger(label: "caregate-test")
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { port in
+            continuation.yield(port)
+        }
+        group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
+        let group = self.group
+        task = Task { try await group.run() }
+        var iterator = ports.makeAsyncIterator()
+        port = await iterator.next() ?? 0
+    }
+
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await task.value
+    }
+
+    func send(_ method: String, _ path: String, token: String? = nil, json: String? = nil) async throws -> (status: Int, headers: [String: String], body: JSONValue?) {
+        var headers: [(String, String)] = []
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        if json != nil { headers.append(("Content-Type", "application/json")) }
+        let response = try await client.send(HTTPRequest(method: method, url: "http://127.0.0.1:\(port)\(path)", headers: headers, body: json.map { Array($0.utf8) }))
+        return (response.status, response.headers, try? JSONValue.parse(response.body))
+    }
+}
+
+/// A store with two patients' plans (as an import writes them).
+func twoPatientStore() throws -> (SQLiteCarePlanStore, [String: CareTask]) {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-server-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+    let zone = TimeZone(identifier: "America/New_York")!
+    let start = Date(timeIntervalSinceReferenceDate: 815_202_000)  // 2026-11-01 00:00 in New York
+    var tasks: [String: CareTask] = [:]
+    for id in ["maria", "john"] {
+        let patient = Patient(id: id, name: PersonName(givenName: id), effectiveDate: start, timezone: zone)
+        let plan = CarePlan(id: "plan-\(id)", title: "Home care", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+        var task = CareTask(id: "walk-\(id)", title: "Walk", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+        task.effectiveDate = start
+        try store.add([.patient(patient), .carePlan(plan), .task(task)])
+        tasks[id] = task
+    }
+    return (store, tasks)
+}
+
+func base64url(_ text: String) -> String {
+    Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}
+
+@Suite("CareKit sync over HTTP")
+struct SyncRouteTests {
+    @Test("enroll with a code, pull in pages following Link, push outcomes once, and the refusals a device meets: 401, 409, 400 naming the field, 413")
+    func syncOverLoopback() async throws {
+        let (store, tasks) = try twoPatientStore()
+        var limits = GatewayServer.Limits()
+        limits.syncBody = 64 << 10
+        let server = try await RunningServer(store: store, limits: limits)
+        defer { Task { try? await server.stop() } }
+
+        #expect(try await server.send("GET", "/healthz").status == 200)
+        #expect(try await server.send("GET", "/readyz").status == 200)
+
+        // Enrollment: a wrong code is 401, the right one gives a token for Maria.
+        let code = try DeviceEnrollment(store: store).issueCode(patientID: "maria").code
+        #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "AAAAA-AAAAA"}"#).status == 401)
+        let enrolled = try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#)
+        #expect(enrolled.status == 200)
+        let token = try #require(enrolled.body?["token"]?.stringValue)
+        #expect(enrolled.body?["patientID"]?.stringValue == "maria")
+        #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).status == 401)
+
+        // Pull without a token: 401 with a challenge. With it: Maria's versions in pages of one.
+        let anonymous = try await server.send("GET", "/carekit/v1/revisions")
+        #expect(anonymous.status == 401 && anonymous.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
+        var path = "/carekit/v1/revisions?limit=1"
+        var ids: [String] = []
+        var catchUp: JSONValue?
+        while true {
+            let page = try await server.send("GET", path, token: token)
+            #expect(page.status == 200)
+            let entities = page.body?["revisions"]?.arrayValue?.first?["entities"]?.arrayValue ?? []
+            ids += entities.compactMap { $0["object"]?["id"]?.stringValue }
+            guard let link = page.headers["link"] else { catchUp = page.body?["knowledgeVector"]; break }
+            #expect(page.body?["knowledgeVector"] == .null)
+            path = String(link.dropFirst().prefix { $0 != ">" })
+        }
+        #expect(ids == ["maria", "plan-maria", "walk-maria"])
+        let vector = try KnowledgeVector(json: try #require(catchUp))
+        #expect(try await server.send("GET", "/carekit/v1/revisions?since=\(base64url(vector.json))", token: token).body?["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.isEmpty == true)
+
+        // Push an outcome: merged once, however often it is sent.
+        let device = vector.setting(UUID(), to: 1)
+        let outcome = Outcome(taskUUID: tasks["maria"]!.uuid, taskOccurrenceIndex: 1,
+                              values: [OutcomeValue(.integer(4200), kind: "steps", createdDate: Date(timeIntervalSinceReferenceDate: 815_320_000))],
+                              effectiveDate: Date(timeIntervalSinceReferenceDate: 815_320_000))
+        let record = RevisionRecord(entities: [.outcome(outcome)], knowledgeVector: device.processes)
+        let push = #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(device.json)}"#
+        let first = try await server.send("POST", "/carekit/v1/revisions", token: token, json: push)
+        #expect(first.status == 200 && first.body?["merged"]?.numberValue == 1, "\(String(describing: first.body))")
+        let again = try await server.send("POST", "/carekit/v1/revisions", token: token, json: push)
+        #expect(again.status == 200 && again.body?["merged"]?.numberValue == 0)
+        #expect(try store.fetchOutcomes().count == 1)
+
+        // A stale vector: 409 with the gateway's vector.
+        let stale = #"{"revisions": [], "knowledgeVector": \#(KnowledgeVector().json)}"#
+        let conflict = try await server.send("POST", "/carekit/v1/revisions", token: token, json: stale)
+        #expect(conflict.status == 409 && conflict.body?["error"]?["knowledgeVector"] != nil)
+
+        // John's task named by Maria's device: 400 naming record, entity and field; nothing stored.
+        let current = try KnowledgeVector(json: try #require(again.body?["knowledgeVector"]))
+        let next = current.setting(device.clocks.keys.first { $0 != vector.clocks.keys.first }!, to: 2)
+        var foreign = outcome
+        foreign.version.uuid = UUID()
+        foreign.version.id = "foreign"
+        foreign.taskUUID = tasks["john"]!.uuid
+        let foreignRecord = RevisionRecord(entities: [.outcome(foreign)], knowledgeVector: next.processes)
+        let refused = try await server.send("POST", "/carekit/v1/revisions", token: token,
+                                            json: #"{"revisions": [\#(String(decoding: foreignRecord.bytes(), as: UTF8.self))], "knowledgeVector": \#(next.json)}"#)
+        #expect(refused.status == 400 && refused.body?["error"]?["field"]?.stringValue == "taskUUID" && refused.body?["error"]?["record"]?.numberValue == 0)
+        #expect(refused.body?["error"]?["entity"]?.stringValue == "outcome \"foreign\"")
+        // A record that is not CareKit JSON: 400 naming where.
+        let malformed = try await server.send("POST", "/carekit/v1/revisions", token: token,
+                                              json: #"{"revisions": [{"entities": [{"object": {}}], "knowledgeVector": {"processes": []}}], "knowledgeVector": \#(next.json)}"#)
+        #expect(malformed.status == 400 && malformed.body?["error"]?["message"]?.stringValue?.hasPrefix("revisions[0].entities[0].type: missing") == true,
+                "\(String(describing: malformed.body))")
+        // Too large: 413 before it is read.
+        let huge = #"{"revisions": [], "knowledgeVector": {"processes": []}, "padding": "\#(String(repeating: "x", count: 100_000))"}"#
+        #expect(try await server.send("POST", "/carekit/v1/revisions", token: token, json: huge).status == 413)
+        #expect(try store.fetchOutcomes().count == 1)
+
+        // A revoked token stops at once.
+        let deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
+        #expect(try store.revokeDevice(id: deviceID, at: Date()))
+        #expect(try await server.send("GET", "/carekit/v1/revisions", token: token).status == 401)
+        try await server.stop()
+    }
+
+    @Test("wrong enrollment codes from one address are refused with 429 and Retry-After once past the limit, even a right one")
+    func throttle() async throws {
+        let (store, _) = try twoPatientStore()
+        var limits = GatewayServer.Limits()
+        limits.wrongCodes = 3
+        let server = try await RunningServer(store: store, limits: limits)
+        for _ in 0..<3 {
+            #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "BBBBB-BBBBB"}"#).status == 401)
+        }
+        let code = try DeviceEnrollment(store: store).issueCode(patientID: "john").code
+        let blocked = try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#)
+        #expect(blocked.status == 429 && Int(blocked.headers["retry-after"] ?? "") ?? 0 > 0)
+        #expect(try store.devices(patientID: nil).isEmpty)
+        try await server.stop()
+    }
+}
