@@ -19,3 +19,20 @@ struct LenientRoundTripTests {
         #expect(xml.resource.children(named: "priorPrescription").count == 2)
     }
 }
+
+@Suite("Narrative written as XML")
+struct NarrativeNamespaceTests {
+    @Test("the XHTML namespace is declared once, however the div's start tag spaces it (xmlns=, a line break, then the value: found by fuzz-fhir-json)")
+    func namespaceOnce() throws {
+        for div in [#"<div xmlns=\n\"http://www.w3.org/1999/xhtml\">x</div>"#, #"<div\n  xmlns = 'http://www.w3.org/1999/xhtml'>x</div>"#,
+                    #"<div xmlns=\"http://www.w3.org/1999/xhtml\">x</div>"#] {
+            let source = #"{"resourceType": "Organization", "id": "o", "text": {"status": "generated", "div": "\#(div)"}}"#
+            let read = try FHIRJSONReader().read(source)
+            let xml = FHIRXMLWriter().write(read.resource)
+            let text = String(decoding: xml, as: UTF8.self)
+            #expect(text.components(separatedBy: "xmlns").count == 3, "\(text)")  // the resource's and the div's
+            let back = try FHIRXMLReader().read(xml)
+            #expect(back.resource.first("text.div")?.value?.contains(">x</div>") == true)
+        }
+    }
+}

@@ -179,11 +179,41 @@ struct XMLEmitter {
     /// control characters XML cannot carry as U+FFFD).
     mutating func writeXHTML(_ xhtml: String) {
         let xhtml = Lexical.replacingControlCharacters(xhtml)
-        if xhtml.hasPrefix("<div") && !xhtml.prefix(200).contains("xmlns=\"http://www.w3.org/1999/xhtml\"") {
+        let bytes = Array(xhtml.utf8.prefix(64 << 10))
+        if bytes.count > 4, bytes.starts(with: Array("<div".utf8)), [0x20, 0x09, 0x0A, 0x0D, 0x3E, 0x2F].contains(bytes[4]),
+           !Self.declaresNamespace(bytes) {
             raw("<div xmlns=\"http://www.w3.org/1999/xhtml\"")
             text(String(xhtml.dropFirst(4)))
         } else {
             text(xhtml)
         }
+    }
+
+    /// Whether the start tag of `<div …>` has an `xmlns` attribute, however it is spaced
+    /// (`xmlns =\n"…"` is one: a second would make the XML unreadable).
+    static func declaresNamespace(_ bytes: [UInt8]) -> Bool {
+        var i = 4
+        func skipSpace() { while i < bytes.count, Lexical.isWhitespace(bytes[i]) { i += 1 } }
+        while i < bytes.count {
+            skipSpace()
+            guard i < bytes.count, bytes[i] != 0x3E, bytes[i] != 0x2F else { return false }
+            let start = i
+            while i < bytes.count, !Lexical.isWhitespace(bytes[i]), ![0x3D, 0x3E, 0x2F].contains(bytes[i]) { i += 1 }
+            if bytes[start..<i].elementsEqual("xmlns".utf8) { return true }
+            skipSpace()
+            guard i < bytes.count, bytes[i] == 0x3D else { continue }
+            i += 1
+            skipSpace()
+            guard i < bytes.count else { return false }
+            if bytes[i] == 0x22 || bytes[i] == 0x27 {
+                let quote = bytes[i]
+                i += 1
+                while i < bytes.count, bytes[i] != quote { i += 1 }
+                i += 1
+            } else {
+                while i < bytes.count, !Lexical.isWhitespace(bytes[i]), bytes[i] != 0x3E { i += 1 }
+            }
+        }
+        return false
     }
 }

@@ -195,16 +195,15 @@ public struct FHIRPathChecker: Sendable {
                 }
             }
             if result.isEmpty {
-                let owner = owners.sorted().joined(separator: " or ")
-                if isPathStart, model.resourceType(named: name) != nil {
-                    error(node, "the expression starts from \(owner), not \(name)")
-                } else if let choice = choiceName(name, in: types) {
-                    error(node, "'\(name)' is not an element of \(owner); write \(choice)")
-                } else if let best = suggestion(for: name, in: candidates) {
-                    error(node, "'\(name)' is not an element of \(owner); did you mean '\(best)'?")
-                } else {
-                    error(node, "'\(name)' is not an element of \(owner)")
+                // Written out (suggestion and all) only when shown: see `mostShown`.
+                let message = { [self] () -> String in
+                    let owner = owners.sorted().joined(separator: " or ")
+                    if isPathStart, model.resourceType(named: name) != nil { return "the expression starts from \(owner), not \(name)" }
+                    if let choice = choiceName(name, in: types) { return "'\(name)' is not an element of \(owner); write \(choice)" }
+                    if let best = suggestion(for: name, in: candidates) { return "'\(name)' is not an element of \(owner); did you mean '\(best)'?" }
+                    return "'\(name)' is not an element of \(owner)"
                 }
+                error(node, message())
                 return .empty
             }
             return InferredType(types: result, isCollection: collection)
@@ -279,10 +278,13 @@ public struct FHIRPathChecker: Sendable {
 
         mutating func typeOperation(_ node: ExpressionNode, _ op: String, _ input: InferredType, _ type: TypeSpecifier) -> InferredType {
             guard knownType(type) else {
-                let all = model.types.filter { $0.kind != .backbone }.map(\.name) + Array(FHIRPathValue.systemTypes)
-                let hint = suggestion(for: type.name, in: all).map { "; did you mean '\($0)'?" } ?? ""
+                // The hint is looked for only when the finding is written out (see `mostShown`).
+                let hint = { [model] in
+                    let all = model.types.filter { $0.kind != .backbone }.map(\.name) + Array(FHIRPathValue.systemTypes)
+                    return Suggestion.closest(to: type.name, among: all).map { "; did you mean '\($0)'?" } ?? ""
+                }
                 // `System.Patient` is merely never true; an unqualified unknown name is a mistake.
-                if type.namespace == nil { error(node, "unknown type '\(type)'\(hint)") } else { warning(node, "no type '\(type)'\(hint)") }
+                if type.namespace == nil { error(node, "unknown type '\(type)'\(hint())") } else { warning(node, "no type '\(type)'\(hint())") }
                 return op == "is" ? .boolean : .empty
             }
             if op == "is" { return .boolean }
@@ -358,8 +360,8 @@ public struct FHIRPathChecker: Sendable {
         mutating func function(_ node: ExpressionNode, _ name: String, _ input: InferredType, _ arguments: [ExpressionNode],
                                context: InferredType, this: InferredType) -> InferredType {
             guard let arity = Functions.arity[name] else {
-                let hint = suggestion(for: name, in: Array(Functions.arity.keys)).map { "; did you mean '\($0)()'?" } ?? ""
-                error(node, "unknown function \(name)()\(hint)")
+                let hint = { [self] in suggestion(for: name, in: Array(Functions.arity.keys)).map { "; did you mean '\($0)()'?" } ?? "" }
+                error(node, "unknown function \(name)()\(hint())")
                 return .unknown
             }
             guard arity.contains(arguments.count) else {
