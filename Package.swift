@@ -95,7 +95,7 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
-                "JSON", "CareStore", "Gateway",
+                "JSON", "Diagnostics", "CareStore", "Mapping", "Gateway",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -119,7 +119,10 @@ let package = Package(
                 "Mapping",
                 "FHIRClient",
                 "Gateway",
+                "GatewayServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
@@ -171,7 +174,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["FHIR", "CareStore", "JSON"]
+            dependencies: ["FHIR", "CareStore", "JSON", "FHIRClient"]
         ),
     ]
 )

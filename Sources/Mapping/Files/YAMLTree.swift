@@ -4,20 +4,20 @@ import Yams
 
 /// A YAML document as a plain tree with the position of every node, so that every finding can
 /// name its line and column. Built from Yams' composed nodes.
-indirect enum YAMLTree: Sendable {
+public indirect enum YAMLTree: Sendable {
     /// A scalar; `quoted` tells whether the text in the file starts one character later (a quote).
     case scalar(String, at: SourceLocation, quoted: Bool)
     case mapping([(key: String, keyAt: SourceLocation, value: YAMLTree)], at: SourceLocation)
     case sequence([YAMLTree], at: SourceLocation)
 
-    var location: SourceLocation {
+    public var location: SourceLocation {
         switch self {
         case .scalar(_, let at, _), .mapping(_, let at), .sequence(_, let at): at
         }
     }
 
     /// What the node is, for messages (`a list`, `a mapping`, `text`).
-    var kindName: String {
+    public var kindName: String {
         switch self {
         case .scalar: "a value"
         case .mapping: "a mapping of keys"
@@ -25,13 +25,13 @@ indirect enum YAMLTree: Sendable {
         }
     }
 
-    var scalar: String? {
+    public var scalar: String? {
         if case .scalar(let s, _, _) = self { return s }
         return nil
     }
 
     /// Parses YAML text; a syntax error is one diagnostic at its place.
-    static func parse(_ text: String, file: String) throws(MappingError) -> YAMLTree? {
+    public static func parse(_ text: String, file: String) throws(MappingError) -> YAMLTree? {
         let node: Node?
         do {
             node = try Yams.compose(yaml: text)

@@ -1,0 +1,77 @@
+import FHIRClient
+import Foundation
+import JSON
+import Testing
+
+@Suite("caregate serve")
+struct ServeCommandTests {
+    let cli = CommandLineTests()
+
+    func folder() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-serve-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    @Test("--check-config prints every finding with its line and column, in file order, and exits 1; a good file exits 0")
+    func checkConfig() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try """
+            listen:
+              host: 0.0.0.0
+              prot: 8080
+            store: care.sqlite
+            limits:
+              page-size: many
+            tls:
+              certificate: cert.pem
+            """.write(to: dir.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
+        let bad = try await cli.caregate(["serve", "--config", "bad.yaml", "--check-config"], directory: dir)
+        #expect(bad.status == 1)
+        #expect(bad.stderr.split(separator: "\n").map(String.init) == [
+            "bad.yaml:2:9: error: listen.host 0.0.0.0 is not loopback: plain HTTP is served beyond this machine only with allow-plain-http: true (behind a TLS proxy)",
+            "bad.yaml:3:3: error: unknown key 'prot'; did you mean 'port'?",
+            "bad.yaml:6:14: error: expected a whole number from 1 to 100000, found 'many'",
+            "bad.yaml:7:1: error: tls: TLS is not served by this version yet; run behind a TLS-terminating proxy with allow-plain-http: true",
+        ], "\(bad.stderr)")
+        try "listen:\n  port: 0\nstore: care.sqlite\n".write(to: dir.appendingPathComponent("good.yaml"), atomically: true, encoding: .utf8)
+        let good = try await cli.caregate(["serve", "--config", "good.yaml", "--check-config"], directory: dir)
+        #expect(good.status == 0 && good.stderr.contains("good.yaml: fine (listen 127.0.0.1:0, store \(dir.path)/care.sqlite)"), "\(good.stderr)")
+    }
+
+    @Test("serve answers /healthz on the port it prints, and SIGTERM stops it with exit status 0")
+    func serveAndStop() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try "listen:\n  port: 0\nstore: care.sqlite\n".write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
+        process.arguments = ["serve", "--config", "gateway.yaml"]
+        process.currentDirectoryURL = dir
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        // A line says where it listens; the server's own logs are JSON lines.
+        var seen = ""
+        while !seen.contains("caregate serve: listening on") || !seen.hasSuffix("\n") {
+            let chunk = errors.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            seen += String(decoding: chunk, as: UTF8.self)
+        }
+        let lines = seen.split(separator: "\n").map(String.init)
+        let listening = try #require(lines.first { $0.hasPrefix("caregate serve: listening on http://127.0.0.1:") }, "\(seen)")
+        let port = try #require(Int(listening.dropFirst("caregate serve: listening on http://127.0.0.1:".count).prefix { $0.isNumber }))
+        for log in lines where log != listening {
+            #expect((try? JSONValue.parse(log))?["level"] != nil, "not a JSON log line: \(log)")
+        }
+        let health = try await CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/healthz"))
+        #expect(health.status == 200 && String(decoding: health.body, as: UTF8.self) == #"{"status":"ok"}"#)
+        process.terminate()
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit && process.terminationStatus == 0)
+        let rest = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(rest.contains("caregate serve: stopped"), "\(rest)")
+    }
+}
