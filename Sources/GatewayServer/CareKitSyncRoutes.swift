@@ -68,6 +68,8 @@ struct CareKitSyncRoutes: Sendable {
         }
         let page = try await Blocking.run { [sync, cursor] in try sync.pull(patientID: device.patientID, since: since, limit: limit, cursor: cursor) }
         try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+        GatewayMetrics.shared.deviceSyncs.increment()
+        GatewayMetrics.shared.pulls.increment()
         var body: [UInt8] = Array("{\"revisions\":[".utf8)
         body += page.record.bytes()
         body += Array("],\"knowledgeVector\":\(page.catchUp?.json ?? "null")}".utf8)
@@ -124,6 +126,8 @@ struct CareKitSyncRoutes: Sendable {
                 try sync.push(patientID: device.patientID, records: records, deviceKnowledge: deviceKnowledge)
             }
             try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+            GatewayMetrics.shared.deviceSyncs.increment()
+            GatewayMetrics.shared.pushes.increment()
             let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
             let resolutions = result.resolutions.map {
                 "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"

@@ -27,7 +27,7 @@ public struct GatewayRequestContext: RequestContext {
 /// try await server.application(host: "127.0.0.1", port: 8080).runService()
 /// ```
 public struct GatewayServer: Sendable {
-    public let store: any CarePlanStore & DeviceRegistry
+    public let store: any CarePlanStore & DeviceRegistry & Outbox
     public var limits: Limits
     let throttle: EnrollmentThrottle
 
@@ -46,7 +46,7 @@ public struct GatewayServer: Sendable {
         public init() {}
     }
 
-    public init(store: any CarePlanStore & DeviceRegistry, limits: Limits = Limits()) {
+    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits()) {
         self.store = store
         self.limits = limits
         throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
@@ -55,6 +55,13 @@ public struct GatewayServer: Sendable {
     /// The routes, for an application or a test.
     public func router() -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
+        let metrics = GatewayMetrics.shared
+        router.add(middleware: MetricsMiddleware())
+        router.get("metrics") { [store] _, _ in
+            let text = try await Blocking.run { metrics.scrape(store) }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
+        }
         router.get("healthz") { _, _ in JSONBody.response(.ok, "{\"status\":\"ok\"}") }
         router.get("readyz") { _, _ in try await readiness() }
         CareKitSyncRoutes(server: self).register(on: router)

@@ -151,6 +151,16 @@ struct SyncRouteTests {
         #expect(try await server.send("POST", "/carekit/v1/revisions", token: token, json: huge).status == 413)
         #expect(try store.fetchOutcomes().count == 1)
 
+        // /metrics: requests by route and status, latency, device syncs, the outbox.
+        let metrics = try await server.client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/metrics"))
+        let text = String(decoding: metrics.body, as: UTF8.self)
+        #expect(metrics.status == 200)
+        for line in [#"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="GET",http_response_status_code="200"} 4"#,
+                     #"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="409"} 1"#,
+                     #"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="413"} 1"#,
+                     "caregate_pulls_total 4", "caregate_pushes_total 2", "caregate_device_syncs_total 6", "caregate_outbox_queued 0.0"] {
+            #expect(text.split(separator: "\n").contains { $0 == line }, "\(line) not in /metrics")
+        }
         // A revoked token stops at once.
         let deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
         #expect(try store.revokeDevice(id: deviceID, at: Date()))
