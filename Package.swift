@@ -169,7 +169,7 @@ let package = Package(
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.
         .testTarget(
             name: "FuzzReplayTests",
-            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient"]
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient", "Gateway", "GatewayServer"]
         ),
         .testTarget(
             name: "GatewayServerTests",

@@ -7,7 +7,7 @@
 import PackageDescription
 
 /// One libFuzzer executable per input surface; each entry only names its harness.
-let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers"]
+let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers", "sync", "server-config"]
 
 let package = Package(
     name: "CareGateFuzz",
@@ -25,6 +25,8 @@ let package = Package(
                 .product(name: "CareStore", package: "CareGate"),
                 .product(name: "Mapping", package: "CareGate"),
                 .product(name: "FHIRClient", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "GatewayServer", package: "CareGate"),
             ],
             path: "Harnesses"
         ),

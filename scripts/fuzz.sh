@@ -7,7 +7,8 @@
 #   scripts/fuzz.sh fhirpath --runs 10000000 [--seconds 3600]   (whichever comes first)
 #   scripts/fuzz.sh --merge                add what the runs found (new coverage only) to Fuzz/Corpus/
 #
-# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers.
+# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync
+# server-config.
 # Each run starts from Fuzz/Corpus/<harness> (committed), the seeds built from FHIRSamples/,
 # Mappings/ and ../shared (Fuzz/seeds.py), and what earlier runs found (Fuzz/.build/corpus).
 # A crash, leak, timeout over 1 s, allocation over 2 GB or property failure stops the run; the
@@ -15,7 +16,7 @@
 # once fixed: the test suite replays those and the committed corpora on every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers)
+all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config)
 targets=()
 seconds=""
 runs=""
@@ -54,6 +55,7 @@ dictionary() {
         fhir-stream) echo "json xml" ;;
         fhirpath) echo fhirpath ;;
         mapping) echo "yaml fhirpath" ;;
+        server-config) echo yaml ;;
         *) echo json ;;
     esac
 }

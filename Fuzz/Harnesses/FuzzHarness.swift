@@ -23,7 +23,7 @@ public protocol FuzzHarness {
 public enum FuzzHarnesses {
     public static var all: [any FuzzHarness.Type] {
         [FHIRJSONHarness.self, FHIRXMLHarness.self, FHIRStreamHarness.self, FHIRPathHarness.self,
-         MappingHarness.self, CareKitHarness.self, TimingHarness.self, ServerAnswerHarness.self]
+         MappingHarness.self, CareKitHarness.self, TimingHarness.self, ServerAnswerHarness.self, SyncHarness.self, ServerConfigHarness.self]
     }
 
     /// The body of a fuzz executable's `LLVMFuzzerTestOneInput`: a property failure stops the

@@ -57,12 +57,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     /// A store in memory, gone with its last reference: GRDB's in-memory `DatabaseQueue`, with
     /// the same schema and rules as a file.
-    public init(inMemory: Void) throws(StoreError) {
+    /// `processID` fixes the store's sync process (reproducible fixtures: tests, fuzzing).
+    public init(inMemory: Void, processID: UUID? = nil) throws(StoreError) {
         path = ":memory:"
         checkpointer = nil
         do {
             pool = try DatabaseQueue(configuration: SQLiteCarePlanStore.configuration)
-            try SQLiteCarePlanStore.prepare(pool)
+            try SQLiteCarePlanStore.prepare(pool, processID: processID ?? UUID())
         } catch {
             throw StoreError.database(path: path, message: "\(error)")
         }
@@ -93,7 +94,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     /// The schema, and the store's sync process id (made once, so that reads can name it).
-    static func prepare(_ writer: any DatabaseWriter) throws {
+    static func prepare(_ writer: any DatabaseWriter, processID: UUID = UUID()) throws {
         // GRDB checks which migrations ran before taking the write lock: two processes opening a
         // new store together both try, and the second fails once the first has committed. Its
         // retry then finds the migrations done.
@@ -107,7 +108,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             }
         }
         try writer.write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('processID', ?)", arguments: [UUID().uuidString])
+            try db.execute(sql: "INSERT OR IGNORE INTO store_meta (key, value) VALUES ('processID', ?)", arguments: [processID.uuidString])
         }
     }
 

@@ -81,20 +81,11 @@ struct CareKitSyncRoutes: Sendable {
         return JSONBody.response(.ok, body, headers: headers)
     }
 
-    /// The `since` parameter: base64url (padding optional) of `{"processes": [...]}`; absent is
-    /// the empty vector (a first pull).
+    /// The `since` parameter; absent is the empty vector (a first pull).
     static func vector(fromQuery text: String?) -> Result<KnowledgeVector, Refusal> {
         guard let text, !text.isEmpty else { return .success(KnowledgeVector()) }
-        guard text.count <= 64 << 10 else { return .failure(Refusal(.badRequest, "since: longer than 64 KiB")) }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { return .failure(Refusal(.badRequest, "since: not base64url")) }
-        do {
-            return .success(try KnowledgeVector(json: JSONValue.parse(Array(data))))
-        } catch let error as KnowledgeVectorError {
+        do { return .success(try KnowledgeVector(base64URL: text)) } catch {
             return .failure(Refusal(.badRequest, "since: \(error)"))
-        } catch {
-            return .failure(Refusal(.badRequest, "since: not JSON (\(error))"))
         }
     }
 
@@ -107,23 +98,11 @@ struct CareKitSyncRoutes: Sendable {
         case .success(let value): body = value
         case .failure(let refusal): return refusal.response
         }
-        guard let list = body["revisions"]?.arrayValue, let vectorJSON = body["knowledgeVector"] else {
-            return JSONBody.error(.badRequest, "expected {\"revisions\": [revision records], \"knowledgeVector\": {\"processes\": [...]}}")
-        }
-        let deviceKnowledge: KnowledgeVector
-        do { deviceKnowledge = try KnowledgeVector(json: vectorJSON) } catch {
-            return JSONBody.error(.badRequest, "knowledgeVector: \(error)")
-        }
-        var records: [RevisionRecord] = []
-        for (i, item) in list.enumerated() {
-            do { records.append(try RevisionRecord(json: item)) } catch {
-                let path = error.path.isEmpty ? "revisions[\(i)]" : "revisions[\(i)].\(error.path)"
-                return JSONBody.error(.badRequest, "\(path): \(error.message)", extra: [("record", String(i))])
-            }
-        }
+        let push: PushBody
+        do { push = try PushBody.read(body) } catch { return Self.response(for: error) }
         do {
-            let result = try await Blocking.run { [sync, records] in
-                try sync.push(patientID: device.patientID, records: records, deviceKnowledge: deviceKnowledge)
+            let result = try await Blocking.run { [sync, push] in
+                try sync.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge)
             }
             try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
             GatewayMetrics.shared.deviceSyncs.increment()

@@ -40,9 +40,12 @@ public struct GatewayConfig: Sendable, Equatable {
 
     /// Reads and checks a configuration file; every finding is reported, not only the first.
     public static func load(path: String) throws(MappingError) -> GatewayConfig {
-        let text: String
-        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
             throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 0, column: 0), "cannot read the configuration: \(error.localizedDescription)")])
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 1, column: 1), "not UTF-8 text")])
         }
         var reader = ConfigReader()
         var config = GatewayConfig()

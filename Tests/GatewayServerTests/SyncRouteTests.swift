@@ -65,10 +65,6 @@ func twoPatientStore() throws -> (SQLiteCarePlanStore, [String: CareTask]) {
     return (store, tasks)
 }
 
-func base64url(_ text: String) -> String {
-    Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        .replacingOccurrences(of: "=", with: "")
-}
 
 @Suite("CareKit sync over HTTP")
 struct SyncRouteTests {
@@ -109,7 +105,7 @@ struct SyncRouteTests {
         }
         #expect(ids == ["maria", "plan-maria", "walk-maria"])
         let vector = try KnowledgeVector(json: try #require(catchUp))
-        #expect(try await server.send("GET", "/carekit/v1/revisions?since=\(base64url(vector.json))", token: token).body?["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.isEmpty == true)
+        #expect(try await server.send("GET", "/carekit/v1/revisions?since=\(vector.base64URL)", token: token).body?["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.isEmpty == true)
 
         // Push an outcome: merged once, however often it is sent.
         let device = vector.setting(UUID(), to: 1)
@@ -144,8 +140,9 @@ struct SyncRouteTests {
         // A record that is not CareKit JSON: 400 naming where.
         let malformed = try await server.send("POST", "/carekit/v1/revisions", token: token,
                                               json: #"{"revisions": [{"entities": [{"object": {}}], "knowledgeVector": {"processes": []}}], "knowledgeVector": \#(next.json)}"#)
-        #expect(malformed.status == 400 && malformed.body?["error"]?["message"]?.stringValue?.hasPrefix("revisions[0].entities[0].type: missing") == true,
+        #expect(malformed.status == 400 && malformed.body?["error"]?["message"]?.stringValue == "revisions[0] entities[0].type: missing (required)",
                 "\(String(describing: malformed.body))")
+        #expect(malformed.body?["error"]?["field"]?.stringValue == "entities[0].type" && malformed.body?["error"]?["record"]?.numberValue == 0)
         // Too large: 413 before it is read.
         let huge = #"{"revisions": [], "knowledgeVector": {"processes": []}, "padding": "\#(String(repeating: "x", count: 100_000))"}"#
         #expect(try await server.send("POST", "/carekit/v1/revisions", token: token, json: huge).status == 413)

@@ -1,0 +1,49 @@
+import CareStore
+import Foundation
+import JSON
+
+/// The sync API's bodies as they travel, read the one way the server and the fuzz harness both
+/// use: a push body `{"revisions": [revision records], "knowledgeVector": {...}}`, and a
+/// knowledge vector in a query string (base64url of its JSON).
+public struct PushBody: Sendable {
+    public var records: [RevisionRecord]
+    public var deviceKnowledge: KnowledgeVector
+
+    /// Reads a push body; a refusal names where (`revisions[2].entities[0].type`).
+    public static func read(_ json: JSONValue) throws(SyncError) -> PushBody {
+        guard let list = json["revisions"]?.arrayValue, let vector = json["knowledgeVector"] else {
+            throw .refused(record: nil, entity: nil, field: "body",
+                           reason: "expected {\"revisions\": [revision records], \"knowledgeVector\": {\"processes\": [...]}}")
+        }
+        let deviceKnowledge: KnowledgeVector
+        do { deviceKnowledge = try KnowledgeVector(json: vector) } catch {
+            throw .refused(record: nil, entity: nil, field: "knowledgeVector", reason: error.description)
+        }
+        var records: [RevisionRecord] = []
+        for (i, item) in list.enumerated() {
+            do { records.append(try RevisionRecord(json: item)) } catch {
+                throw .refused(record: i, entity: nil, field: error.path.isEmpty ? "record" : error.path, reason: error.message)
+            }
+        }
+        return PushBody(records: records, deviceKnowledge: deviceKnowledge)
+    }
+}
+
+extension KnowledgeVector {
+    /// A vector from a query parameter: base64url (padding optional) of `{"processes": [...]}`.
+    public init(base64URL text: String) throws(KnowledgeVectorError) {
+        guard text.utf8.count <= 64 << 10 else { throw .malformed("longer than 64 KiB") }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64) else { throw .malformed("not base64url") }
+        let json: JSONValue
+        do { json = try JSONValue.parse(Array(data)) } catch { throw .malformed("not JSON (\(error))") }
+        try self.init(json: json)
+    }
+
+    /// This vector as a query parameter (base64url of its JSON, unpadded).
+    public var base64URL: String {
+        Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}
