@@ -53,13 +53,15 @@ struct PackageStructureTests {
 
     @Test("the modules follow the data's way: each depends only on those before it")
     func layering() async throws {
-        let order = ["JSON", "Diagnostics", "CLibXML2", "CLibCurl", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient", "Gateway", "caregate"]
+        let order = ["JSON", "Diagnostics", "CLibXML2", "CLibCurl", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient", "Gateway", "GatewayServer", "caregate"]
         let targets = try await manifest()
         for (i, name) in order.enumerated() {
             let later = Set(order[(i + 1)...])
             #expect(targets[name]?.isDisjoint(with: later) == true, "\(name) depends on a later module: \(targets[name]?.intersection(later).sorted() ?? [])")
         }
         #expect(targets["CareStore"]?.contains("FHIR") == false, "CareStore knows nothing of FHIR")
+        #expect(targets["GatewayServer"]?.contains("FHIR") == false && targets["GatewayServer"]?.contains("FHIRClient") == false,
+                "the server is thin: it reaches FHIR only through Gateway's use cases")
     }
 
     @Test("calls qualified by Glibc sit inside #if canImport(Glibc), so the macOS claim in Package.swift holds")
@@ -85,13 +87,15 @@ struct PackageStructureTests {
         }
     }
 
-    @Test("Gateway works through the CarePlanStore and Outbox protocols: its code never names the SQLite store")
+    @Test("Gateway and the server work through the store's protocols: their code never names the SQLite store")
     func gatewayUsesTheProtocols() throws {
-        let gateway = CommandLineTests.projectRoot.appendingPathComponent("Sources/Gateway")
-        for case let relative as String in FileManager.default.enumerator(atPath: gateway.path) ?? NSEnumerator() where relative.hasSuffix(".swift") {
-            let lines = try String(contentsOf: gateway.appendingPathComponent(relative), encoding: .utf8).split(separator: "\n")
-            for (n, line) in lines.enumerated() where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
-                #expect(!line.contains("SQLiteCarePlanStore") && !line.contains("import GRDB"), "Sources/Gateway/\(relative):\(n + 1): \(line)")
+        for module in ["Gateway", "GatewayServer"] {
+            let folder = CommandLineTests.projectRoot.appendingPathComponent("Sources/\(module)")
+            for case let relative as String in FileManager.default.enumerator(atPath: folder.path) ?? NSEnumerator() where relative.hasSuffix(".swift") {
+                let lines = try String(contentsOf: folder.appendingPathComponent(relative), encoding: .utf8).split(separator: "\n")
+                for (n, line) in lines.enumerated() where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                    #expect(!line.contains("SQLiteCarePlanStore") && !line.contains("import GRDB"), "Sources/\(module)/\(relative):\(n + 1): \(line)")
+                }
             }
         }
     }
@@ -99,7 +103,7 @@ struct PackageStructureTests {
     @Test("the store and the library modules take no settings from the environment (no debug switches); only the command line reads it")
     func noEnvironmentSwitches() throws {
         let sources = CommandLineTests.projectRoot.appendingPathComponent("Sources")
-        for module in ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "Gateway"] {
+        for module in ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "Gateway", "GatewayServer"] {
             let folder = sources.appendingPathComponent(module)
             for case let relative as String in FileManager.default.enumerator(atPath: folder.path) ?? NSEnumerator() where relative.hasSuffix(".swift") {
                 let text = try String(contentsOf: folder.appendingPathComponent(relative), encoding: .utf8)

@@ -40,6 +40,19 @@ struct ServeCommandTests {
         #expect(good.status == 0 && good.stderr.contains("good.yaml: fine (listen 127.0.0.1:0, store \(dir.path)/care.sqlite)"), "\(good.stderr)")
     }
 
+    @Test("the README's gateway.yaml passes --check-config")
+    func readmeConfiguration() async throws {
+        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first)
+        let block = try #require(section.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "```").first)
+        #expect(block.hasPrefix("# gateway.yaml"))
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try block.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let check = try await cli.caregate(["serve", "--config", "gateway.yaml", "--check-config"], directory: dir)
+        #expect(check.status == 0 && check.stderr.contains("fine (listen 127.0.0.1:8080"), "\(check.stderr)")
+    }
+
     @Test("serve answers /healthz on the port it prints, and SIGTERM stops it with exit status 0")
     func serveAndStop() async throws {
         let dir = try folder()
