@@ -88,3 +88,17 @@ struct ServeCommandTests {
         #expect(rest.contains("caregate serve: stopped"), "\(rest)")
     }
 }
+
+@Suite("The CareKit client")
+struct CareKitClientTests {
+    @Test("Clients/CareKit/CareGateRemote.swift is valid Swift (CareKit is Apple-only, so it is parsed here, not built) and speaks the routes the server serves")
+    func clientParses() async throws {
+        let file = CommandLineTests.projectRoot.appendingPathComponent("Clients/CareKit/CareGateRemote.swift")
+        let run = try await CommandLineTests().run(["/usr/bin/env", "swiftc", "-parse", file.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        for route in ["carekit/v1/enroll", "carekit/v1/revisions?since=", "carekit/v1/revisions\")", "rel=\\\"next\\\"", "Bearer "] {
+            #expect(text.contains(route), "the client does not use \(route)")
+        }
+    }
+}
