@@ -100,6 +100,7 @@ let package = Package(
             dependencies: [
                 "JSON", "Diagnostics", "CareStore", "Mapping", "Gateway",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

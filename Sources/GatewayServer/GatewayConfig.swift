@@ -14,6 +14,7 @@ import Mapping
 ///   sync-body: 8388608      # bytes
 ///   page-size: 1000         # versions per pull page
 ///   wrong-codes: 5          # wrong enrollment codes per address in 15 minutes
+///   idle-seconds: 30        # a connection idle this long is closed
 /// ```
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
 /// front (a TLS-terminating proxy) is trusted.
@@ -26,6 +27,7 @@ public struct GatewayConfig: Sendable, Equatable {
     public var syncBody = 8 << 20
     public var pageSize = 1_000
     public var wrongCodes = 5
+    public var idleSeconds = 30
 
     public init() {}
 
@@ -35,6 +37,7 @@ public struct GatewayConfig: Sendable, Equatable {
         limits.syncBody = syncBody
         limits.pageSize = pageSize
         limits.wrongCodes = wrongCodes
+        limits.idleSeconds = Int64(idleSeconds)
         return limits
     }
 
@@ -92,10 +95,11 @@ struct ConfigReader {
             case "allow-plain-http": if let flag = boolean(value) { config.allowPlainHTTP = flag }
             case "store": if let store = text(value) { config.store = store }
             case "limits":
-                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes"]) {
+                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds"]) {
                     switch key {
                     case "sync-body": if let n = number(value, in: 1_024...(1 << 30)) { config.syncBody = n }
                     case "page-size": if let n = number(value, in: 1...100_000) { config.pageSize = n }
+                    case "idle-seconds": if let n = number(value, in: 1...3_600) { config.idleSeconds = n }
                     default: if let n = number(value, in: 1...1_000) { config.wrongCodes = n }
                     }
                 }

@@ -3,6 +3,7 @@ import Foundation
 import Gateway
 import JSON
 import Hummingbird
+import HummingbirdCore
 import Logging
 import NIOCore
 
@@ -42,6 +43,12 @@ public struct GatewayServer: Sendable {
         /// Wrong enrollment codes per address in `throttleWindow` before it is refused.
         public var wrongCodes = 5
         public var throttleWindow: TimeInterval = 15 * 60
+        /// A connection with nothing to read or write for this long is closed (an idle or
+        /// stalled client holds no connection for good).
+        public var idleSeconds: Int64 = 30
+        /// Header fields per request, and their total size in bytes; past either the request is refused.
+        public var headerCount = 100
+        public var headerBytes = 32 << 10
 
         public init() {}
     }
@@ -57,6 +64,8 @@ public struct GatewayServer: Sendable {
         let router = Router(context: GatewayRequestContext.self)
         let metrics = GatewayMetrics.shared
         router.add(middleware: MetricsMiddleware())
+        // One log line per request with its id, method and path (no headers, no bodies: no tokens, no PHI).
+        router.add(middleware: LogRequestsMiddleware(.info))
         router.get("metrics") { [store] _, _ in
             let text = try await Blocking.run { metrics.scrape(store) }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
@@ -71,8 +80,13 @@ public struct GatewayServer: Sendable {
     /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`).
     public func application(host: String, port: Int, logger: Logger = Logger(label: "caregate"),
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
-        Application(router: router(), configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
-                    onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+        let http = HTTP1Channel.Configuration(
+            idleTimeout: .seconds(limits.idleSeconds),
+            httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.headerBytes, maxHeaderListSize: limits.headerBytes,
+                                            maxHeaderFieldCount: limits.headerCount))
+        return Application(router: router(), server: .http1(configuration: http),
+                           configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
+                           onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
     /// 200 when the store answers; 503 otherwise.

@@ -1,6 +1,9 @@
 import CareStore
 import FHIRClient
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Gateway
 import GatewayServer
 import JSON
@@ -178,6 +181,43 @@ struct SyncRouteTests {
         let blocked = try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#)
         #expect(blocked.status == 429 && Int(blocked.headers["retry-after"] ?? "") ?? 0 > 0)
         #expect(try store.devices(patientID: nil).isEmpty)
+        try await server.stop()
+    }
+}
+
+@Suite("Server limits")
+struct ServerLimitTests {
+    @Test("too many header fields are refused, and a connection that sends nothing is closed after the idle limit")
+    func limits() async throws {
+        let (store, _) = try twoPatientStore()
+        var limits = GatewayServer.Limits()
+        limits.idleSeconds = 1
+        limits.headerCount = 20
+        let server = try await RunningServer(store: store, limits: limits)
+        let headers = (0..<50).map { ("X-Filler-\($0)", "x") }
+        do {
+            let response = try await server.client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/healthz", headers: headers))
+            #expect(response.status >= 400, "50 header fields were accepted")
+        } catch {
+            // Closing the connection is a refusal too.
+        }
+        #expect(try await server.send("GET", "/healthz").status == 200)
+        // A client that connects and stays silent (a slow-loris' first step).
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(server.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(connected == 0)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let started = Date()
+        var byte: UInt8 = 0
+        let read = recv(fd, &byte, 1, 0)
+        #expect(read == 0, "the silent connection was not closed (recv gave \(read))")
+        #expect(Date().timeIntervalSince(started) < 4)
         try await server.stop()
     }
 }
