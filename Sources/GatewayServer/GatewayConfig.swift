@@ -43,16 +43,9 @@ public struct GatewayConfig: Sendable, Equatable {
 
     /// Reads and checks a configuration file; every finding is reported, not only the first.
     public static func load(path: String) throws(MappingError) -> GatewayConfig {
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 0, column: 0), "cannot read the configuration: \(error.localizedDescription)")])
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 1, column: 1), "not UTF-8 text")])
-        }
         var reader = ConfigReader()
         var config = GatewayConfig()
-        if let tree = try YAMLTree.parse(text, file: path) { reader.read(tree, into: &config) }
+        if let tree = try YAMLTree.load(path: path) { reader.read(tree, into: &config) }
         if !isLoopback(config.host) && !config.allowPlainHTTP {
             reader.error(reader.hostLocation ?? SourceLocation(file: path, line: 1, column: 1),
                          "listen.host \(config.host) is not loopback: plain HTTP is served beyond this machine only with allow-plain-http: true (behind a TLS proxy)")

@@ -35,6 +35,13 @@ struct ServeCommandTests {
             "bad.yaml:6:14: error: expected a whole number from 1 to 100000, found 'many'",
             "bad.yaml:7:1: error: tls: TLS is not served by this version yet; run behind a TLS-terminating proxy with allow-plain-http: true",
         ], "\(bad.stderr)")
+        // An empty file is every default (read without Foundation's empty-file leak: found by fuzz-server-config).
+        _ = FileManager.default.createFile(atPath: dir.appendingPathComponent("empty.yaml").path, contents: Data())
+        let empty = try await cli.caregate(["serve", "--config", "empty.yaml", "--check-config"], directory: dir)
+        #expect(empty.status == 0 && empty.stderr.contains("fine (listen 127.0.0.1:8080"), "\(empty.stderr)")
+        _ = FileManager.default.createFile(atPath: dir.appendingPathComponent("latin1.yaml").path, contents: Data([0x73, 0x74, 0x6F, 0x72, 0x65, 0x3A, 0x20, 0xE9]))
+        let latin1 = try await cli.caregate(["serve", "--config", "latin1.yaml", "--check-config"], directory: dir)
+        #expect(latin1.status == 1 && latin1.stderr.contains("latin1.yaml:1:1: error: not UTF-8 text"), "\(latin1.stderr)")
         try "listen:\n  port: 0\nstore: care.sqlite\n".write(to: dir.appendingPathComponent("good.yaml"), atomically: true, encoding: .utf8)
         let good = try await cli.caregate(["serve", "--config", "good.yaml", "--check-config"], directory: dir)
         #expect(good.status == 0 && good.stderr.contains("good.yaml: fine (listen 127.0.0.1:0, store \(dir.path)/care.sqlite)"), "\(good.stderr)")

@@ -1,4 +1,5 @@
 import Diagnostics
+import FHIR
 import Foundation
 import Yams
 
@@ -28,6 +29,19 @@ public indirect enum YAMLTree: Sendable {
     public var scalar: String? {
         if case .scalar(let s, _, _) = self { return s }
         return nil
+    }
+
+    /// Reads and parses a YAML file (through `FileBytes`: Foundation leaks on empty files);
+    /// unreadable files and text that is not UTF-8 are one diagnostic each.
+    public static func load(path: String) throws(MappingError) -> YAMLTree? {
+        let bytes: [UInt8]
+        do { bytes = try FileBytes.read(path, limit: 16 << 20) } catch {
+            throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 0, column: 0), "cannot read: \(error.issues.first?.message ?? "\(error)")")])
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw MappingError([Diagnostic(.error, SourceLocation(file: path, line: 1, column: 1), "not UTF-8 text")])
+        }
+        return try parse(text, file: path)
     }
 
     /// Parses YAML text; a syntax error is one diagnostic at its place.
