@@ -15,6 +15,7 @@ import Mapping
 ///   page-size: 1000         # versions per pull page
 ///   wrong-codes: 5          # wrong enrollment codes per address in 15 minutes
 ///   idle-seconds: 30        # a connection idle this long is closed
+///   head-seconds: 10        # a request's headers must arrive within this (slow-loris clients)
 /// ```
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
 /// front (a TLS-terminating proxy) is trusted.
@@ -28,6 +29,7 @@ public struct GatewayConfig: Sendable, Equatable {
     public var pageSize = 1_000
     public var wrongCodes = 5
     public var idleSeconds = 30
+    public var headSeconds = 10
 
     public init() {}
 
@@ -38,6 +40,7 @@ public struct GatewayConfig: Sendable, Equatable {
         limits.pageSize = pageSize
         limits.wrongCodes = wrongCodes
         limits.idleSeconds = Int64(idleSeconds)
+        limits.requestHeadSeconds = Int64(headSeconds)
         return limits
     }
 
@@ -88,11 +91,12 @@ struct ConfigReader {
             case "allow-plain-http": if let flag = boolean(value) { config.allowPlainHTTP = flag }
             case "store": if let store = text(value) { config.store = store }
             case "limits":
-                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds"]) {
+                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds", "head-seconds"]) {
                     switch key {
                     case "sync-body": if let n = number(value, in: 1_024...(1 << 30)) { config.syncBody = n }
                     case "page-size": if let n = number(value, in: 1...100_000) { config.pageSize = n }
                     case "idle-seconds": if let n = number(value, in: 1...3_600) { config.idleSeconds = n }
+                    case "head-seconds": if let n = number(value, in: 1...600) { config.headSeconds = n }
                     default: if let n = number(value, in: 1...1_000) { config.wrongCodes = n }
                     }
                 }

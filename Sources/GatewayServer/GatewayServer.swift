@@ -46,6 +46,9 @@ public struct GatewayServer: Sendable {
         /// A connection with nothing to read or write for this long is closed (an idle or
         /// stalled client holds no connection for good).
         public var idleSeconds: Int64 = 30
+        /// A request's head (request line and headers) must arrive within this many seconds of
+        /// the connection opening or the last response: a slow-loris client is cut off.
+        public var requestHeadSeconds: Int64 = 10
         /// Header fields per request, and their total size in bytes; past either the request is refused.
         public var headerCount = 100
         public var headerBytes = 32 << 10
@@ -80,7 +83,9 @@ public struct GatewayServer: Sendable {
     /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`).
     public func application(host: String, port: Int, logger: Logger = Logger(label: "caregate"),
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let headSeconds = limits.requestHeadSeconds
         let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [RequestHeadDeadline(deadline: .seconds(headSeconds))],
             idleTimeout: .seconds(limits.idleSeconds),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.headerBytes, maxHeaderListSize: limits.headerBytes,
                                             maxHeaderFieldCount: limits.headerCount))

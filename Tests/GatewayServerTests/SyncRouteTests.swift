@@ -220,4 +220,40 @@ struct ServerLimitTests {
         #expect(Date().timeIntervalSince(started) < 4)
         try await server.stop()
     }
+
+    @Test("a client that trickles its headers a byte at a time (never idle) is cut off at the head deadline")
+    func slowLoris() async throws {
+        let (store, _) = try twoPatientStore()
+        var limits = GatewayServer.Limits()
+        limits.idleSeconds = 30
+        limits.requestHeadSeconds = 1
+        let server = try await RunningServer(store: store, limits: limits)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(server.port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(connected == 0)
+        let started = Date()
+        var cutOff: TimeInterval?
+        for byte in Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: \(String(repeating: "a", count: 40))".utf8) {
+            var b = byte
+            if send(fd, &b, 1, Int32(MSG_NOSIGNAL)) < 0 { cutOff = Date().timeIntervalSince(started); break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        if cutOff == nil {
+            // The server may close without the last sends failing yet: a read sees the end.
+            var timeout = timeval(tv_sec: 3, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var byte: UInt8 = 0
+            if recv(fd, &byte, 1, 0) == 0 { cutOff = Date().timeIntervalSince(started) }
+        }
+        let seconds = try #require(cutOff, "the trickling client was never cut off")
+        #expect(seconds < 7, "cut off only after \(seconds) s")
+        // A client that sends its request promptly is served as before.
+        #expect(try await server.send("GET", "/healthz").status == 200)
+        try await server.stop()
+    }
 }
