@@ -159,8 +159,21 @@ public struct FHIRPathChecker: Sendable {
             return model.type(named: resolved.name) != nil || ["BackboneElement", "Element", "Base"].contains(resolved.name)
         }
 
+        /// Suggestions found so far in this run, by scope and name: an expression naming one
+        /// unknown type fifty times looks for its closest match once.
+        final class Suggestions {
+            var found: [String: String?] = [:]
+        }
+        let suggestions = Suggestions()
+
         /// The closest of `candidates` to `name`, when close enough to be a likely typo.
-        func suggestion(for name: String, in candidates: [String]) -> String? { Suggestion.closest(to: name, among: candidates) }
+        func suggestion(for name: String, scope: String, in candidates: @autoclosure () -> [String]) -> String? {
+            let key = scope + "\u{0}" + name
+            if let known = suggestions.found[key] { return known }
+            let best = Suggestion.closest(to: name, among: candidates())
+            suggestions.found[key] = best
+            return best
+        }
 
         mutating func member(_ node: ExpressionNode, _ base: InferredType, _ name: String, isPathStart: Bool) -> InferredType {
             guard let types = base.types else { return .unknown }
@@ -200,7 +213,7 @@ public struct FHIRPathChecker: Sendable {
                     let owner = owners.sorted().joined(separator: " or ")
                     if isPathStart, model.resourceType(named: name) != nil { return "the expression starts from \(owner), not \(name)" }
                     if let choice = choiceName(name, in: types) { return "'\(name)' is not an element of \(owner); write \(choice)" }
-                    if let best = suggestion(for: name, in: candidates) { return "'\(name)' is not an element of \(owner); did you mean '\(best)'?" }
+                    if let best = suggestion(for: name, scope: owner, in: candidates) { return "'\(name)' is not an element of \(owner); did you mean '\(best)'?" }
                     return "'\(name)' is not an element of \(owner)"
                 }
                 error(node, message())
@@ -279,9 +292,9 @@ public struct FHIRPathChecker: Sendable {
         mutating func typeOperation(_ node: ExpressionNode, _ op: String, _ input: InferredType, _ type: TypeSpecifier) -> InferredType {
             guard knownType(type) else {
                 // The hint is looked for only when the finding is written out (see `mostShown`).
-                let hint = { [model] in
-                    let all = model.types.filter { $0.kind != .backbone }.map(\.name) + Array(FHIRPathValue.systemTypes)
-                    return Suggestion.closest(to: type.name, among: all).map { "; did you mean '\($0)'?" } ?? ""
+                let hint = { [self] in
+                    suggestion(for: type.name, scope: "types", in: model.types.filter { $0.kind != .backbone }.map(\.name) + Array(FHIRPathValue.systemTypes))
+                        .map { "; did you mean '\($0)'?" } ?? ""
                 }
                 // `System.Patient` is merely never true; an unqualified unknown name is a mistake.
                 if type.namespace == nil { error(node, "unknown type '\(type)'\(hint())") } else { warning(node, "no type '\(type)'\(hint())") }
@@ -360,7 +373,7 @@ public struct FHIRPathChecker: Sendable {
         mutating func function(_ node: ExpressionNode, _ name: String, _ input: InferredType, _ arguments: [ExpressionNode],
                                context: InferredType, this: InferredType) -> InferredType {
             guard let arity = Functions.arity[name] else {
-                let hint = { [self] in suggestion(for: name, in: Array(Functions.arity.keys)).map { "; did you mean '\($0)()'?" } ?? "" }
+                let hint = { [self] in suggestion(for: name, scope: "()", in: Array(Functions.arity.keys)).map { "; did you mean '\($0)()'?" } ?? "" }
                 error(node, "unknown function \(name)()\(hint())")
                 return .unknown
             }
