@@ -36,3 +36,20 @@ struct NarrativeNamespaceTests {
         }
     }
 }
+
+@Suite("Narrative read from JSON")
+struct NarrativeNamespacePrefixTests {
+    @Test("an element with a namespace prefix the div never declares (<b:r/>) is refused as the XML reader refuses it (found by fuzz-fhir-json)")
+    func undeclaredPrefix() throws {
+        let source = #"{"resourceType": "Organization", "id": "o", "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">a<b:r/></div>"}}"#
+        do {
+            _ = try FHIRJSONReader().read(source)
+            Issue.record("an undeclared prefix was accepted")
+        } catch {
+            #expect(error.description.contains("Namespace prefix b on r is not defined"), "\(error)")
+        }
+        let declared = #"{"resourceType": "Organization", "id": "o", "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\" xmlns:b=\"urn:b\">a<b:r/></div>"}}"#
+        let read = try FHIRJSONReader().read(declared)
+        #expect(try FHIRXMLReader().read(FHIRXMLWriter().write(read.resource)).resource.first("text.div") != nil)
+    }
+}

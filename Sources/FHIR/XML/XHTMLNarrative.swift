@@ -23,13 +23,17 @@ enum XHTMLNarrative {
         let document = text.utf8CString.withUnsafeBufferPointer { bytes in
             xmlCtxtReadMemory(context, bytes.baseAddress, Int32(bytes.count - 1), nil, "UTF-8", options)
         }
-        guard let document else {
+        func lastError() -> String {
             guard let error = xmlCtxtGetLastError(context), let message = error.pointee.message else { return "not well-formed XML" }
             var text = String(cString: message)
             while text.last == "\n" || text.last == " " { text.removeLast() }
             return "line \(error.pointee.line) of the div: \(text)"
         }
+        guard let document else { return lastError() }
         defer { xmlFreeDoc(document) }
+        // libxml2 recovers from namespace errors (a prefix never declared, as in `<b:r/>`) and
+        // still returns a document; the XML reader refuses them, so the JSON reader does too.
+        if context.pointee.wellFormed == 0 || context.pointee.nsWellFormed == 0 { return lastError() }
         guard let root = xmlDocGetRootElement(document), String(cString: root.pointee.name) == "div",
               root.pointee.ns.map({ String(cString: $0.pointee.href) }) == namespace else {
             return "the root element must be <div xmlns=\"\(namespace)\">"
