@@ -101,7 +101,8 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
-                "JSON", "Diagnostics", "CareStore", "Mapping", "Gateway",
+                "JSON", "Diagnostics", "CareStore", "Mapping", "FHIRClient", "Gateway",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -179,7 +180,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayServerTests",
-            dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIRClient", "JSON",
+            dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIR", "FHIRClient", "Mapping", "JSON",
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
         ),

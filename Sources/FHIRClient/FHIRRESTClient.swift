@@ -46,7 +46,7 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
 
 /// When and how often to try again: exponential backoff with jitter, honouring `Retry-After`,
 /// bounded in count and in total time.
-public struct RetryPolicy: Sendable {
+public struct RetryPolicy: Sendable, Equatable {
     public var maxAttempts: Int
     public var baseDelay: TimeInterval
     public var maxDelay: TimeInterval
@@ -151,7 +151,7 @@ public struct FHIRRESTClient: Sendable {
     /// Every resource a search finds, following `next` links exactly as given (with a guard
     /// against loops and a page limit). `parameters` are name/value pairs (`_count`, `_include`).
     public func search(_ type: String, _ parameters: [(String, String)] = []) async throws(FHIRClientError) -> [Element] {
-        var next: String? = url(type) + (parameters.isEmpty ? "" : "?" + parameters.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&"))
+        var next: String? = searchURL(type, parameters)
         var seen: Set<String> = []
         var found: [Element] = []
         var pages = 0
@@ -159,10 +159,7 @@ public struct FHIRRESTClient: Sendable {
             guard seen.insert(page).inserted else { throw .pagingLoop(url: page) }
             pages += 1
             if pages > maxPages { throw .invalidResponse(url: page, reason: "more than \(maxPages) pages") }
-            let answer = try await execute("GET", page)
-            guard let bundle = answer.resource, bundle.resourceType == "Bundle" else {
-                throw .invalidResponse(url: page, reason: "a search answer must be a Bundle")
-            }
+            let bundle = try await searchPage(page)
             for entry in bundle.children(named: "entry") { if let r = entry["resource"] { found.append(r) } }
             if found.count > maxResources { throw .invalidResponse(url: page, reason: "the search gives more than \(maxResources) resources; narrow it") }
             next = try bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url").map { link throws(FHIRClientError) in
@@ -170,6 +167,24 @@ public struct FHIRRESTClient: Sendable {
             }
         }
         return found
+    }
+
+    /// The resources on a search's first page only: enough to learn whether anything matches
+    /// (with `_count=1`, say) without reading every page.
+    public func firstPage(_ type: String, _ parameters: [(String, String)]) async throws(FHIRClientError) -> [Element] {
+        try await searchPage(searchURL(type, parameters)).children(named: "entry").compactMap { $0["resource"] }
+    }
+
+    func searchURL(_ type: String, _ parameters: [(String, String)]) -> String {
+        url(type) + (parameters.isEmpty ? "" : "?" + parameters.map { "\(encode($0.0))=\(encode($0.1))" }.joined(separator: "&"))
+    }
+
+    func searchPage(_ page: String) async throws(FHIRClientError) -> Element {
+        let answer = try await execute("GET", page)
+        guard let bundle = answer.resource, bundle.resourceType == "Bundle" else {
+            throw .invalidResponse(url: page, reason: "a search answer must be a Bundle")
+        }
+        return bundle
     }
 
     /// Creates a resource; with `ifNoneExist` (a search query), only when nothing matches it.

@@ -107,6 +107,7 @@ struct CareKitSyncRoutes: Sendable {
             try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
             GatewayMetrics.shared.deviceSyncs.increment()
             GatewayMetrics.shared.pushes.increment()
+            if result.merged > 0 { server.activity.pushSoon() }
             let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
             let resolutions = result.resolutions.map {
                 "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"
@@ -157,17 +158,25 @@ struct Refusal: Error {
 /// Request bodies read up to a limit.
 enum RequestBody {
     static func json(_ request: Request, limit: Int) async -> Result<JSONValue, Refusal> {
+        let bytes: [UInt8]
+        switch await Self.bytes(request, limit: limit) {
+        case .success(let read): bytes = read
+        case .failure(let refusal): return .failure(refusal)
+        }
+        do {
+            return .success(try JSONValue.parse(bytes))
+        } catch {
+            return .failure(Refusal(.badRequest, "the body is not JSON: \(error)"))
+        }
+    }
+
+    /// The body's bytes; 413 past `limit`, before reading it when its length is declared.
+    static func bytes(_ request: Request, limit: Int) async -> Result<[UInt8], Refusal> {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
             return .failure(Refusal(.contentTooLarge, "the body is \(length) bytes; at most \(limit) are accepted"))
         }
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: limit) } catch {
+        do { return .success(Array(try await request.body.collect(upTo: limit).readableBytesView)) } catch {
             return .failure(Refusal(.contentTooLarge, "the body is larger than \(limit) bytes"))
-        }
-        do {
-            return .success(try JSONValue.parse(Array(buffer.readableBytesView)))
-        } catch {
-            return .failure(Refusal(.badRequest, "the body is not JSON: \(error)"))
         }
     }
 }

@@ -1,5 +1,8 @@
+import CareStore
 import Diagnostics
+import FHIRClient
 import Foundation
+import Gateway
 import Mapping
 
 /// `caregate serve`'s configuration: one YAML file, checked as mapping files are (every finding
@@ -18,7 +21,8 @@ import Mapping
 ///   head-seconds: 10        # a request's headers must arrive within this (slow-loris clients)
 /// ```
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
-/// front (a TLS-terminating proxy) is trusted.
+/// front (a TLS-terminating proxy) is trusted. With an `ehr:` section the gateway also pushes
+/// outcomes and refreshes enrolled patients on its own (see `EHR`).
 public struct GatewayConfig: Sendable, Equatable {
     public var host = "127.0.0.1"
     public var port = 8080
@@ -30,8 +34,44 @@ public struct GatewayConfig: Sendable, Equatable {
     public var wrongCodes = 5
     public var idleSeconds = 30
     public var headSeconds = 10
+    /// The EHR the workers push to and refresh from; nil serves devices only.
+    public var ehr: EHR?
 
     public init() {}
+
+    /// The `ehr:` section. Paths are relative to the configuration file's folder; secrets come
+    /// from files or environment variables, never the file itself.
+    ///
+    /// ```yaml
+    /// ehr:
+    ///   base: https://ehr.example.org/fhir
+    ///   token-file: secrets/ehr.token        # or token-env: NAME, or smart: {client-id, key-file, key-id}
+    ///   ca-bundle: /etc/caregate/ehr-ca.pem  # client-cert, client-key for mutual TLS
+    ///   mappings: [site-mappings]            # over the built-in ones
+    ///   time-zone: America/New_York
+    ///   push-seconds: 60
+    ///   refresh-seconds: 900
+    ///   notify:
+    ///     endpoint: https://gateway.example.org/fhir/notify   # as the EHR reaches it
+    ///     token-file: secrets/notify.token
+    /// ```
+    public struct EHR: Sendable, Equatable {
+        public var connection: FHIRServerConnection
+        public var mappings: [String] = []
+        public var timeZone = TimeZone.current
+        public var pushSeconds = 60
+        public var refreshSeconds = 900
+        public var batchSize = 50
+        /// Where the EHR sends notifications, and where the token they carry is kept.
+        public var notifyEndpoint: String?
+        public var notifyToken: SecretSource?
+
+        public init(base: String) {
+            connection = FHIRServerConnection(base: base)
+            connection.retry = RetryPolicy(maxAttempts: 3, maxTotal: 30)
+        }
+    }
+
 
     /// The server's limits from this configuration.
     public var limits: GatewayServer.Limits {
@@ -45,7 +85,8 @@ public struct GatewayConfig: Sendable, Equatable {
     }
 
     /// Reads and checks a configuration file; every finding is reported, not only the first.
-    public static func load(path: String) throws(MappingError) -> GatewayConfig {
+    /// `environment` is where `token-env` and `notify.token-env` are looked up.
+    public static func load(path: String, environment: [String: String] = [:]) throws(MappingError) -> GatewayConfig {
         var reader = ConfigReader()
         var config = GatewayConfig()
         if let tree = try YAMLTree.load(path: path) { reader.read(tree, into: &config) }
@@ -53,11 +94,29 @@ public struct GatewayConfig: Sendable, Equatable {
             reader.error(reader.hostLocation ?? SourceLocation(file: path, line: 1, column: 1),
                          "listen.host \(config.host) is not loopback: plain HTTP is served beyond this machine only with allow-plain-http: true (behind a TLS proxy)")
         }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+        config.resolvePaths(against: folder)
+        reader.checkSecrets(config.ehr, environment: environment)
         guard reader.diagnostics.isEmpty else { throw MappingError(reader.diagnostics.sorted { $0.location < $1.location }) }
-        if !config.store.hasPrefix("/") {
-            config.store = URL(fileURLWithPath: path).deletingLastPathComponent().appendingPathComponent(config.store).path
-        }
         return config
+    }
+
+    /// Relative paths made absolute against the configuration file's folder.
+    mutating func resolvePaths(against folder: URL) {
+        func absolute(_ path: String) -> String { path.hasPrefix("/") ? path : folder.appendingPathComponent(path).path }
+        store = absolute(store)
+        guard var ehr else { return }
+        ehr.mappings = ehr.mappings.map(absolute)
+        ehr.connection.tls.caBundle = ehr.connection.tls.caBundle.map(absolute)
+        ehr.connection.tls.clientCertificate = ehr.connection.tls.clientCertificate.map(absolute)
+        ehr.connection.tls.clientKey = ehr.connection.tls.clientKey.map(absolute)
+        switch ehr.connection.credentials {
+        case .tokenFile(let file): ehr.connection.credentials = .tokenFile(absolute(file))
+        case .smart(var smart): smart.keyFile = smart.keyFile.map(absolute); ehr.connection.credentials = .smart(smart)
+        default: break
+        }
+        if case .file(let file) = ehr.notifyToken { ehr.notifyToken = .file(absolute(file)) }
+        self.ehr = ehr
     }
 
     static func isLoopback(_ host: String) -> Bool {
@@ -74,14 +133,15 @@ struct ConfigReader {
         diagnostics.append(Diagnostic(.error, at, message))
     }
 
+    var ehrLocations: [String: SourceLocation] = [:]
+
     /// Sections the issue names that this version does not serve yet: an error, not a silent skip.
     static let notYet: [String: String] = [
         "tls": "TLS is not served by this version yet; run behind a TLS-terminating proxy with allow-plain-http: true",
-        "ehr": "the EHR connection (refresh and push on their own) is not part of this version yet; use caregate import --from and caregate push",
     ]
 
     mutating func read(_ tree: YAMLTree, into config: inout GatewayConfig) {
-        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits"] + Self.notYet.keys.sorted()) {
+        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr"] + Self.notYet.keys.sorted()) {
             switch key {
             case "listen":
                 for (key, _, value) in members(value, expected: ["host", "port"]) {
@@ -100,10 +160,106 @@ struct ConfigReader {
                     default: if let n = number(value, in: 1...1_000) { config.wrongCodes = n }
                     }
                 }
+            case "ehr":
+                config.ehr = readEHR(value, at: keyAt)
             default:
                 error(keyAt, "\(key): \(Self.notYet[key]!)")
             }
         }
+    }
+
+    static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
+                          "mappings", "time-zone", "push-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify"]
+
+    /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
+    mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
+        var ehr = GatewayConfig.EHR(base: "")
+        var ways: [String] = []
+        for (key, keyAt, value) in members(tree, expected: Self.ehrKeys) {
+            ehrLocations[key] = value.location
+            switch key {
+            case "base":
+                if let base = text(value) {
+                    if !(base.hasPrefix("https://") || base.hasPrefix("http://")) || URL(string: base)?.host == nil {
+                        error(value.location, "ehr.base: expected an http(s) URL, found '\(base)'")
+                    }
+                    ehr.connection.base = base.hasSuffix("/") ? String(base.dropLast()) : base
+                }
+            case "token-file": if let file = text(value) { ehr.connection.credentials = .tokenFile(file); ways.append(key) }
+            case "token-env": if let name = text(value) { ehr.connection.credentials = .tokenEnvironment(name); ways.append(key) }
+            case "smart": if let smart = readSMART(value) { ehr.connection.credentials = .smart(smart); ways.append(key) }
+            case "ca-bundle": ehr.connection.tls.caBundle = text(value)
+            case "client-cert": ehr.connection.tls.clientCertificate = text(value)
+            case "client-key": ehr.connection.tls.clientKey = text(value)
+            case "insecure": if let flag = boolean(value) { ehr.connection.tls.verify = !flag }
+            case "mappings": ehr.mappings = list(value)
+            case "time-zone":
+                if let name = text(value) {
+                    if let zone = TimeZone(identifier: name) { ehr.timeZone = zone } else {
+                        error(value.location, "ehr.time-zone: unknown time zone '\(name)' (use an IANA name such as America/New_York)")
+                    }
+                }
+            case "push-seconds": if let n = number(value, in: 1...86_400) { ehr.pushSeconds = n }
+            case "refresh-seconds": if let n = number(value, in: 1...604_800) { ehr.refreshSeconds = n }
+            case "batch-size": if let n = number(value, in: 1...1_000) { ehr.batchSize = n }
+            case "max-response-size": if let n = number(value, in: 1_024...(1 << 31)) { ehr.connection.maximumResponseSize = n }
+            default:
+                for (key, _, value) in members(value, expected: ["endpoint", "token-file", "token-env"]) {
+                    ehrLocations["notify." + key] = value.location
+                    switch key {
+                    case "endpoint": ehr.notifyEndpoint = text(value)
+                    case "token-file": ehr.notifyToken = text(value).map { .file($0) }
+                    default: ehr.notifyToken = text(value).map { .environment($0) }
+                    }
+                }
+                if ehr.notifyToken == nil { error(value.location, "ehr.notify: needs token-file or token-env (the token the EHR sends with each notification)") }
+            }
+        }
+        if ehr.connection.base.isEmpty { error(at, "ehr: needs base (the EHR's FHIR base URL)") }
+        if ways.count > 1 { error(at, "ehr: choose one way to authenticate (\(ways.joined(separator: ", ")))") }
+        return ehr
+    }
+
+    mutating func readSMART(_ tree: YAMLTree) -> FHIRServerConnection.SMART? {
+        var smart = FHIRServerConnection.SMART(clientID: "")
+        for (key, _, value) in members(tree, expected: ["client-id", "key-file", "key-env", "key-id", "scope", "token-endpoint"]) {
+            switch key {
+            case "client-id": smart.clientID = text(value) ?? ""
+            case "key-file": smart.keyFile = text(value)
+            case "key-env": smart.keyEnvironment = text(value)
+            case "key-id": smart.keyID = text(value)
+            case "scope": smart.scope = text(value)
+            default: smart.tokenEndpoint = text(value)
+            }
+        }
+        guard !smart.clientID.isEmpty, (smart.keyFile == nil) != (smart.keyEnvironment == nil) else {
+            error(tree.location, "ehr.smart: needs client-id and one of key-file or key-env")
+            return nil
+        }
+        return smart
+    }
+
+    /// Secret files that cannot be read, and variables that are not set, as findings at their keys.
+    mutating func checkSecrets(_ ehr: GatewayConfig.EHR?, environment: [String: String]) {
+        guard let ehr else { return }
+        var secrets: [(String, SecretSource)] = []
+        switch ehr.connection.credentials {
+        case .tokenFile(let file): secrets.append(("token-file", .file(file)))
+        case .tokenEnvironment(let name): secrets.append(("token-env", .environment(name)))
+        default: break
+        }
+        if let notify = ehr.notifyToken {
+            if case .file = notify { secrets.append(("notify.token-file", notify)) } else { secrets.append(("notify.token-env", notify)) }
+        }
+        for (key, secret) in secrets where secret.read(environment: environment) == nil {
+            error(ehrLocations[key] ?? SourceLocation(file: "", line: 1, column: 1), "ehr.\(key): no token in \(secret.name) (missing, unreadable, empty, or with control characters)")
+        }
+    }
+
+    /// A list of texts, or one text as a list of one.
+    mutating func list(_ tree: YAMLTree) -> [String] {
+        if case .sequence(let items, _) = tree { return items.compactMap { text($0) } }
+        return text(tree).map { [$0] } ?? []
     }
 
     /// A mapping's members whose keys are expected; the others are errors with a suggestion.
@@ -143,5 +299,26 @@ struct ConfigReader {
         case "false": return false
         default: error(tree.location, "expected true or false, found \(tree.scalar.map { "'\($0)'" } ?? tree.kindName)"); return nil
         }
+    }
+}
+
+extension GatewayConfig.EHR {
+    /// The scopes the workers need under SMART Backend Services.
+    public static let scope = "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs "
+        + "system/Practitioner.rs system/PractitionerRole.rs system/Observation.cru system/MedicationAdministration.cru system/Provenance.c"
+
+    /// The workers' link to this EHR over `store`: the mappings loaded (`root`: where they may
+    /// read), the client made, the notification token read. Throws the mapping files' findings
+    /// or the client's error.
+    public func link(store: any CarePlanStore & DeviceRegistry & Outbox, root: String, environment: [String: String] = [:],
+                     warn: (String) -> Void = { _ in }) throws -> EHRLink {
+        let mappings = try MappingSet.load(site: self.mappings, root: root)
+        let client = try connection.client(defaultScope: Self.scope, environment: environment, warn: warn)
+        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
+        var push = OutcomePush(outbox: store, export: export, client: client)
+        push.batchSize = batchSize
+        let refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
+        return EHRLink(push: push, refresh: refresh, pushInterval: TimeInterval(pushSeconds), refreshInterval: TimeInterval(refreshSeconds),
+                       notifyToken: notifyToken?.read(environment: environment))
     }
 }

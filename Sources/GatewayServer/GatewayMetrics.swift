@@ -16,6 +16,10 @@ public final class GatewayMetrics: Sendable {
     let outboxQueued: Prometheus.Gauge
     let outboxPushed: Prometheus.Gauge
     let outboxDead: Prometheus.Gauge
+    let ehrPushed: Prometheus.Counter
+    let ehrDeadLetters: Prometheus.Counter
+    let ehrRefreshes: Prometheus.Counter
+    let notifications: Prometheus.Counter
 
     private init() {
         registry = PrometheusCollectorRegistry()
@@ -26,6 +30,10 @@ public final class GatewayMetrics: Sendable {
         outboxQueued = registry.makeGauge(name: "caregate_outbox_queued", help: "Outcome versions waiting to go to the EHR.")
         outboxPushed = registry.makeGauge(name: "caregate_outbox_pushed", help: "Outcome versions the EHR holds.")
         outboxDead = registry.makeGauge(name: "caregate_outbox_dead_letters", help: "Outcome versions the EHR refused for good.")
+        ehrPushed = registry.makeCounter(name: "caregate_ehr_pushed_total", help: "Outcome versions the push worker delivered to the EHR.")
+        ehrDeadLetters = registry.makeCounter(name: "caregate_ehr_dead_lettered_total", help: "Outcome versions the EHR refused (dead letters).")
+        ehrRefreshes = registry.makeCounter(name: "caregate_ehr_refreshes_total", help: "Patient refreshes from the EHR (pulled or found unchanged).")
+        notifications = registry.makeCounter(name: "caregate_ehr_notifications_total", help: "Rest-hook notifications accepted from the EHR.")
     }
 
     /// The text of a scrape, with the outbox read now.

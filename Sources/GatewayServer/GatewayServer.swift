@@ -6,6 +6,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// What each request handler knows: Hummingbird's core context and the peer's address (wrong
 /// enrollment codes are counted per address).
@@ -30,6 +31,10 @@ public struct GatewayRequestContext: RequestContext {
 public struct GatewayServer: Sendable {
     public let store: any CarePlanStore & DeviceRegistry & Outbox
     public var limits: Limits
+    /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
+    public let ehr: EHRLink?
+    /// What the EHR workers know and the requests that wake them.
+    public let activity = EHRActivity()
     let throttle: EnrollmentThrottle
 
     /// Sizes the server accepts.
@@ -52,13 +57,16 @@ public struct GatewayServer: Sendable {
         /// Header fields per request, and their total size in bytes; past either the request is refused.
         public var headerCount = 100
         public var headerBytes = 32 << 10
+        /// Largest rest-hook notification body (bytes).
+        public var notifyBody = 4 << 20
 
         public init() {}
     }
 
-    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits()) {
+    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits(), ehr: EHRLink? = nil) {
         self.store = store
         self.limits = limits
+        self.ehr = ehr
         throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
     }
 
@@ -67,8 +75,8 @@ public struct GatewayServer: Sendable {
         let router = Router(context: GatewayRequestContext.self)
         let metrics = GatewayMetrics.shared
         router.add(middleware: MetricsMiddleware())
-        // One log line per request with its id, method and path (no headers, no bodies: no tokens, no PHI).
-        router.add(middleware: LogRequestsMiddleware(.info))
+        // One log line per request with its id, method, route and status (no paths, headers or bodies: no tokens, no PHI).
+        router.add(middleware: RouteLogMiddleware())
         router.get("metrics") { [store] _, _ in
             let text = try await Blocking.run { metrics.scrape(store) }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
@@ -77,10 +85,21 @@ public struct GatewayServer: Sendable {
         router.get("healthz") { _, _ in JSONBody.response(.ok, "{\"status\":\"ok\"}") }
         router.get("readyz") { _, _ in try await readiness() }
         CareKitSyncRoutes(server: self).register(on: router)
+        NotificationRoutes(server: self).register(on: router)
         return router
     }
 
-    /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`).
+    /// The EHR workers (outbox push, patient refresh) to run beside the HTTP server; none
+    /// without an EHR.
+    public func workers(logger: Logger) -> [any Service] {
+        guard let ehr else { return [] }
+        return [OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, activity: activity, logger: logger),
+                PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, activity: activity, logID: PatientLogID(), logger: logger)]
+    }
+
+    /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`),
+    /// with the EHR workers as its services: on graceful shutdown the server stops accepting and
+    /// finishes its requests first, then the workers finish the batch in hand.
     public func application(host: String, port: Int, logger: Logger = Logger(label: "caregate"),
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
         let headSeconds = limits.requestHeadSeconds
@@ -91,17 +110,25 @@ public struct GatewayServer: Sendable {
                                             maxHeaderFieldCount: limits.headerCount))
         return Application(router: router(), server: .http1(configuration: http),
                            configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
-                           onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+                           services: workers(logger: logger), onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
-    /// 200 when the store answers; 503 otherwise.
+    /// 200 when the store answers and (with an EHR) the EHR answered within the last interval
+    /// of its workers; 503 otherwise, saying which.
     func readiness() async throws -> Response {
         do {
             _ = try await Blocking.run { try store.knowledgeVector() }
-            return JSONBody.response(.ok, "{\"status\":\"ready\"}")
         } catch {
             return JSONBody.error(.serviceUnavailable, "the store does not answer")
         }
+        if let ehr {
+            let window = 2 * max(ehr.pushInterval, 1) + 30
+            guard let contact = activity.lastContact, Date().timeIntervalSince(contact) <= window else {
+                let reason = activity.lastError.map { ": \($0)" } ?? " yet"
+                return JSONBody.error(.serviceUnavailable, "the EHR has not answered in the last \(Int(window)) seconds\(reason)")
+            }
+        }
+        return JSONBody.response(.ok, "{\"status\":\"ready\"}")
     }
 }
 

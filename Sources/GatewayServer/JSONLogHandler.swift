@@ -1,5 +1,6 @@
 import Foundation
 import JSON
+import Hummingbird
 import Logging
 
 /// swift-log's handler for the server: one JSON object per line on standard error
@@ -32,5 +33,31 @@ public struct JSONLogHandler: LogHandler {
         var line = JSONValue.object(fields).serialized()
         line += "\n"
         FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+/// One log line per request, after its answer: method, route pattern, status and milliseconds,
+/// with Hummingbird's request id. The route is the pattern matched (`/fhir/notify/{type}/{id}`),
+/// never the path or query sent: those carry resource ids and knowledge vectors.
+struct RouteLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let started = ContinuousClock.now
+        func log(_ status: Int) {
+            let elapsed = ContinuousClock.now - started
+            let milliseconds = Double(elapsed.components.seconds) * 1_000 + Double(elapsed.components.attoseconds) / 1e15
+            context.logger.info("request", metadata: ["method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "NotFound")",
+                                                      "status": "\(status)", "ms": "\(Int(milliseconds.rounded()))"])
+        }
+        do {
+            let response = try await next(request, context)
+            log(response.status.code)
+            return response
+        } catch let error as any HTTPResponseError {
+            log(error.status.code)
+            throw error
+        } catch {
+            log(500)
+            throw error
+        }
     }
 }

@@ -67,51 +67,28 @@ struct ServerOptions: ParsableArguments {
         }
     }
 
-    /// A secret file others can read is worth a warning (it still works: the file is the site's).
-    static func warnIfShared(_ path: String) {
-        guard let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 else { return }
-        StandardError.print("warning: \(path) can be read by other users (mode \(String(mode, radix: 8))); a secret belongs in a file only its owner reads (chmod 600)")
+    /// The connection these options describe.
+    func connection(_ base: String) -> FHIRServerConnection {
+        var connection = FHIRServerConnection(base: base)
+        connection.retry.maxAttempts = retryAttempts
+        connection.retry.maxTotal = retrySeconds
+        connection.tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
+        connection.maximumResponseSize = maximumResponseSize
+        if let smartClientID {
+            connection.credentials = .smart(.init(clientID: smartClientID, keyFile: smartKey, keyEnvironment: smartKeyEnvironment,
+                                                  keyID: smartKeyID, scope: smartScope, tokenEndpoint: tokenEndpoint))
+        } else if let tokenFile {
+            connection.credentials = .tokenFile(tokenFile)
+        } else if let tokenEnvironment {
+            connection.credentials = .tokenEnvironment(tokenEnvironment)
+        }
+        return connection
     }
 
     func client(_ base: String, defaultScope: String) throws -> FHIRRESTClient {
-        var authentication = Authentication.none
-        var retry = RetryPolicy.standard
-        retry.maxAttempts = retryAttempts
-        retry.maxTotal = retrySeconds
-        let tls = TLSOptions(verify: !insecure, caBundle: caBundle, clientCertificate: clientCertificate, clientKey: clientKey)
-        let transport = CurlTransport(tls: tls, maximumResponseSize: maximumResponseSize)
-        if let smartClientID {
-            let key: AssertionKey
-            do {
-                if let smartKey {
-                    ServerOptions.warnIfShared(smartKey)
-                    key = try AssertionKey(file: smartKey)
-                } else {
-                    let name = smartKeyEnvironment!
-                    guard let pem = ProcessInfo.processInfo.environment[name], !pem.isEmpty else {
-                        throw CommandError.message("the environment variable \(name) is not set")
-                    }
-                    key = try AssertionKey(pem: pem, source: "$\(name)")
-                }
-            } catch let error as FHIRClientError {
-                throw CommandError.message(error.description)
-            }
-            let configuration = SMARTBackendServices.Configuration(clientID: smartClientID, key: key, keyID: smartKeyID,
-                                                                   scope: smartScope ?? defaultScope, tokenEndpoint: tokenEndpoint)
-            authentication = .provider(SMARTBackendServices(configuration: configuration, fhirBase: base, transport: transport, retry: retry))
-        } else if let tokenFile {
-            ServerOptions.warnIfShared(tokenFile)
-            guard let bytes = try? FileBytes.read(tokenFile, limit: 1 << 20), let text = String(validating: bytes, as: UTF8.self) else {
-                throw CommandError.message("cannot read a token from \(tokenFile)")
-            }
-            do { authentication = try .bearer(secret: text, source: tokenFile) } catch { throw CommandError.message(error.description) }
-        } else if let tokenEnvironment {
-            guard let text = ProcessInfo.processInfo.environment[tokenEnvironment], !text.isEmpty else {
-                throw CommandError.message("the environment variable \(tokenEnvironment) is not set")
-            }
-            do { authentication = try .bearer(secret: text, source: "$\(tokenEnvironment)") } catch { throw CommandError.message(error.description) }
-        }
-        return FHIRRESTClient(base: base, transport: transport, authentication: authentication, retry: retry)
+        do {
+            return try connection(base).client(defaultScope: defaultScope) { StandardError.print("warning: \($0)") }
+        } catch { throw CommandError.message(error.description) }
     }
 }
 

@@ -1,7 +1,9 @@
 import ArgumentParser
 import CareStore
 import Foundation
+import Gateway
 import GatewayServer
+import Mapping
 import Hummingbird
 import Logging
 
@@ -29,17 +31,21 @@ struct ServeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let loaded: GatewayConfig
-        do { loaded = try GatewayConfig.load(path: config) } catch {
+        do { loaded = try GatewayConfig.load(path: config, environment: ProcessInfo.processInfo.environment) } catch {
             for diagnostic in error.diagnostics { StandardError.print(TerminalText.escaped(diagnostic.description)) }
             throw ExitCode(1)
         }
+        let store: SQLiteCarePlanStore
         if checkConfig {
-            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port), store \(loaded.store))")
+            // The EHR part is checked by building it (mappings, keys, tokens) over a store in memory.
+            if let ehr = loaded.ehr { _ = try Self.link(ehr, store: try SQLiteCarePlanStore(inMemory: ()), config: config) }
+            let ehr = loaded.ehr.map { ", EHR \($0.connection.base)" } ?? ""
+            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port), store \(loaded.store)\(ehr))")
             return
         }
-        let store: SQLiteCarePlanStore
         do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
-        let server = GatewayServer(store: store, limits: loaded.limits)
+        let link = try loaded.ehr.map { try Self.link($0, store: store, config: config) }
+        let server = GatewayServer(store: store, limits: loaded.limits, ehr: link)
         LoggingSystem.bootstrap { JSONLogHandler(label: $0) }
         let logger = Logger(label: "caregate")
         let host = loaded.host
@@ -48,5 +54,59 @@ struct ServeCommand: AsyncParsableCommand {
         }
         try await app.runService()
         StandardError.print("caregate serve: stopped")
+    }
+
+    /// The EHR link of a configuration, its errors printed as the command's.
+    static func link(_ ehr: GatewayConfig.EHR, store: SQLiteCarePlanStore, config: String) throws -> EHRLink {
+        let root = URL(fileURLWithPath: config).deletingLastPathComponent().path
+        do {
+            return try ehr.link(store: store, root: root, environment: ProcessInfo.processInfo.environment) { StandardError.print("warning: \($0)") }
+        } catch let error as MappingError {
+            for diagnostic in error.diagnostics { StandardError.print(TerminalText.escaped(diagnostic.description)) }
+            throw CommandError.message("the mapping files in ehr.mappings have errors")
+        } catch {
+            throw CommandError.message("ehr: \(error)")
+        }
+    }
+}
+
+/// `caregate subscribe --config gateway.yaml`
+struct SubscribeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "subscribe",
+        abstract: "Create the EHR Subscriptions that notify `caregate serve` when an enrolled patient's CarePlan changes.",
+        discussion: """
+            One R4 rest-hook Subscription per enrolled patient (criteria CarePlan?subject=Patient/ID), \
+            sending the changed plan to ehr.notify.endpoint with the token from ehr.notify. Run it \
+            again after enrolling patients: the Subscriptions already on the EHR are found and kept.
+
+            Example:
+              caregate subscribe --config gateway.yaml
+            """)
+
+    @Option(help: ArgumentHelp("The configuration file (with ehr and ehr.notify).", valueName: "path"), completion: .file())
+    var config: String
+
+    func run() async throws {
+        let loaded: GatewayConfig
+        do { loaded = try GatewayConfig.load(path: config, environment: ProcessInfo.processInfo.environment) } catch {
+            for diagnostic in error.diagnostics { StandardError.print(TerminalText.escaped(diagnostic.description)) }
+            throw ExitCode(1)
+        }
+        guard let ehr = loaded.ehr, let endpoint = ehr.notifyEndpoint else {
+            throw CommandError.message("\(config): subscribing needs ehr.base and ehr.notify.endpoint")
+        }
+        guard let token = ehr.notifyToken?.read() else { throw CommandError.message("\(config): no notification token in ehr.notify") }
+        let store: SQLiteCarePlanStore
+        do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
+        let link = try ServeCommand.link(ehr, store: store, config: config)
+        let patients: [EnrolledPatient]
+        do { patients = try link.refresh.enrolledPatients() } catch { throw CommandError.store(error) }
+        if patients.isEmpty { print("no enrolled patients: nothing to subscribe to (caregate enroll first)"); return }
+        do {
+            for outcome in try await CarePlanSubscription(endpoint: endpoint, token: token).ensure(on: link.refresh.client, patients: patients) {
+                print("\(outcome.created ? "created" : "kept") \(outcome.location ?? "Subscription") for \(TerminalText.escaped(outcome.patient.storeID)): \(outcome.criteria)")
+            }
+        } catch { throw CommandError.message("\(ehr.connection.base): \(error)") }
     }
 }

@@ -20,11 +20,10 @@ final class RunningServer: @unchecked Sendable {
     let port: Int
     let client = CurlTransport()
 
-    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init()) async throws {
+    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
-        let logger = Logger(label: "caregate-test")
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { port in
+        let app = GatewayServer(store: store, limits: limits, ehr: ehr).application(host: "127.0.0.1", port: 0, logger: logger) { port in
             continuation.yield(port)
         }
         group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
@@ -37,6 +36,17 @@ final class RunningServer: @unchecked Sendable {
     func stop() async throws {
         await group.triggerGracefulShutdown()
         try await task.value
+    }
+
+    /// `/metrics` as series → value.
+    func metrics() async throws -> [String: Double] {
+        let text = String(decoding: try await client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/metrics")).body, as: UTF8.self)
+        var values: [String: Double] = [:]
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+            values[String(line[..<space])] = value
+        }
+        return values
     }
 
     func send(_ method: String, _ path: String, token: String? = nil, json: String? = nil) async throws -> (status: Int, headers: [String: String], body: JSONValue?) {
@@ -69,6 +79,12 @@ func twoPatientStore() throws -> (SQLiteCarePlanStore, [String: CareTask]) {
 }
 
 
+/// The server's suites, one at a time: swift-metrics has one registry per process, and each
+/// suite counts what it did in /metrics.
+@Suite("Gateway server", .serialized)
+struct GatewayServerSuites {}
+
+extension GatewayServerSuites {
 @Suite("CareKit sync over HTTP")
 struct SyncRouteTests {
     @Test("enroll with a code, pull in pages following Link, push outcomes once, and the refusals a device meets: 401, 409, 400 naming the field, 413")
@@ -79,6 +95,7 @@ struct SyncRouteTests {
         let server = try await RunningServer(store: store, limits: limits)
         defer { Task { try? await server.stop() } }
 
+        let before = try await server.metrics()
         #expect(try await server.send("GET", "/healthz").status == 200)
         #expect(try await server.send("GET", "/readyz").status == 200)
 
@@ -152,15 +169,15 @@ struct SyncRouteTests {
         #expect(try store.fetchOutcomes().count == 1)
 
         // /metrics: requests by route and status, latency, device syncs, the outbox.
-        let metrics = try await server.client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/metrics"))
-        let text = String(decoding: metrics.body, as: UTF8.self)
-        #expect(metrics.status == 200)
-        for line in [#"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="GET",http_response_status_code="200"} 4"#,
-                     #"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="409"} 1"#,
-                     #"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="413"} 1"#,
-                     "caregate_pulls_total 4", "caregate_pushes_total 2", "caregate_device_syncs_total 6", "caregate_outbox_queued 0.0"] {
-            #expect(text.split(separator: "\n").contains { $0 == line }, "\(line) not in /metrics")
+        // (Counted from before this test: the registry is the process's.)
+        let after = try await server.metrics()
+        for (series, count) in [(#"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="GET",http_response_status_code="200"}"#, 4.0),
+                                (#"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="409"}"#, 1),
+                                (#"http_server_request_duration_count{http_route="/carekit/v1/revisions",http_request_method="POST",http_response_status_code="413"}"#, 1),
+                                ("caregate_pulls_total", 4), ("caregate_pushes_total", 2), ("caregate_device_syncs_total", 6)] {
+            #expect((after[series] ?? 0) - (before[series] ?? 0) == count, "\(series) in /metrics")
         }
+        #expect(after["caregate_outbox_queued"] == 0)
         // A revoked token stops at once.
         let deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
         #expect(try store.revokeDevice(id: deviceID, at: Date()))
@@ -201,6 +218,7 @@ struct ServerLimitTests {
         } catch {
             // Closing the connection is a refusal too.
         }
+        let before = try await server.metrics()
         #expect(try await server.send("GET", "/healthz").status == 200)
         // A client that connects and stays silent (a slow-loris' first step).
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -253,7 +271,9 @@ struct ServerLimitTests {
         let seconds = try #require(cutOff, "the trickling client was never cut off")
         #expect(seconds < 7, "cut off only after \(seconds) s")
         // A client that sends its request promptly is served as before.
+        let before = try await server.metrics()
         #expect(try await server.send("GET", "/healthz").status == 200)
         try await server.stop()
     }
+}
 }

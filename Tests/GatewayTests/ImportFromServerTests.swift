@@ -6,27 +6,6 @@ import Mapping
 import Testing
 @testable import Gateway
 
-/// The sample files as one transaction of PUTs, so the server keeps their ids.
-func seedTransaction(_ paths: [String], base: String) throws -> Element {
-    var bundle = Element(resourceType: "Bundle")
-    bundle.append(Element(name: "type", type: "code", value: "transaction"))
-    for path in paths {
-        let resource = try FHIRDocument.read(contentsOf: path).resource
-        let key = "\(resource.resourceType!)/\(resource.string("id")!)"
-        var entry = Element(name: "entry", type: "Bundle.entry")
-        entry.append(Element(name: "fullUrl", type: "uri", value: "\(base)/\(key)"))
-        var inner = resource
-        inner.name = "resource"
-        entry.append(inner)
-        var request = Element(name: "request", type: "Bundle.entry.request")
-        request.append(Element(name: "method", type: "code", value: "PUT"))
-        request.append(Element(name: "url", type: "uri", value: key))
-        entry.append(request)
-        bundle.append(entry)
-    }
-    return bundle
-}
-
 let sampleFiles = try! FileManager.default.contentsOfDirectory(atPath: projectRoot.appendingPathComponent("FHIRSamples/json").path)
     .sorted().map { projectRoot.appendingPathComponent("FHIRSamples/json/\($0)").path }
 

@@ -2,6 +2,27 @@ import FHIRClient
 import FHIR
 import Foundation
 
+/// The sample files as one transaction of PUTs, so the server keeps their ids.
+func seedTransaction(_ paths: [String], base: String) throws -> Element {
+    var bundle = Element(resourceType: "Bundle")
+    bundle.append(Element(name: "type", type: "code", value: "transaction"))
+    for path in paths {
+        let resource = try FHIRDocument.read(contentsOf: path).resource
+        let key = "\(resource.resourceType!)/\(resource.string("id")!)"
+        var entry = Element(name: "entry", type: "Bundle.entry")
+        entry.append(Element(name: "fullUrl", type: "uri", value: "\(base)/\(key)"))
+        var inner = resource
+        inner.name = "resource"
+        entry.append(inner)
+        var request = Element(name: "request", type: "Bundle.entry.request")
+        request.append(Element(name: "method", type: "code", value: "PUT"))
+        request.append(Element(name: "url", type: "uri", value: key))
+        entry.append(request)
+        bundle.append(entry)
+    }
+    return bundle
+}
+
 /// A child process killed (SIGKILL: the child may inherit a mask that blocks SIGTERM) when released.
 final class ChildProcess {
     let process = Process()
@@ -120,7 +141,8 @@ final class FaultProxy {
         configURL = directory.appendingPathComponent("config.json")
         countsURL = directory.appendingPathComponent("counts.json")
         try "{}".write(to: configURL, atomically: true, encoding: .utf8)
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/fault_proxy.py")
+        // This file is linked into other test targets: its fixtures are beside the real file.
+        let script = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("Fixtures/fault_proxy.py")
         child = try ChildProcess(["python3", script.path, String(upstream), configURL.path, countsURL.path])
         port = Int(child.firstLine()) ?? 0
     }

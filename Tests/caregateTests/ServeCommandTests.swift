@@ -47,6 +47,34 @@ struct ServeCommandTests {
         #expect(good.status == 0 && good.stderr.contains("good.yaml: fine (listen 127.0.0.1:0, store \(dir.path)/care.sqlite)"), "\(good.stderr)")
     }
 
+    @Test("the ehr section's findings: no base, two ways to authenticate, a missing token file, an unknown zone, a misspelt key")
+    func ehrFindings() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try """
+            ehr:
+              token-file: missing.token
+              token-env: EHR_TOKEN
+              time-zone: Mars/Olympus
+              push-second: 5
+              notify:
+                endpoint: http://127.0.0.1:8080/fhir/notify
+            """.write(to: dir.appendingPathComponent("ehr.yaml"), atomically: true, encoding: .utf8)
+        let bad = try await cli.caregate(["serve", "--config", "ehr.yaml", "--check-config"], directory: dir)
+        #expect(bad.status == 1)
+        #expect(bad.stderr.split(separator: "\n").map(String.init) == [
+            "ehr.yaml:1:1: error: ehr: needs base (the EHR's FHIR base URL)",
+            "ehr.yaml:1:1: error: ehr: choose one way to authenticate (token-file, token-env)",
+            "ehr.yaml:3:14: error: ehr.token-env: no token in $EHR_TOKEN (missing, unreadable, empty, or with control characters)",
+            "ehr.yaml:4:14: error: ehr.time-zone: unknown time zone 'Mars/Olympus' (use an IANA name such as America/New_York)",
+            "ehr.yaml:5:3: error: unknown key 'push-second'; did you mean 'push-seconds'?",
+            "ehr.yaml:7:5: error: ehr.notify: needs token-file or token-env (the token the EHR sends with each notification)",
+        ], "\(bad.stderr)")
+        try "ehr:\n  base: http://127.0.0.1:9/fhir\n  token-file: missing.token\n".write(to: dir.appendingPathComponent("missing.yaml"), atomically: true, encoding: .utf8)
+        let missing = try await cli.caregate(["serve", "--config", "missing.yaml", "--check-config"], directory: dir)
+        #expect(missing.status == 1 && missing.stderr.contains("missing.yaml:3:15: error: ehr.token-file: no token in \(dir.path)/missing.token"), "\(missing.stderr)")
+    }
+
     @Test("the README's gateway.yaml passes --check-config")
     func readmeConfiguration() async throws {
         let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
@@ -56,6 +84,12 @@ struct ServeCommandTests {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         try block.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        // The secrets it names, owner-only.
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("secrets"), withIntermediateDirectories: true)
+        for name in ["ehr.token", "notify.token"] {
+            let path = dir.appendingPathComponent("secrets/\(name)").path
+            _ = FileManager.default.createFile(atPath: path, contents: Data("secret-\(name)\n".utf8), attributes: [.posixPermissions: 0o600])
+        }
         let check = try await cli.caregate(["serve", "--config", "gateway.yaml", "--check-config"], directory: dir)
         #expect(check.status == 0 && check.stderr.contains("fine (listen 127.0.0.1:8080"), "\(check.stderr)")
     }

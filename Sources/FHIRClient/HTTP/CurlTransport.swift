@@ -73,7 +73,7 @@ public protocol HTTPTransport: Sendable {
 
 /// TLS settings: verification is on unless turned off; a CA bundle, and a client certificate
 /// and key for mutual TLS, can be given as PEM files.
-public struct TLSOptions: Sendable {
+public struct TLSOptions: Sendable, Equatable {
     public var verify = true
     public var caBundle: String?
     public var clientCertificate: String?

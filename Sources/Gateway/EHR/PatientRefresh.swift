@@ -1,0 +1,107 @@
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+
+/// A patient whose devices sync with the gateway: the store's id and the EHR's Patient id.
+public struct EnrolledPatient: Sendable, Hashable {
+    /// The store patient's id (`Patient/maria-lopez`), as devices are enrolled with.
+    public var storeID: String
+    /// The Patient's id on the EHR (`maria-lopez`), from the resource the patient was imported from.
+    public var fhirID: String
+
+    public init(storeID: String, fhirID: String) {
+        self.storeID = storeID
+        self.fhirID = fhirID
+    }
+}
+
+/// Why a refresh failed, naming the patient by the store's id.
+public struct PatientRefreshError: Error, Sendable, CustomStringConvertible {
+    public var patient: String
+    public var cause: String
+    public var description: String { "refresh of \(patient): \(cause)" }
+}
+
+/// Re-pulls enrolled patients' care plans from the EHR and imports them, so that a changed
+/// CarePlan reaches the app at its next sync as new task versions (the importer never rewrites
+/// history). When the server searches by `_lastUpdated`, a patient with nothing changed since the
+/// last refresh costs four one-entry searches instead of a whole pull.
+public struct PatientRefresh: Sendable {
+    public let client: FHIRRESTClient
+    public let importer: FHIRImporter
+    public let devices: any DeviceRegistry
+    /// Clocks differ: changes are looked for from this long before the last refresh began.
+    public var clockSkew: TimeInterval = 300
+
+    /// The resource types a pull reads by patient, and their patient search parameter.
+    static let patientSearches = [("Patient", "_id"), ("CarePlan", "subject"), ("CareTeam", "subject"), ("MedicationRequest", "subject")]
+
+    public init(client: FHIRRESTClient, importer: FHIRImporter, devices: any DeviceRegistry) {
+        self.client = client
+        self.importer = importer
+        self.devices = devices
+    }
+
+    /// What one refresh did.
+    public enum Result: Sendable {
+        /// Nothing changed on the EHR since `since`: not pulled.
+        case unchanged
+        case imported(ImportReport)
+    }
+
+    /// The patients with a device not revoked, with their EHR ids. A patient not imported from
+    /// a FHIR Patient (no `caregate.resource`) is left out: there is nothing to refresh from.
+    public func enrolledPatients() throws(StoreError) -> [EnrolledPatient] {
+        let ids = Set(try devices.devices(patientID: nil).filter { $0.revokedAt == nil }.map(\.patientID))
+        guard !ids.isEmpty else { return [] }
+        return try importer.store.fetchPatients(EntityQuery(ids: ids.sorted())).compactMap { patient in
+            guard let resource = patient.userInfo?["caregate.resource"], resource.hasPrefix("Patient/") else { return nil }
+            return EnrolledPatient(storeID: patient.id, fhirID: String(resource.dropFirst("Patient/".count)))
+        }.sorted { $0.storeID < $1.storeID }
+    }
+
+    /// Pulls and imports one patient, unless the server says nothing of theirs changed since
+    /// `since` (nil: always pull). The import runs with the current time as its `now`.
+    public func refresh(_ patient: EnrolledPatient, since: Date?) async throws(PatientRefreshError) -> Result {
+        do throws(FHIRClientError) {
+            if let since, try await supportsLastUpdated(), try await !changed(patient, since: since.addingTimeInterval(-clockSkew)) {
+                return .unchanged
+            }
+            let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID)
+            var importer = importer
+            importer.now = Date()
+            var report = ImportReport()
+            report.notes = pulled.notes
+            return .imported(importer.run(resources: pulled.resources, report: report))
+        } catch {
+            throw PatientRefreshError(patient: patient.storeID, cause: error.description)
+        }
+    }
+
+    /// Whether any of the patient's resources changed after `date` on the server.
+    func changed(_ patient: EnrolledPatient, since date: Date) async throws(FHIRClientError) -> Bool {
+        let instant = Self.instant(date)
+        for (type, parameter) in Self.patientSearches {
+            let value = parameter == "_id" ? patient.fhirID : "Patient/\(patient.fhirID)"
+            if try await !client.firstPage(type, [(parameter, value), ("_lastUpdated", "gt\(instant)"), ("_count", "1")]).isEmpty {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// Whether the CapabilityStatement lists `_lastUpdated` (for all resources or for CarePlan).
+    func supportsLastUpdated() async throws(FHIRClientError) -> Bool {
+        let rest = try await client.capabilities().children(named: "rest")
+        let parameters = rest.flatMap { $0.children(named: "searchParam") }
+            + rest.flatMap { $0.children(named: "resource") }.filter { $0.string("type") == "CarePlan" }.flatMap { $0.children(named: "searchParam") }
+        return parameters.contains { $0.string("name") == "_lastUpdated" }
+    }
+
+    static func instant(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: date)
+    }
+}

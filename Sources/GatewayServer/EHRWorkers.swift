@@ -1,0 +1,214 @@
+import CareStore
+import Crypto
+import FHIRClient
+import Foundation
+import Gateway
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The EHR side of `caregate serve`: the outbox pushed on an interval and right after a device's
+/// push, enrolled patients refreshed on an interval and when the EHR notifies.
+public struct EHRLink: Sendable {
+    public var push: OutcomePush
+    public var refresh: PatientRefresh
+    public var pushInterval: TimeInterval
+    public var refreshInterval: TimeInterval
+    /// The token `/fhir/notify` requires (`Authorization: Bearer …`); nil: the route refuses all.
+    public var notifyToken: String?
+
+    public init(push: OutcomePush, refresh: PatientRefresh, pushInterval: TimeInterval = 60, refreshInterval: TimeInterval = 900,
+                notifyToken: String? = nil) {
+        self.push = push
+        self.refresh = refresh
+        self.pushInterval = pushInterval
+        self.refreshInterval = refreshInterval
+        self.notifyToken = notifyToken
+    }
+}
+
+/// Wakes a waiting worker early: `fire()` ends the current or next `wait`. Several fires before
+/// a wait count as one.
+final class Wakeup: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else { state.pending = true; return nil }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Returns when fired, after `seconds`, or when the task is cancelled.
+    func wait(upTo seconds: TimeInterval) async {
+        let timer = Task { [self] in
+            try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+            if !Task.isCancelled { fire() }
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.pending { state.pending = false; return true }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: { fire() }
+        timer.cancel()
+        state.withLock { $0.pending = false }
+    }
+}
+
+/// What the workers know of the EHR, for `/readyz` and `/metrics`, and the requests that wake
+/// them (a device push, a notification).
+public final class EHRActivity: Sendable {
+    struct State {
+        var lastContact: Date?
+        var lastError: String?
+        var refreshAll = false
+        var refreshPatients: Set<String> = []
+    }
+    private let state = Mutex(State())
+    let pushWake = Wakeup()
+    let refreshWake = Wakeup()
+
+    public init() {}
+
+    /// When the EHR last answered.
+    public var lastContact: Date? { state.withLock { $0.lastContact } }
+    public var lastError: String? { state.withLock { $0.lastError } }
+
+    func reached() { state.withLock { $0.lastContact = Date(); $0.lastError = nil } }
+    func failed(_ error: String) { state.withLock { $0.lastError = error } }
+
+    /// Asks for the outbox to be pushed now.
+    public func pushSoon() { pushWake.fire() }
+
+    /// Asks for these EHR patients (or all enrolled ones) to be refreshed now.
+    public func refreshSoon(patients: Set<String>, all: Bool) {
+        state.withLock { $0.refreshPatients.formUnion(patients); $0.refreshAll = $0.refreshAll || all }
+        refreshWake.fire()
+    }
+
+    /// The refresh requests since the last call.
+    func takeRefreshRequests() -> (patients: Set<String>, all: Bool) {
+        state.withLock { state in
+            defer { state.refreshPatients = []; state.refreshAll = false }
+            return (state.refreshPatients, state.refreshAll)
+        }
+    }
+}
+
+/// Patient ids in logs: a keyed hash (HMAC-SHA256 with a key of this process, 12 hex digits),
+/// so a log line can be matched with others of one patient but names nobody.
+public struct PatientLogID: Sendable {
+    let key: SymmetricKey
+
+    public init(key: SymmetricKey = SymmetricKey(size: .bits256)) {
+        self.key = key
+    }
+
+    public func callAsFunction(_ patientID: String) -> String {
+        HMAC<SHA256>.authenticationCode(for: Array(patientID.utf8), using: key).prefix(6).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Pushes the outbox on an interval and when woken, backing off while the EHR fails. A batch in
+/// flight finishes on graceful shutdown; what it did not send stays queued for the next start.
+struct OutboxPushWorker: Service {
+    let push: OutcomePush
+    let interval: TimeInterval
+    let activity: EHRActivity
+    let logger: Logger
+
+    func run() async throws {
+        var backoff: TimeInterval = 0
+        await withGracefulShutdownHandler {
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                let delivered = await drain()
+                backoff = delivered ? 0 : min(max(1, backoff * 2), max(interval, 60))
+                await activity.pushWake.wait(upTo: delivered ? interval : backoff)
+            }
+        } onGracefulShutdown: { activity.pushWake.fire() }
+    }
+
+    /// One push run; false when the EHR could not be reached or deferred something.
+    func drain() async -> Bool {
+        do {
+            let report = try await push.run()
+            let metrics = GatewayMetrics.shared
+            metrics.ehrPushed.increment(by: Int64(report.pushed.count))
+            metrics.ehrDeadLetters.increment(by: Int64(report.failed.count))
+            if report.pushed.isEmpty && report.failed.isEmpty && report.deferred.isEmpty {
+                _ = try await push.client.capabilities()  // nothing to send: still learn whether the EHR answers
+            }
+            if !report.pushed.isEmpty || !report.failed.isEmpty || !report.deferred.isEmpty {
+                logger.info("outbox pushed", metadata: ["pushed": "\(report.pushed.count)", "refused": "\(report.failed.count)",
+                                                        "deferred": "\(report.deferred.count)", "queued": "\(report.newlyQueued)"])
+            }
+            guard report.deferred.isEmpty else {
+                activity.failed("\(report.deferred.count) outcome(s) deferred: \(report.deferred[0].error)")
+                return false
+            }
+            activity.reached()
+            return true
+        } catch {
+            activity.failed("\(error)")
+            logger.warning("push failed; outcomes stay queued", metadata: ["error": "\(error)"])
+            return false
+        }
+    }
+}
+
+/// Refreshes every enrolled patient on an interval, and the ones notifications name at once.
+struct PatientRefreshWorker: Service {
+    let refresh: PatientRefresh
+    let interval: TimeInterval
+    let activity: EHRActivity
+    let logID: PatientLogID
+    let logger: Logger
+
+    func run() async throws {
+        var lastRefresh: [String: Date] = [:]
+        var nextRound = Date()
+        await withGracefulShutdownHandler {
+            while !Task.isShuttingDownGracefully && !Task.isCancelled {
+                let requests = activity.takeRefreshRequests()
+                let round = Date() >= nextRound
+                if round { nextRound = Date().addingTimeInterval(interval) }
+                let enrolled = (try? refresh.enrolledPatients()) ?? []
+                let due = round || requests.all ? enrolled : enrolled.filter { requests.patients.contains($0.fhirID) }
+                for patient in due where !Task.isShuttingDownGracefully {
+                    let started = Date()
+                    // A notified patient is pulled whatever _lastUpdated says.
+                    let since = round && !requests.patients.contains(patient.fhirID) && !requests.all ? lastRefresh[patient.storeID] : nil
+                    if await refreshOne(patient, since: since) { lastRefresh[patient.storeID] = started }
+                }
+                await activity.refreshWake.wait(upTo: nextRound.timeIntervalSinceNow)
+            }
+        } onGracefulShutdown: { activity.refreshWake.fire() }
+    }
+
+    func refreshOne(_ patient: EnrolledPatient, since: Date?) async -> Bool {
+        do {
+            let result = try await refresh.refresh(patient, since: since)
+            activity.reached()
+            GatewayMetrics.shared.ehrRefreshes.increment()
+            if case .imported(let report) = result {
+                let changed = report.counts.filter { $0.key != .unchanged }.values.reduce(0, +)
+                logger.info("patient refreshed", metadata: ["patient": "\(logID(patient.storeID))", "changes": "\(changed)",
+                                                            "failed": "\(report.failedPatients.count)"])
+            }
+            return true
+        } catch {
+            // The cause names the EHR's URLs: the patient's id in them is replaced by its hash.
+            let cause = error.cause.replacingOccurrences(of: "Patient/\(patient.fhirID)", with: "Patient/#\(logID(patient.storeID))")
+            activity.failed(cause)
+            logger.warning("refresh failed", metadata: ["patient": "\(logID(patient.storeID))", "error": "\(cause)"])
+            return false
+        }
+    }
+}

@@ -1,0 +1,52 @@
+import Crypto
+import Foundation
+import Gateway
+import HTTPTypes
+import Hummingbird
+
+/// `POST /fhir/notify`: the EHR's rest-hook notifications (classic R4 Subscriptions, empty or
+/// with the changed resource, also PUT to `/fhir/notify/Type/id`; and the Subscriptions
+/// Backport's notification Bundles). Each one asks the refresh worker to pull the patients it
+/// names (every enrolled patient when it names none) and is answered at once; the pull happens
+/// in the worker. The EHR authenticates with the token from the configuration.
+struct NotificationRoutes: Sendable {
+    let server: GatewayServer
+
+    func register(on router: Router<GatewayRequestContext>) {
+        for path in ["fhir/notify", "fhir/notify/:type/:id"] {
+            router.post(RouterPath(path)) { request, _ in try await notify(request) }
+            router.put(RouterPath(path)) { request, _ in try await notify(request) }
+        }
+    }
+
+    func notify(_ request: Request) async throws -> Response {
+        guard let expected = server.ehr?.notifyToken else {
+            return JSONBody.error(.notFound, "notifications are not configured (ehr.notify in the configuration)")
+        }
+        guard Self.matches(request.headers[.authorization], token: expected) else {
+            return JSONBody.error(.unauthorized, "a notification needs the token from ehr.notify (Authorization: Bearer …)",
+                                  headers: [.wwwAuthenticate: "Bearer realm=\"caregate-notify\""])
+        }
+        let body: [UInt8]
+        switch await RequestBody.bytes(request, limit: server.limits.notifyBody) {
+        case .success(let bytes): body = bytes
+        case .failure(let refusal): return refusal.response
+        }
+        let notification: RestHookNotification
+        do { notification = try RestHookNotification.read(body) } catch {
+            return JSONBody.error(.badRequest, error.description)
+        }
+        GatewayMetrics.shared.notifications.increment()
+        if notification.kind != .status {
+            server.activity.refreshSoon(patients: notification.patients, all: notification.unattributed)
+        }
+        return JSONBody.response(.ok, #"{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"notification received"}]}"#)
+    }
+
+    /// Compares digests, so the time taken says nothing of how much of the token matched.
+    static func matches(_ header: String?, token: String) -> Bool {
+        guard let header, header.hasPrefix("Bearer ") else { return false }
+        let given = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
+        return Array(SHA256.hash(data: Array(given.utf8))) == Array(SHA256.hash(data: Array(token.utf8)))
+    }
+}

@@ -1,0 +1,225 @@
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+import Gateway
+import GatewayServer
+import JSON
+import Logging
+import Testing
+
+let serverProjectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// One of FHIRSamples/json as a resource, edited as JSON first.
+func sample(_ name: String, edit: (inout [String: Any]) -> Void = { _ in }) throws -> Element {
+    let data = try Data(contentsOf: serverProjectRoot.appendingPathComponent("FHIRSamples/json/\(name).json"))
+    var object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    edit(&object)
+    return try FHIRJSONReader().read(Array(try JSONSerialization.data(withJSONObject: object))).resource
+}
+
+/// Maria's plan, running from ten days ago for a year, with the walk at `walkTime`.
+func mariaPlan(walkTime: String) throws -> Element {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withFullDate]
+    return try sample("CarePlan-maria-lopez-home-care") { plan in
+        plan["period"] = ["start": formatter.string(from: Date().addingTimeInterval(-10 * 86_400)),
+                          "end": formatter.string(from: Date().addingTimeInterval(365 * 86_400))]
+        var activities = plan["activity"] as! [[String: Any]]
+        for i in activities.indices {
+            guard var detail = activities[i]["detail"] as? [String: Any], (detail["code"] as? [String: Any])?["text"] as? String == "30-minute walk" else { continue }
+            var timing = detail["scheduledTiming"] as! [String: Any]
+            var repeating = timing["repeat"] as! [String: Any]
+            repeating["timeOfDay"] = [walkTime]
+            timing["repeat"] = repeating
+            detail["scheduledTiming"] = timing
+            activities[i]["detail"] = detail
+        }
+        plan["activity"] = activities
+    }
+}
+
+/// What a device holds after pulling: every entity version it was sent, and its vector.
+struct DeviceCopy {
+    var entities: [CareEntity] = []
+    var vector = KnowledgeVector()
+
+    /// Pulls every page since the device's vector; returns the versions received.
+    @discardableResult
+    mutating func pull(from server: RunningServer, token: String) async throws -> [CareEntity] {
+        var path = "/carekit/v1/revisions?since=\(vector.base64URL)"
+        var received: [CareEntity] = []
+        while true {
+            let page = try await server.send("GET", path, token: token)
+            try #require(page.status == 200, "\(String(describing: page.body))")
+            for record in page.body?["revisions"]?.arrayValue ?? [] { received += try RevisionRecord(json: record).entities }
+            guard let link = page.headers["link"] else {
+                if let catchUp = page.body?["knowledgeVector"], catchUp != .null { vector = vector.merged(with: try KnowledgeVector(json: catchUp)) }
+                break
+            }
+            path = String(link.dropFirst().prefix { $0 != ">" })
+        }
+        entities += received
+        return received
+    }
+
+    var tasks: [CareTask] { entities.compactMap { if case .task(let task) = $0 { task } else { nil } } }
+
+    /// Today's events as the device works them out from the task versions it holds.
+    func events(from start: Date, to end: Date) -> [TaskEvent] {
+        Dictionary(grouping: tasks, by: \.id).values.flatMap { CareTask.events(of: $0, from: start, to: end) }
+    }
+}
+
+/// Polls `condition` every 200 ms for up to `seconds`.
+func eventually(_ seconds: Double = 30, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(nanoseconds: 200_000_000)
+    }
+    return try await condition()
+}
+
+extension GatewayServerSuites {
+    @Suite("The EHR loop over HTTP, with sekmet-fhir as the EHR")
+    struct EHRLoopTests {
+        let zone = TimeZone(identifier: "America/New_York")!
+
+        /// An `ehr:` link to the server, with the notification token in a file and the workers fast.
+        func link(base: String, store: SQLiteCarePlanStore, notifyToken: String) throws -> EHRLink {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-ehr-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let tokenFile = folder.appendingPathComponent("notify.token").path
+            try notifyToken.write(toFile: tokenFile, atomically: true, encoding: .utf8)
+            var ehr = GatewayConfig.EHR(base: base)
+            ehr.timeZone = zone
+            ehr.pushSeconds = 1
+            ehr.refreshSeconds = 3_600
+            ehr.notifyToken = .file(tokenFile)
+            ehr.connection.retry = RetryPolicy(maxAttempts: 2, baseDelay: 0.05, maxDelay: 0.2, maxTotal: 2)
+            return try ehr.link(store: store, root: folder.path)
+        }
+
+        func observations(_ client: FHIRRESTClient, store: SQLiteCarePlanStore) async throws -> [String: Int] {
+            var found: [String: Int] = [:]
+            for item in try store.outbox(state: .pushed) + store.outbox(state: .queued) {
+                found[item.idempotencyKey] = try await client.search("Observation", [("identifier", item.idempotencyKey)]).count
+            }
+            return found
+        }
+
+        @Test("the EHR's plan reaches a device, the device's outcomes reach the EHR once, and a changed plan reaches the device after the EHR notifies")
+        func wholeLoop() async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
+            let files = ["Patient-maria-lopez", "CareTeam-maria-lopez-care-team", "MedicationRequest-metformin", "MedicationRequest-furosemide",
+                         "MedicationRequest-amoxicillin", "MedicationRequest-nitroglycerin-prn", "Practitioner-dr-amy-chen",
+                         "Practitioner-nurse-james-okafor", "PractitionerRole-dr-amy-chen-endocrinology", "PractitionerRole-nurse-james-okafor-homecare"]
+            for name in files { _ = try await client.update(try sample(name), at: "\(name.replacingOccurrences(of: "-", with: "/", options: [], range: name.range(of: "-")))") }
+            _ = try await client.update(try mariaPlan(walkTime: "17:30:00"), at: "CarePlan/maria-lopez-home-care")
+
+            // The care plan is seeded from the EHR (caregate import --from does the same), then the gateway serves.
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-loop-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+            let link = try link(base: ehr.base, store: store, notifyToken: "notify-secret-1")
+            let maria = EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez")
+            guard case .imported(let seeded) = try await link.refresh.refresh(maria, since: nil) else { Issue.record("not imported"); return }
+            #expect(seeded.failedPatients.isEmpty && seeded.counts[.create, default: 0] > 5, "\(seeded.counts)")
+            let server = try await RunningServer(store: store, ehr: link)
+            let before = try await server.metrics()
+            #expect(try await eventually { try await server.send("GET", "/readyz").status == 200 }, "the EHR never counted as reached")
+
+            // A device enrolls and pulls; today's events on it are the store's (what `store events` prints).
+            let code = try DeviceEnrollment(store: store).issueCode(patientID: maria.storeID).code
+            let token = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue)
+            var device = DeviceCopy()
+            try await device.pull(from: server, token: token)
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = zone
+            let today = calendar.startOfDay(for: Date())
+            let tomorrow = calendar.date(byAdding: .day, value: 1, to: today)!
+            let onDevice = device.events(from: today, to: tomorrow).map { "\($0.task.id) #\($0.occurrence) \($0.scheduleEvent.start)" }.sorted()
+            let inStore = try store.events(from: today, to: tomorrow, tasks: EntityQuery()).map { "\($0.task.id) #\($0.occurrence) \($0.scheduleEvent.start)" }.sorted()
+            #expect(onDevice == inStore && onDevice.count >= 3, "\(onDevice) vs \(inStore)")
+
+            // The device records two of today's events; the push worker sends them to the EHR, once each.
+            let todays = device.events(from: today, to: tomorrow).filter { $0.task.id.hasSuffix("/229065009") || $0.task.id.contains("85354-9") }.prefix(2)
+            #expect(todays.count == 2)
+            let process = UUID()
+            let outcomes = todays.map { event in
+                Outcome(taskUUID: event.task.uuid, taskOccurrenceIndex: event.occurrence,
+                        values: [OutcomeValue(.boolean(true), createdDate: event.scheduleEvent.start)], effectiveDate: event.scheduleEvent.start)
+            }
+            let pushed = device.vector.setting(process, to: 1)
+            let record = RevisionRecord(entities: outcomes.map { .outcome($0) }, knowledgeVector: pushed.processes)
+            let body = #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(pushed.json)}"#
+            let answer = try await server.send("POST", "/carekit/v1/revisions", token: token, json: body)
+            #expect(answer.status == 200 && answer.body?["merged"]?.numberValue == 2, "\(String(describing: answer.body))")
+            #expect(try await eventually { try store.outboxCounts().pushed == 2 }, "\((try? store.outboxCounts()).map { "\($0)" } ?? "")")
+            #expect(try await server.send("POST", "/carekit/v1/revisions", token: token, json: body).body?["merged"]?.numberValue == 0)
+            try await Task.sleep(nanoseconds: 2_500_000_000)  // two more push rounds: nothing is sent again
+            let onEHR = try await observations(client, store: store)
+            #expect(onEHR.count == 2 && onEHR.values.allSatisfy { $0 == 1 }, "\(onEHR)")
+            device.vector = device.vector.merged(with: try KnowledgeVector(json: try #require(answer.body?["knowledgeVector"])))
+
+            // The EHR gets a Subscription for Maria's plans, then changes the walk to 18:00 and notifies.
+            let subscribed = try await CarePlanSubscription(endpoint: "http://127.0.0.1:\(server.port)/fhir/notify", token: "notify-secret-1")
+                .ensure(on: client, patients: [maria])
+            #expect(subscribed.count == 1 && subscribed[0].created)
+            let again = try await CarePlanSubscription(endpoint: "http://127.0.0.1:\(server.port)/fhir/notify", token: "notify-secret-1")
+                .ensure(on: client, patients: [maria])
+            #expect(again.count == 1 && !again[0].created, "a second subscribe keeps the first")
+            let oldWalk = try #require(device.tasks.last { $0.id.hasSuffix("/229065009") })
+            _ = try await client.update(try mariaPlan(walkTime: "18:00:00"), at: "CarePlan/maria-lopez-home-care")
+            var newWalk: CareTask?
+            #expect(try await eventually {
+                newWalk = try await device.pull(from: server, token: token).compactMap { if case .task(let t) = $0, t.id == oldWalk.id { t } else { nil } }.last
+                return newWalk != nil
+            }, "the changed plan never reached the device")
+            // A new version after the old one, not a rewrite; the outcomes already recorded stay where they were.
+            #expect(newWalk?.uuid != oldWalk.uuid && newWalk?.version.previousVersionUUIDs == [oldWalk.uuid])
+            #expect(newWalk?.schedule.elements.first.map { calendar.component(.hour, from: $0.start) } == 18)
+            #expect(try store.fetchOutcomes().count == 2)
+            let metrics = try await server.metrics()
+            #expect((metrics["caregate_ehr_pushed_total"] ?? 0) - (before["caregate_ehr_pushed_total"] ?? 0) == 2)
+            #expect((metrics["caregate_ehr_notifications_total"] ?? 0) > (before["caregate_ehr_notifications_total"] ?? 0))
+            try await server.stop()
+        }
+    }
+}
+
+extension GatewayServerSuites {
+    @Suite("/fhir/notify's refusals")
+    struct NotifyRouteTests {
+        @Test("without ehr.notify the route is 404; a wrong or missing token 401; a malformed body 400; an oversized one 413; a good one 200")
+        func refusals() async throws {
+            let (store, _) = try twoPatientStore()
+            let plain = try await RunningServer(store: store)
+            #expect(try await plain.send("POST", "/fhir/notify", token: "x").status == 404)
+            try await plain.stop()
+
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-notify-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try "right-token\n".write(toFile: folder.appendingPathComponent("t").path, atomically: true, encoding: .utf8)
+            var ehr = GatewayConfig.EHR(base: "http://127.0.0.1:9/fhir")  // nothing listens: the workers fail and back off
+            ehr.notifyToken = .file(folder.appendingPathComponent("t").path)
+            var limits = GatewayServer.Limits()
+            limits.notifyBody = 8 << 10
+            let server = try await RunningServer(store: store, limits: limits, ehr: try ehr.link(store: store, root: folder.path))
+            #expect(try await server.send("POST", "/fhir/notify").status == 401)
+            #expect(try await server.send("POST", "/fhir/notify", token: "right-token-not").status == 401)
+            #expect(try await server.send("POST", "/fhir/notify", token: "right-token", json: "{\"resourceType\": ").status == 400)
+            let huge = #"{"resourceType": "Patient", "id": "x", "padding": "\#(String(repeating: "x", count: 20_000))"}"#
+            #expect(try await server.send("POST", "/fhir/notify", token: "right-token", json: huge).status == 413)
+            #expect(try await server.send("POST", "/fhir/notify", token: "right-token").status == 200)
+            #expect(try await server.send("PUT", "/fhir/notify/CarePlan/p", token: "right-token",
+                                          json: #"{"resourceType": "CarePlan", "id": "p", "status": "active", "intent": "plan", "subject": {"reference": "Patient/maria"}}"#).status == 200)
+            // The EHR does not answer: not ready, and saying why.
+            let ready = try await server.send("GET", "/readyz")
+            #expect(ready.status == 503 && ready.body?["error"]?["message"]?.stringValue?.contains("the EHR has not answered") == true, "\(String(describing: ready.body))")
+            try await server.stop()
+        }
+    }
+}
