@@ -129,7 +129,8 @@ struct OutboxPushWorker: Service {
         await withGracefulShutdownHandler {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let delivered = await drain()
-                backoff = delivered ? 0 : min(max(1, backoff * 2), max(interval, 60))
+                // Failing: 1, 2, 4… seconds, up to the interval or ten of them (at most a minute) when that is longer.
+                backoff = delivered ? 0 : min(max(1, backoff * 2), max(interval, min(60, 10 * interval)))
                 await activity.pushWake.wait(upTo: delivered ? interval : backoff)
             }
         } onGracefulShutdown: { activity.pushWake.fire() }
@@ -205,8 +206,9 @@ struct PatientRefreshWorker: Service {
             return true
         } catch {
             // The cause names the EHR's URLs: the patient's id in them is replaced by its hash.
+            // (Readiness follows the push worker, which probes the EHR: one patient the EHR
+            // refuses does not make the gateway unready.)
             let cause = error.cause.replacingOccurrences(of: "Patient/\(patient.fhirID)", with: "Patient/#\(logID(patient.storeID))")
-            activity.failed(cause)
             logger.warning("refresh failed", metadata: ["patient": "\(logID(patient.storeID))", "error": "\(cause)"])
             return false
         }

@@ -113,8 +113,8 @@ public struct GatewayServer: Sendable {
                            services: workers(logger: logger), onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
-    /// 200 when the store answers and (with an EHR) the EHR answered within the last interval
-    /// of its workers; 503 otherwise, saying which.
+    /// 200 when the store answers and (with an EHR) the push worker's last attempt reached the
+    /// EHR, within two intervals; 503 otherwise, saying which.
     func readiness() async throws -> Response {
         do {
             _ = try await Blocking.run { try store.knowledgeVector() }
@@ -123,7 +123,8 @@ public struct GatewayServer: Sendable {
         }
         if let ehr {
             let window = 2 * max(ehr.pushInterval, 1) + 30
-            guard let contact = activity.lastContact, Date().timeIntervalSince(contact) <= window else {
+            // The last attempt must have reached it, and recently.
+            guard let contact = activity.lastContact, activity.lastError == nil, Date().timeIntervalSince(contact) <= window else {
                 let reason = activity.lastError.map { ": \($0)" } ?? " yet"
                 return JSONBody.error(.serviceUnavailable, "the EHR has not answered in the last \(Int(window)) seconds\(reason)")
             }

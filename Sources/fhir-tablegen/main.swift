@@ -162,7 +162,9 @@ var bindingLines: [String] = []
         where ext["url"]?.stringValue == "http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type" {
             if let value = ext["valueUrl"]?.stringValue ?? ext["valueUri"]?.stringValue { return value }
         }
-        return "System." + code.dropFirst("http://hl7.org/fhirpath/System.".count)
+        // Element ids are FHIR strings; xhtml.id alone lacks the extension saying so.
+        let system = code.dropFirst("http://hl7.org/fhirpath/System.".count)
+        return system == "String" ? "string" : "System." + system
     }
     return code
 }

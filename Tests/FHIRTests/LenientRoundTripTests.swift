@@ -53,3 +53,24 @@ struct NarrativeNamespacePrefixTests {
         #expect(try FHIRXMLReader().read(FHIRXMLWriter().write(read.resource)).resource.first("text.div") != nil)
     }
 }
+
+@Suite("The narrative's own id")
+struct NarrativeIDTests {
+    @Test("'_div' with an id is read, not a trap: xhtml.id is a string, though the R4 definition types it System.String without saying so (found by fuzz-fhir-json)")
+    func divID() throws {
+        let source = #"{"resourceType": "Patient", "text": {"status": "generated", "div": "<div xmlns=\"http://www.w3.org/1999/xhtml\">x</div>", "_div": {"id": "a"}}}"#
+        let read = try FHIRJSONReader().read(source)
+        #expect(read.resource.first("text.div.id")?.value == "a")
+        let written = try FHIRJSONReader().read(FHIRJSONWriter(pretty: false).write(read.resource))
+        #expect(written.resource == read.resource)
+    }
+
+    @Test("every element's types are in the table (none left unresolved for a reader to index)")
+    func everyTypeResolves() {
+        for type in ModelInfo.r4.types {
+            for element in type.elements {
+                #expect(element.typeIndices.allSatisfy { $0 >= 0 }, "\(type.name).\(element.name): \(element.typeNames)")
+            }
+        }
+    }
+}

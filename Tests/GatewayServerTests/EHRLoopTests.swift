@@ -223,3 +223,107 @@ extension GatewayServerSuites {
         }
     }
 }
+
+extension GatewayServerSuites {
+    @Suite("The push worker when the EHR fails")
+    struct PushWorkerFaultTests {
+        /// Maria's plan seeded on sekmet and imported into a fresh store; the gateway reaches the EHR through `proxy`.
+        func setUp(_ ehr: LocalFHIRServer, proxy: FaultProxy) async throws -> (SQLiteCarePlanStore, EHRLink, FHIRRESTClient) {
+            let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
+            for name in ["Patient-maria-lopez", "MedicationRequest-metformin"] {
+                _ = try await client.update(try sample(name), at: name.replacingOccurrences(of: "-", with: "/", range: name.range(of: "-")))
+            }
+            _ = try await client.update(try mariaPlan(walkTime: "17:30:00"), at: "CarePlan/maria-lopez-home-care")
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-fault-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+            var settings = GatewayConfig.EHR(base: proxy.base)
+            settings.timeZone = TimeZone(identifier: "America/New_York")!
+            settings.pushSeconds = 1
+            settings.refreshSeconds = 3_600
+            settings.connection.retry = RetryPolicy(maxAttempts: 2, baseDelay: 0.05, maxDelay: 0.2, maxTotal: 2)
+            let link = try settings.link(store: store, root: directory.path)
+            _ = try await link.refresh.refresh(EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez"), since: nil)
+            return (store, link, client)
+        }
+
+        /// A device of Maria's records `count` of the walk's occurrences from `first` on; returns the merged count.
+        func record(_ server: RunningServer, token: String, device: inout DeviceCopy, process: UUID, clock: Int, occurrences: Range<Int>) async throws -> Int {
+            let walk = try #require(device.tasks.last { $0.id.hasSuffix("/229065009") })
+            let outcomes = occurrences.map { n in
+                Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: n, values: [OutcomeValue(.boolean(true), createdDate: Date())], effectiveDate: Date())
+            }
+            let vector = device.vector.setting(process, to: clock)
+            let record = RevisionRecord(entities: outcomes.map { .outcome($0) }, knowledgeVector: vector.processes)
+            let answer = try await server.send("POST", "/carekit/v1/revisions", token: token,
+                                               json: #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(vector.json)}"#)
+            if let merged = answer.body?["knowledgeVector"] { device.vector = device.vector.merged(with: try KnowledgeVector(json: merged)) }
+            return Int(answer.body?["merged"]?.numberValue ?? -1)
+        }
+
+        func enrolledDevice(_ server: RunningServer, store: SQLiteCarePlanStore) async throws -> (String, DeviceCopy) {
+            let code = try DeviceEnrollment(store: store).issueCode(patientID: "Patient/maria-lopez").code
+            let token = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue)
+            var device = DeviceCopy()
+            try await device.pull(from: server, token: token)
+            return (token, device)
+        }
+
+        @Test("the EHR down for five push intervals: outcomes keep queueing, /readyz says so, nothing is lost, and the queue drains once each when it is back")
+        func ehrDown() async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let proxy = try FaultProxy(upstream: ehr.port)
+            let (store, link, client) = try await setUp(ehr, proxy: proxy)
+            let server = try await RunningServer(store: store, ehr: link)
+            let (token, initial) = try await enrolledDevice(server, store: store)
+            var device = initial
+            let process = UUID()
+
+            try proxy.configure(["storm": 1_000_000, "status": 503])  // the EHR answers nothing but 503 from now on
+            #expect(try await record(server, token: token, device: &device, process: process, clock: 1, occurrences: 0..<2) == 2)
+            try await Task.sleep(nanoseconds: 2_500_000_000)
+            #expect(try await record(server, token: token, device: &device, process: process, clock: 2, occurrences: 2..<4) == 2)
+            try await Task.sleep(nanoseconds: 2_500_000_000)
+            #expect(try store.outboxCounts() == OutboxCounts(queued: 4, pushed: 0, failed: 0))
+            #expect(try await server.send("GET", "/readyz").status == 503)
+            #expect(proxy.counts["stormed", default: 0] >= 3, "the worker kept trying: \(proxy.counts)")
+
+            try proxy.configure([:])  // back
+            #expect(try await eventually { try store.outboxCounts().pushed == 4 }, "\(String(describing: try? store.outboxCounts()))")
+            for item in try store.outbox(state: .pushed) {
+                #expect(try await client.search("Observation", [("identifier", item.idempotencyKey)]).count == 1, "\(item.idempotencyKey)")
+            }
+            #expect(try await eventually { try await server.send("GET", "/readyz").status == 200 })
+            try await server.stop()
+        }
+
+        @Test("a graceful shutdown in the middle of a push batch finishes the batch; after a restart nothing is sent twice")
+        func shutdownMidBatch() async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let proxy = try FaultProxy(upstream: ehr.port)
+            let (store, link, client) = try await setUp(ehr, proxy: proxy)
+            let server = try await RunningServer(store: store, ehr: link)
+            let (token, initial) = try await enrolledDevice(server, store: store)
+            var device = initial
+            try proxy.configure(["delay": 1.5])
+            try await Task.sleep(nanoseconds: 2_000_000_000)  // any probe under way when the delay began has ended  // every request to the EHR takes 1.5 s
+            let postsBefore = proxy.counts["posts_received", default: 0]
+            #expect(try await record(server, token: token, device: &device, process: UUID(), clock: 1, occurrences: 0..<3) == 3)
+            // The device's push wakes the worker: stop once its batch Bundle has reached the EHR's door, 1.5 s before it is answered.
+            #expect(try await eventually(10) { proxy.counts["posts_received", default: 0] > postsBefore })
+            #expect(try store.outboxCounts().pushed == 0)
+            try await server.stop()
+            let counts = try store.outboxCounts()
+            #expect(counts == OutboxCounts(queued: 0, pushed: 3, failed: 0), "the batch in hand was finished: \(counts)")
+
+            try proxy.configure([:])
+            let again = try await RunningServer(store: store, ehr: link)
+            try await Task.sleep(nanoseconds: 2_500_000_000)
+            for item in try store.outbox(state: .pushed) {
+                #expect(try await client.search("Observation", [("identifier", item.idempotencyKey)]).count == 1)
+            }
+            #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 3, failed: 0))
+            try await again.stop()
+        }
+    }
+}

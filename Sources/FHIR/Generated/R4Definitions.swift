@@ -8351,7 +8351,7 @@ T uuid primitive uri
 E id 0 1 string
 E extension 0 * Extension
 T xhtml primitive Element
-E id 0 1 System.String
+E id 0 1 string
 E extension 0 0 Extension
 """#
 }

@@ -8,8 +8,9 @@ Forwards every request to 127.0.0.1:UPSTREAM_PORT, except as CONFIG (read for ea
   {"storm": N, "status": 503, "retry_after": "0"}  the next N requests are answered with that
                              status and Retry-After, without forwarding
   {"delay": S}               wait S seconds before forwarding
-COUNTS records how many requests were forwarded, dropped and stormed, and how many wrote a single
-Observation (POST or PUT to .../Observation) rather than a Bundle.
+COUNTS records how many requests were forwarded, dropped and stormed, how many POSTs arrived (counted
+on arrival, before any delay), and how many wrote a single Observation (POST or PUT to .../Observation)
+rather than a Bundle.
 The first line printed is the port it listens on.
 """
 import http.client
@@ -39,6 +40,8 @@ class Proxy(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else None
         with lock:
             config = json.load(open(config_path))
+            if self.command == "POST":
+                counts["posts_received"] = counts.get("posts_received", 0) + 1
             if self.command in ("POST", "PUT") and "/Observation" in self.path:
                 counts["single_observation_posts"] = counts.get("single_observation_posts", 0) + 1
             storm = used["storm"] < config.get("storm", 0)
