@@ -34,6 +34,8 @@ let package = Package(
         // SwiftNIO under Hummingbird: the server's own channel handler (a deadline for request heads).
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        // NIOSSL under HummingbirdTLS: the server's certificate and key read from PEM files.
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         // /metrics: swift-metrics' API, exported in Prometheus' text format.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
@@ -105,6 +107,9 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                // TLS in the process (NIOSSL under it), for a gateway served beyond loopback.
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -181,6 +186,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIR", "FHIRClient", "Mapping", "JSON",
+                           .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
         ),

@@ -23,7 +23,7 @@ import Mapping
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
 /// front (a TLS-terminating proxy) is trusted. With an `ehr:` section the gateway also pushes
 /// outcomes and refreshes enrolled patients on its own (see `EHR`).
-public struct GatewayConfig: Sendable, Equatable {
+public struct GatewayConfig: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var allowPlainHTTP = false
@@ -36,6 +36,8 @@ public struct GatewayConfig: Sendable, Equatable {
     public var headSeconds = 10
     /// The EHR the workers push to and refresh from; nil serves devices only.
     public var ehr: EHR?
+    /// TLS in the process: the PEM certificate chain and private key (`tls: {certificate, key}`).
+    public var tls: (certificate: String, key: String)?
 
     public init() {}
 
@@ -90,13 +92,18 @@ public struct GatewayConfig: Sendable, Equatable {
         var reader = ConfigReader()
         var config = GatewayConfig()
         if let tree = try YAMLTree.load(path: path) { reader.read(tree, into: &config) }
-        if !isLoopback(config.host) && !config.allowPlainHTTP {
+        if !isLoopback(config.host) && !config.allowPlainHTTP && config.tls == nil {
             reader.error(reader.hostLocation ?? SourceLocation(file: path, line: 1, column: 1),
-                         "listen.host \(config.host) is not loopback: plain HTTP is served beyond this machine only with allow-plain-http: true (behind a TLS proxy)")
+                         "listen.host \(config.host) is not loopback: serve it with tls (certificate and key), or plain HTTP with allow-plain-http: true (behind a TLS proxy)")
         }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
         config.resolvePaths(against: folder)
         reader.checkSecrets(config.ehr, environment: environment)
+        if let tls = config.tls {
+            do { _ = try GatewayServer.tlsConfiguration(certificate: tls.certificate, key: tls.key) } catch {
+                reader.error(reader.tlsLocation ?? SourceLocation(file: path, line: 1, column: 1), "tls: \(error)")
+            }
+        }
         guard reader.diagnostics.isEmpty else { throw MappingError(reader.diagnostics.sorted { $0.location < $1.location }) }
         return config
     }
@@ -105,6 +112,7 @@ public struct GatewayConfig: Sendable, Equatable {
     mutating func resolvePaths(against folder: URL) {
         func absolute(_ path: String) -> String { path.hasPrefix("/") ? path : folder.appendingPathComponent(path).path }
         store = absolute(store)
+        tls = tls.map { (absolute($0.certificate), absolute($0.key)) }
         guard var ehr else { return }
         ehr.mappings = ehr.mappings.map(absolute)
         ehr.connection.tls.caBundle = ehr.connection.tls.caBundle.map(absolute)
@@ -134,14 +142,10 @@ struct ConfigReader {
     }
 
     var ehrLocations: [String: SourceLocation] = [:]
-
-    /// Sections the issue names that this version does not serve yet: an error, not a silent skip.
-    static let notYet: [String: String] = [
-        "tls": "TLS is not served by this version yet; run behind a TLS-terminating proxy with allow-plain-http: true",
-    ]
+    var tlsLocation: SourceLocation?
 
     mutating func read(_ tree: YAMLTree, into config: inout GatewayConfig) {
-        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr"] + Self.notYet.keys.sorted()) {
+        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr", "tls"]) {
             switch key {
             case "listen":
                 for (key, _, value) in members(value, expected: ["host", "port"]) {
@@ -163,7 +167,12 @@ struct ConfigReader {
             case "ehr":
                 config.ehr = readEHR(value, at: keyAt)
             default:
-                error(keyAt, "\(key): \(Self.notYet[key]!)")
+                tlsLocation = keyAt
+                var certificate: String?, key: String?
+                for (name, _, value) in members(value, expected: ["certificate", "key"]) {
+                    if name == "certificate" { certificate = text(value) } else { key = text(value) }
+                }
+                if let certificate, let key { config.tls = (certificate, key) } else { error(keyAt, "tls: needs certificate and key (PEM files)") }
             }
         }
     }

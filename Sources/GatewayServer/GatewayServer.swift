@@ -4,6 +4,8 @@ import Gateway
 import JSON
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
+import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -100,17 +102,28 @@ public struct GatewayServer: Sendable {
     /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`),
     /// with the EHR workers as its services: on graceful shutdown the server stops accepting and
     /// finishes its requests first, then the workers finish the batch in hand.
-    public func application(host: String, port: Int, logger: Logger = Logger(label: "caregate"),
-                            onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    public func application(host: String, port: Int, tls: TLSConfiguration? = nil, logger: Logger = Logger(label: "caregate"),
+                            onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let headSeconds = limits.requestHeadSeconds
         let http = HTTP1Channel.Configuration(
             additionalChannelHandlers: [RequestHeadDeadline(deadline: .seconds(headSeconds))],
             idleTimeout: .seconds(limits.idleSeconds),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.headerBytes, maxHeaderListSize: limits.headerBytes,
                                             maxHeaderFieldCount: limits.headerCount))
-        return Application(router: router(), server: .http1(configuration: http),
+        let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
+        return Application(router: router(), server: server,
                            configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
                            services: workers(logger: logger), onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
+    }
+
+    /// A server TLS configuration from PEM files (TLS 1.2 at least); throws NIOSSL's error for
+    /// a file that is missing or not PEM, or a key that does not match.
+    public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
+        guard !chain.isEmpty else { throw GatewayTLSError(reason: "\(certificate) holds no certificate") }
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        configuration.minimumTLSVersion = .tlsv12
+        return configuration
     }
 
     /// 200 when the store answers and (with an EHR) the push worker's last attempt reached the
@@ -131,6 +144,12 @@ public struct GatewayServer: Sendable {
         }
         return JSONBody.response(.ok, "{\"status\":\"ready\"}")
     }
+}
+
+/// A TLS file that holds nothing usable.
+public struct GatewayTLSError: Error, CustomStringConvertible {
+    public var reason: String
+    public var description: String { reason }
 }
 
 /// Store work off Swift's cooperative threads: SQLite blocks.

@@ -40,7 +40,8 @@ struct ServeCommand: AsyncParsableCommand {
             // The EHR part is checked by building it (mappings, keys, tokens) over a store in memory.
             if let ehr = loaded.ehr { _ = try Self.link(ehr, store: try SQLiteCarePlanStore(inMemory: ()), config: config) }
             let ehr = loaded.ehr.map { ", EHR \($0.connection.base)" } ?? ""
-            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port), store \(loaded.store)\(ehr))")
+            let tls = loaded.tls == nil ? "" : ", TLS"
+            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port)\(tls), store \(loaded.store)\(ehr))")
             return
         }
         do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
@@ -49,8 +50,14 @@ struct ServeCommand: AsyncParsableCommand {
         LoggingSystem.bootstrap { JSONLogHandler(label: $0) }
         let logger = Logger(label: "caregate")
         let host = loaded.host
-        let app = server.application(host: host, port: loaded.port, logger: logger) { port in
-            StandardError.print("caregate serve: listening on http://\(host):\(port) (store \(loaded.store))")
+        let tls = try loaded.tls.map { files in
+            do { return try GatewayServer.tlsConfiguration(certificate: files.certificate, key: files.key) } catch {
+                throw CommandError.message("tls: \(error)")
+            }
+        }
+        let scheme = tls == nil ? "http" : "https"
+        let app = try server.application(host: host, port: loaded.port, tls: tls, logger: logger) { port in
+            StandardError.print("caregate serve: listening on \(scheme)://\(host):\(port) (store \(loaded.store))")
         }
         try await app.runService()
         StandardError.print("caregate serve: stopped")

@@ -327,3 +327,40 @@ extension GatewayServerSuites {
         }
     }
 }
+
+extension GatewayServerSuites {
+    @Suite("TLS in the process")
+    struct ServerTLSTests {
+        /// A self-signed certificate for 127.0.0.1 made by the openssl command; nil (with a notice) without it.
+        static func certificate() -> (certificate: String, key: String)? {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-server-tls-\(UUID().uuidString)")
+            try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                                 "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", folder.appendingPathComponent("key.pem").path,
+                                 "-out", folder.appendingPathComponent("cert.pem").path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            guard (try? process.run()) != nil else { print("SKIPPED the server TLS test: no openssl command"); return nil }
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { print("SKIPPED the server TLS test: openssl failed"); return nil }
+            return (folder.appendingPathComponent("cert.pem").path, folder.appendingPathComponent("key.pem").path)
+        }
+
+        @Test("with a certificate and key the server speaks HTTPS: a client trusting the certificate gets its answers, plain HTTP and untrusting clients get none")
+        func https() async throws {
+            guard let files = Self.certificate() else { return }
+            let (store, _) = try twoPatientStore()
+            let server = try await RunningServer(store: store, tls: try GatewayServer.tlsConfiguration(certificate: files.certificate, key: files.key))
+            let trusting = CurlTransport(tls: TLSOptions(caBundle: files.certificate))
+            let answer = try await trusting.send(HTTPRequest(method: "GET", url: "https://127.0.0.1:\(server.port)/healthz"))
+            #expect(answer.status == 200 && String(decoding: answer.body, as: UTF8.self).contains("ok"))
+            await #expect(throws: (any Error).self) { try await CurlTransport().send(HTTPRequest(method: "GET", url: "https://127.0.0.1:\(server.port)/healthz", timeout: 5)) }
+            await #expect(throws: (any Error).self) { try await CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(server.port)/healthz", timeout: 5)) }
+            try await server.stop()
+            // A key that is not the certificate's, or a file that is not PEM, is refused before serving.
+            #expect(throws: (any Error).self) { try GatewayServer.tlsConfiguration(certificate: files.key, key: files.key) }
+        }
+    }
+}

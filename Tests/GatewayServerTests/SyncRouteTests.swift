@@ -6,6 +6,7 @@ import Glibc
 #endif
 import Gateway
 import GatewayServer
+import HummingbirdTLS
 import JSON
 import Logging
 import ServiceLifecycle
@@ -20,10 +21,11 @@ final class RunningServer: @unchecked Sendable {
     let port: Int
     let client = CurlTransport()
 
-    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
+    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
+         logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = GatewayServer(store: store, limits: limits, ehr: ehr).application(host: "127.0.0.1", port: 0, logger: logger) { port in
+        let app = try GatewayServer(store: store, limits: limits, ehr: ehr).application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
             continuation.yield(port)
         }
         group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)

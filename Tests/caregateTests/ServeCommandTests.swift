@@ -27,13 +27,17 @@ struct ServeCommandTests {
             tls:
               certificate: cert.pem
             """.write(to: dir.appendingPathComponent("bad.yaml"), atomically: true, encoding: .utf8)
+        try "not a certificate\n".write(to: dir.appendingPathComponent("cert.pem"), atomically: true, encoding: .utf8)
+        try "tls:\n  certificate: cert.pem\n  key: cert.pem\n".write(to: dir.appendingPathComponent("badpem.yaml"), atomically: true, encoding: .utf8)
+        let badPEM = try await cli.caregate(["serve", "--config", "badpem.yaml", "--check-config"], directory: dir)
+        #expect(badPEM.status == 1 && badPEM.stderr.hasPrefix("badpem.yaml:1:1: error: tls: "), "\(badPEM.stderr)")
         let bad = try await cli.caregate(["serve", "--config", "bad.yaml", "--check-config"], directory: dir)
         #expect(bad.status == 1)
         #expect(bad.stderr.split(separator: "\n").map(String.init) == [
-            "bad.yaml:2:9: error: listen.host 0.0.0.0 is not loopback: plain HTTP is served beyond this machine only with allow-plain-http: true (behind a TLS proxy)",
+            "bad.yaml:2:9: error: listen.host 0.0.0.0 is not loopback: serve it with tls (certificate and key), or plain HTTP with allow-plain-http: true (behind a TLS proxy)",
             "bad.yaml:3:3: error: unknown key 'prot'; did you mean 'port'?",
             "bad.yaml:6:14: error: expected a whole number from 1 to 100000, found 'many'",
-            "bad.yaml:7:1: error: tls: TLS is not served by this version yet; run behind a TLS-terminating proxy with allow-plain-http: true",
+            "bad.yaml:7:1: error: tls: needs certificate and key (PEM files)",
         ], "\(bad.stderr)")
         // An empty file is every default (read without Foundation's empty-file leak: found by fuzz-server-config).
         _ = FileManager.default.createFile(atPath: dir.appendingPathComponent("empty.yaml").path, contents: Data())
