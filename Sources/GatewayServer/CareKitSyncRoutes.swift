@@ -21,8 +21,8 @@ struct CareKitSyncRoutes: Sendable {
 
     func register(on router: Router<GatewayRequestContext>) {
         router.post("carekit/v1/enroll") { request, context in try await enroll(request, context) }
-        router.get("carekit/v1/revisions") { request, _ in try await pull(request) }
-        router.post("carekit/v1/revisions") { request, _ in try await push(request) }
+        router.get("carekit/v1/revisions") { request, _ in try await perDevice(request, pull) }
+        router.post("carekit/v1/revisions") { request, _ in try await perDevice(request, push) }
     }
 
     // MARK: Enrollment
@@ -51,8 +51,13 @@ struct CareKitSyncRoutes: Sendable {
 
     // MARK: Pull
 
-    func pull(_ request: Request) async throws -> Response {
+    /// A sync call authenticated, and counted against its device's requests in flight.
+    func perDevice(_ request: Request, _ handler: (Request, Device) async throws -> Response) async throws -> Response {
         guard let device = try await authenticate(request) else { return Self.unauthorized }
+        return try await server.perDevice.run(device.id, what: "device") { try await handler(request, device) }
+    }
+
+    func pull(_ request: Request, _ device: Device) async throws -> Response {
         let query = request.uri.queryParameters
         let since: KnowledgeVector
         switch Self.vector(fromQuery: query.get("since")) {
@@ -91,8 +96,7 @@ struct CareKitSyncRoutes: Sendable {
 
     // MARK: Push
 
-    func push(_ request: Request) async throws -> Response {
-        guard let device = try await authenticate(request) else { return Self.unauthorized }
+    func push(_ request: Request, _ device: Device) async throws -> Response {
         let body: JSONValue
         switch await RequestBody.json(request, limit: server.limits.syncBody) {
         case .success(let value): body = value
@@ -150,8 +154,14 @@ struct CareKitSyncRoutes: Sendable {
 struct Refusal: Error {
     let response: Response
 
-    init(_ status: HTTPResponse.Status, _ message: String) {
-        response = JSONBody.error(status, message)
+    init(_ status: HTTPResponse.Status, _ message: String, headers: HTTPFields = [:]) {
+        response = JSONBody.error(status, message, headers: headers)
+    }
+
+    /// 413, closing the connection: the rest of the body is not read (a keep-alive connection
+    /// would read and drop it, however large).
+    static func tooLarge(_ message: String) -> Refusal {
+        Refusal(.contentTooLarge, message, headers: [.connection: "close"])
     }
 }
 
@@ -173,10 +183,10 @@ enum RequestBody {
     /// The body's bytes; 413 past `limit`, before reading it when its length is declared.
     static func bytes(_ request: Request, limit: Int) async -> Result<[UInt8], Refusal> {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
-            return .failure(Refusal(.contentTooLarge, "the body is \(length) bytes; at most \(limit) are accepted"))
+            return .failure(.tooLarge("the body is \(length) bytes; at most \(limit) are accepted"))
         }
         do { return .success(Array(try await request.body.collect(upTo: limit).readableBytesView)) } catch {
-            return .failure(Refusal(.contentTooLarge, "the body is larger than \(limit) bytes"))
+            return .failure(.tooLarge("the body is larger than \(limit) bytes"))
         }
     }
 }

@@ -19,6 +19,8 @@ import Mapping
 ///   wrong-codes: 5          # wrong enrollment codes per address in 15 minutes
 ///   idle-seconds: 30        # a connection idle this long is closed
 ///   head-seconds: 10        # a request's headers must arrive within this (slow-loris clients)
+///   concurrent-per-device: 2    # sync calls in flight per device token
+///   concurrent-per-address: 64  # requests in flight per client address
 /// ```
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
 /// front (a TLS-terminating proxy) is trusted. With an `ehr:` section the gateway also pushes
@@ -34,6 +36,8 @@ public struct GatewayConfig: Sendable {
     public var wrongCodes = 5
     public var idleSeconds = 30
     public var headSeconds = 10
+    public var concurrentPerDevice = 2
+    public var concurrentPerAddress = 64
     /// The EHR the workers push to and refresh from; nil serves devices only.
     public var ehr: EHR?
     /// TLS in the process: the PEM certificate chain and private key (`tls: {certificate, key}`).
@@ -83,6 +87,8 @@ public struct GatewayConfig: Sendable {
         limits.wrongCodes = wrongCodes
         limits.idleSeconds = Int64(idleSeconds)
         limits.requestHeadSeconds = Int64(headSeconds)
+        limits.concurrentPerDevice = concurrentPerDevice
+        limits.concurrentPerAddress = concurrentPerAddress
         return limits
     }
 
@@ -155,8 +161,11 @@ struct ConfigReader {
             case "allow-plain-http": if let flag = boolean(value) { config.allowPlainHTTP = flag }
             case "store": if let store = text(value) { config.store = store }
             case "limits":
-                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds", "head-seconds"]) {
+                for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds", "head-seconds",
+                                                                  "concurrent-per-device", "concurrent-per-address"]) {
                     switch key {
+                    case "concurrent-per-device": if let n = number(value, in: 1...64) { config.concurrentPerDevice = n }
+                    case "concurrent-per-address": if let n = number(value, in: 1...10_000) { config.concurrentPerAddress = n }
                     case "sync-body": if let n = number(value, in: 1_024...(1 << 30)) { config.syncBody = n }
                     case "page-size": if let n = number(value, in: 1...100_000) { config.pageSize = n }
                     case "idle-seconds": if let n = number(value, in: 1...3_600) { config.idleSeconds = n }

@@ -9,6 +9,7 @@ import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
+import Synchronization
 
 /// What each request handler knows: Hummingbird's core context and the peer's address (wrong
 /// enrollment codes are counted per address).
@@ -38,6 +39,8 @@ public struct GatewayServer: Sendable {
     /// What the EHR workers know and the requests that wake them.
     public let activity = EHRActivity()
     let throttle: EnrollmentThrottle
+    let perDevice: InFlightLimit
+    let perAddress: InFlightLimit
 
     /// Sizes the server accepts.
     public struct Limits: Sendable {
@@ -61,6 +64,10 @@ public struct GatewayServer: Sendable {
         public var headerBytes = 32 << 10
         /// Largest rest-hook notification body (bytes).
         public var notifyBody = 4 << 20
+        /// Requests in flight at once per device token (sync calls) and per client address (all
+        /// routes); past either the request gets 429 with `Retry-After`.
+        public var concurrentPerDevice = 2
+        public var concurrentPerAddress = 64
 
         public init() {}
     }
@@ -70,6 +77,8 @@ public struct GatewayServer: Sendable {
         self.limits = limits
         self.ehr = ehr
         throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
+        perDevice = InFlightLimit(limits.concurrentPerDevice)
+        perAddress = InFlightLimit(limits.concurrentPerAddress)
     }
 
     /// The routes, for an application or a test.
@@ -79,6 +88,7 @@ public struct GatewayServer: Sendable {
         router.add(middleware: MetricsMiddleware())
         // One log line per request with its id, method, route and status (no paths, headers or bodies: no tokens, no PHI).
         router.add(middleware: RouteLogMiddleware())
+        router.add(middleware: AddressConcurrencyMiddleware(limit: perAddress))
         router.get("metrics") { [store] _, _ in
             let text = try await Blocking.run { metrics.scrape(store) }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
@@ -106,7 +116,8 @@ public struct GatewayServer: Sendable {
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let headSeconds = limits.requestHeadSeconds
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestHeadDeadline(deadline: .seconds(headSeconds))],
+            additionalChannelHandlers: [RequestHeadDeadline(deadline: .seconds(headSeconds)),
+                                        RequestBodyCeiling(ceiling: 2 * max(limits.syncBody, limits.notifyBody, limits.enrollBody))],
             idleTimeout: .seconds(limits.idleSeconds),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.headerBytes, maxHeaderListSize: limits.headerBytes,
                                             maxHeaderFieldCount: limits.headerCount))
@@ -143,6 +154,51 @@ public struct GatewayServer: Sendable {
             }
         }
         return JSONBody.response(.ok, "{\"status\":\"ready\"}")
+    }
+}
+
+/// Requests in flight per key (a device, an address), with a ceiling.
+final class InFlightLimit: Sendable {
+    let limit: Int
+    private let counts = Mutex<[String: Int]>([:])
+
+    init(_ limit: Int) {
+        self.limit = limit
+    }
+
+    /// Counts a request in, unless `key` has `limit` in flight already.
+    func enter(_ key: String) -> Bool {
+        counts.withLock { counts in
+            guard counts[key, default: 0] < limit else { return false }
+            counts[key, default: 0] += 1
+            return true
+        }
+    }
+
+    func leave(_ key: String) {
+        counts.withLock { counts in
+            let left = counts[key, default: 1] - 1
+            counts[key] = left > 0 ? left : nil
+        }
+    }
+
+    /// Runs `body` counted in, or answers 429 when `key` is at its ceiling.
+    func run(_ key: String, what: String, _ body: () async throws -> Response) async throws -> Response {
+        guard enter(key) else {
+            return JSONBody.error(.tooManyRequests, "too many requests in flight from this \(what) (at most \(limit) at once); try again shortly",
+                                  headers: [.retryAfter: "1"])
+        }
+        defer { leave(key) }
+        return try await body()
+    }
+}
+
+/// At most `limit` requests in flight per client address, whatever the route.
+struct AddressConcurrencyMiddleware: RouterMiddleware {
+    let limit: InFlightLimit
+
+    func handle(_ request: Request, context: GatewayRequestContext, next: (Request, GatewayRequestContext) async throws -> Response) async throws -> Response {
+        try await limit.run(context.remoteAddress, what: "address") { try await next(request, context) }
     }
 }
 

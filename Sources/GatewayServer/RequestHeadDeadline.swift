@@ -47,3 +47,32 @@ final class RequestHeadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
         timer = nil
     }
 }
+
+/// Closes a connection whose request body passes `ceiling` bytes. A route refuses a body over its
+/// own limit with 413, but HTTP/1.1 keep-alive would then read and drop the rest, however large;
+/// past the ceiling (above every route's limit) the connection is closed instead.
+final class RequestBodyCeiling: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    let ceiling: Int
+    private var received = 0
+
+    init(ceiling: Int) {
+        self.ceiling = ceiling
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: received = 0
+        case .body(let buffer):
+            received += buffer.readableBytes
+            if received > ceiling {
+                context.close(promise: nil)
+                return
+            }
+        case .end: break
+        }
+        context.fireChannelRead(data)
+    }
+}

@@ -7,6 +7,9 @@ import GatewayServer
 import JSON
 import Logging
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 let serverProjectRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
@@ -361,6 +364,170 @@ extension GatewayServerSuites {
             try await server.stop()
             // A key that is not the certificate's, or a file that is not PEM, is refused before serving.
             #expect(throws: (any Error).self) { try GatewayServer.tlsConfiguration(certificate: files.key, key: files.key) }
+        }
+    }
+}
+
+/// A raw TCP connection to the test server, for requests a client library will not send (a body
+/// that stops half-way).
+final class RawConnection {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        try #require(connected == 0)
+    }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    deinit { close(fd) }
+}
+
+extension GatewayServerSuites {
+    @Suite("Requests in flight")
+    struct ConcurrencyLimitTests {
+        @Test("a device with a sync call stalled mid-body gets 429 for a second one while another device is served; an address at its ceiling gets 429 on any route; both free up when the stalled calls end")
+        func perDeviceAndAddress() async throws {
+            let (store, _) = try twoPatientStore()
+            var limits = GatewayServer.Limits()
+            limits.concurrentPerDevice = 1
+            limits.concurrentPerAddress = 3
+            let server = try await RunningServer(store: store, limits: limits)
+            var tokens: [String] = []
+            for patient in ["maria", "john"] {
+                let code = try DeviceEnrollment(store: store).issueCode(patientID: patient).code
+                tokens.append(try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue))
+            }
+            // Maria's device starts a push and stops half-way through its body: the call is in flight.
+            var stalled = [try RawConnection(port: server.port)]
+            stalled[0].send("POST /carekit/v1/revisions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(tokens[0])\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"revisions\": [")
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let second = try await server.send("GET", "/carekit/v1/revisions", token: tokens[0])
+            #expect(second.status == 429 && second.headers["retry-after"] == "1", "\(second.status)")
+            #expect(try await server.send("GET", "/carekit/v1/revisions", token: tokens[1]).status == 200, "another device is served")
+            // Two more stalled requests from this address: it is at its ceiling of 3, whatever the route.
+            for _ in 0..<2 {
+                let connection = try RawConnection(port: server.port)
+                connection.send("POST /carekit/v1/enroll HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"co")
+                stalled.append(connection)
+            }
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(try await server.send("GET", "/healthz").status == 429)
+            // The stalled calls end (their clients go away): served again.
+            stalled.removeAll()
+            #expect(try await eventually(5) { try await server.send("GET", "/healthz").status == 200 })
+            #expect(try await server.send("GET", "/carekit/v1/revisions", token: tokens[0]).status == 200)
+            try await server.stop()
+        }
+    }
+}
+
+/// swift-log lines kept in memory, to read what the server logged.
+final class CapturedLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var lines: [String] = []
+
+    var text: String { lock.withLock { lines.joined(separator: "\n") } }
+
+    func handler(_ label: String) -> any LogHandler { Handler(log: self) }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            let fields = metadata.merging(event.metadata ?? [:]) { $1 }.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+            log.lock.withLock { log.lines.append("\(event.level) \(event.message) \(fields)") }
+        }
+    }
+}
+
+extension RawConnection {
+    /// What the server sent back within `seconds` (until it closes or goes quiet).
+    func answer(seconds: Int = 5) -> String {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : ""
+    }
+}
+
+extension GatewayServerSuites {
+    @Suite("Hostile clients")
+    struct HostileClientTests {
+        @Test("1,000 wrong codes from one address: five 401s, then 429 for the rest and for the right code too; no device is enrolled")
+        func thousandWrongCodes() async throws {
+            let (store, _) = try twoPatientStore()
+            let server = try await RunningServer(store: store)
+            let code = try DeviceEnrollment(store: store).issueCode(patientID: "maria").code
+            var statuses: [Int: Int] = [:]
+            for n in 0..<1_000 {
+                let wrong = String(format: "ZZZZZ-%05d", n)
+                statuses[try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(wrong)"}"#).status, default: 0] += 1
+            }
+            #expect(statuses == [401: 5, 429: 995], "\(statuses)")
+            #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).status == 429)
+            #expect(try store.devices(patientID: nil).isEmpty)
+            try await server.stop()
+        }
+
+        @Test("a body declared as 100 MB gets 413 before it is sent; one streamed in chunks without a length is cut off at the limit")
+        func hundredMegabytes() async throws {
+            let (store, _) = try twoPatientStore()
+            let server = try await RunningServer(store: store)
+            let code = try DeviceEnrollment(store: store).issueCode(patientID: "maria").code
+            let token = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue)
+            let declared = try RawConnection(port: server.port)
+            declared.send("POST /carekit/v1/revisions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\n\r\n{")
+            #expect(declared.answer().hasPrefix("HTTP/1.1 413"))
+
+            let streamed = try RawConnection(port: server.port)
+            streamed.send("POST /carekit/v1/revisions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            let chunk = "10000\r\n" + String(repeating: " ", count: 0x10000) + "\r\n"
+            var sent = 0
+            for _ in 0..<1_600 {  // up to 100 MB, unless the server answers first
+                let bytes = Array(chunk.utf8)
+                let n = bytes.withUnsafeBytes { Glibc.send(streamed.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n <= 0 { break }
+                sent += n
+            }
+            #expect(sent < 32 << 20, "the server read \(sent) bytes of a body over its 8 MB limit")
+            #expect(try store.fetchOutcomes().isEmpty)
+            try await server.stop()
+        }
+
+        @Test("a patient named <script> never reaches the logs: no names, no ids in the clear, no tokens, no paths")
+        func patientNamedScript() async throws {
+            let (store, _) = try twoPatientStore()
+            var patient = try #require(try store.fetchPatients(EntityQuery(ids: ["maria"])).first)
+            patient.name = PersonName(givenName: "<script>alert(1)</script>")
+            try store.update([.patient(patient)])
+            let log = CapturedLog()
+            let server = try await RunningServer(store: store, logger: Logger(label: "caregate-test", factory: log.handler))
+            let code = try DeviceEnrollment(store: store).issueCode(patientID: "maria").code
+            let token = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue)
+            let pulled = try await server.send("GET", "/carekit/v1/revisions", token: token)
+            #expect(pulled.status == 200)
+            _ = try await server.send("GET", "/carekit/v1/revisions?since=not-base64!", token: token)
+            try await server.stop()
+            let text = log.text
+            #expect(text.contains("route=/carekit/v1/revisions") && text.contains("status=400"), "\(text)")
+            for secret in ["<script", "alert(1)", "maria", token, code, "not-base64"] {
+                #expect(!text.contains(secret), "\(secret) is in the log")
+            }
         }
     }
 }
