@@ -11,6 +11,11 @@ let package = Package(
     dependencies: [
         .package(name: "CareGate", path: ".."),
         .package(url: "https://github.com/ordo-one/package-benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        // Latency percentiles for the sync load (sync-load).
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // The server's service group, run in-process by sync-load.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Prints MB/s for reading and writing FHIR, for side-by-side runs with peers (compare-peers.sh).
@@ -29,6 +34,21 @@ let package = Package(
                 .product(name: "CareStore", package: "CareGate"),
             ],
             path: "Sources/import-throughput"
+        ),
+        // 200 CareKit devices syncing over loopback: up-to-date pulls and POSTs against /healthz.
+        .executableTarget(
+            name: "sync-load",
+            dependencies: [
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "FHIRClient", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "GatewayServer", package: "CareGate"),
+                .product(name: "JSON", package: "CareGate"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/sync-load"
         ),
         .executableTarget(
             name: "fhir-throughput",

@@ -102,6 +102,15 @@ public enum SecretSource: Sendable, Equatable {
     case file(String)
     case environment(String)
 
+    /// The secret's bytes as they are (a PEM file, say), at most `limit` of them; nil when
+    /// missing, unreadable or larger (a configuration naming /dev/zero is not read for ever).
+    public func bytes(limit: Int, environment: [String: String] = ProcessInfo.processInfo.environment) -> [UInt8]? {
+        switch self {
+        case .file(let path): try? FileBytes.read(path, limit: limit)
+        case .environment(let name): environment[name].map { Array($0.utf8) }.flatMap { $0.count <= limit ? $0 : nil }
+        }
+    }
+
     /// The secret, trimmed; nil when missing or empty.
     public func read(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         let text: String?

@@ -1,4 +1,5 @@
 import CareStore
+import FHIRClient
 import Foundation
 import Gateway
 import JSON
@@ -130,9 +131,20 @@ public struct GatewayServer: Sendable {
     /// A server TLS configuration from PEM files (TLS 1.2 at least); throws NIOSSL's error for
     /// a file that is missing or not PEM, or a key that does not match.
     public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
-        let chain = try NIOSSLCertificate.fromPEMFile(certificate).map { NIOSSLCertificateSource.certificate($0) }
+        func read(_ path: String) throws -> [UInt8] {
+            guard let bytes = SecretSource.file(path).bytes(limit: 1 << 20) else { throw GatewayTLSError(reason: "cannot read \(path) (missing, unreadable or over 1 MB)") }
+            return bytes
+        }
+        let chain: [NIOSSLCertificateSource]
+        do { chain = try NIOSSLCertificate.fromPEMBytes(read(certificate)).map { .certificate($0) } } catch let error as GatewayTLSError { throw error } catch {
+            throw GatewayTLSError(reason: "\(certificate) is not a PEM certificate chain (\(error))")
+        }
         guard !chain.isEmpty else { throw GatewayTLSError(reason: "\(certificate) holds no certificate") }
-        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        let privateKey: NIOSSLPrivateKey
+        do { privateKey = try NIOSSLPrivateKey(bytes: read(key), format: .pem) } catch let error as GatewayTLSError { throw error } catch {
+            throw GatewayTLSError(reason: "\(key) is not a PEM private key (\(error))")
+        }
+        var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(privateKey))
         configuration.minimumTLSVersion = .tlsv12
         return configuration
     }

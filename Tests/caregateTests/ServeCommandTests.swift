@@ -31,6 +31,10 @@ struct ServeCommandTests {
         try "tls:\n  certificate: cert.pem\n  key: cert.pem\n".write(to: dir.appendingPathComponent("badpem.yaml"), atomically: true, encoding: .utf8)
         let badPEM = try await cli.caregate(["serve", "--config", "badpem.yaml", "--check-config"], directory: dir)
         #expect(badPEM.status == 1 && badPEM.stderr.hasPrefix("badpem.yaml:1:1: error: tls: "), "\(badPEM.stderr)")
+        // A device that never ends is not read for ever (FileBytes reads what the file's size says, here nothing).
+        try "tls:\n  certificate: /dev/zero\n  key: /dev/zero\n".write(to: dir.appendingPathComponent("zero.yaml"), atomically: true, encoding: .utf8)
+        let zero = try await cli.caregate(["serve", "--config", "zero.yaml", "--check-config"], directory: dir)
+        #expect(zero.status == 1 && zero.stderr.contains("error: tls: /dev/zero is not a PEM certificate chain"), "\(zero.stderr)")
         let bad = try await cli.caregate(["serve", "--config", "bad.yaml", "--check-config"], directory: dir)
         #expect(bad.status == 1)
         #expect(bad.stderr.split(separator: "\n").map(String.init) == [

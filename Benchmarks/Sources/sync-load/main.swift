@@ -1,0 +1,195 @@
+// sync-load: 200 CareKit devices against `caregate serve`'s sync API over loopback, the load
+// generator in the same process on the same cores (libcurl, one connection per device). Each
+// patient has a one-year plan: 15 daily tasks and a year of outcomes (5,475). Prints, in one run:
+//   - a first full pull of one patient (every page), ms;
+//   - up-to-date syncs (GET revisions with the device's vector): requests/s, p50, p99;
+//   - the same load against /healthz (the server's own ceiling);
+//   - device POSTs of a day's outcomes (15): requests/s, p50, p99;
+//   - the process's peak resident memory (server and generator together).
+//
+//   swift run -c release sync-load [--devices 200] [--seconds 10]
+import CareStore
+import FHIRClient
+import Foundation
+import Gateway
+import GatewayServer
+import Histogram
+import JSON
+import Logging
+import ServiceLifecycle
+
+let arguments = CommandLine.arguments
+func option(_ name: String) -> String? { arguments.firstIndex(of: name).map { arguments[$0 + 1] } }
+let deviceCount = Int(option("--devices") ?? "200")!
+let seconds = Double(option("--seconds") ?? "10")!
+let zone = TimeZone(identifier: "America/New_York")!
+let now = Date()
+let yearAgo = Calendar.current.date(byAdding: .day, value: -365, to: now)!
+
+// MARK: The store: 200 patients, each with 15 daily tasks and a year of outcomes.
+
+let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-sync-load-\(UUID().uuidString)")
+try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+let store = try SQLiteCarePlanStore(path: folder.appendingPathComponent("care.sqlite").path)
+var clock = ContinuousClock.now
+var taskUUIDs: [String: [UUID]] = [:]
+for p in 0..<deviceCount {
+    let patient = Patient(id: "Patient/load-\(p)", name: PersonName(givenName: "Load \(p)"), effectiveDate: yearAgo, timezone: zone)
+    let plan = CarePlan(id: "CarePlan/load-\(p)", title: "Home care", patientUUID: patient.uuid, effectiveDate: yearAgo, timezone: zone)
+    var entities: [CareEntity] = [.patient(patient), .carePlan(plan)]
+    var uuids: [UUID] = []
+    for t in 0..<15 {
+        var task = CareTask(id: "CarePlan/load-\(p)/task-\(t)", title: "Task \(t)", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 7 + t % 12, minutes: 0, start: yearAgo, timeZone: zone), timezone: zone)
+        task.effectiveDate = yearAgo
+        entities.append(.task(task))
+        uuids.append(task.uuid)
+        for day in 0..<365 {
+            entities.append(.outcome(Outcome(taskUUID: task.uuid, taskOccurrenceIndex: day,
+                                             values: [OutcomeValue(.integer(day % 10), createdDate: yearAgo.addingTimeInterval(Double(day) * 86_400))],
+                                             effectiveDate: yearAgo.addingTimeInterval(Double(day) * 86_400), timezone: zone)))
+        }
+    }
+    try store.add(entities)
+    taskUUIDs[patient.id] = uuids
+}
+print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock)")
+
+// MARK: The server, in this process on port 0.
+
+var limits = GatewayServer.Limits()
+limits.concurrentPerAddress = 10_000  // every device comes from 127.0.0.1
+var logger = Logger(label: "sync-load")
+logger.logLevel = .error
+let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
+let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
+let serverTask = Task { try await group.run() }
+var portIterator = ports.makeAsyncIterator()
+let port = await portIterator.next()!
+let base = "http://127.0.0.1:\(port)"
+
+// MARK: Devices.
+
+struct Device: Sendable {
+    let transport = CurlTransport()
+    let token: String
+    let patientID: String
+    var vector = KnowledgeVector()
+}
+var devices: [Device] = []
+for p in 0..<deviceCount {
+    let enrollment = DeviceEnrollment(store: store)
+    let code = try enrollment.issueCode(patientID: "Patient/load-\(p)").code
+    devices.append(Device(token: try enrollment.redeem(code: code).token, patientID: "Patient/load-\(p)"))
+}
+
+func get(_ device: Device, _ path: String) async throws -> HTTPResponse {
+    try await device.transport.send(HTTPRequest(method: "GET", url: base + path, headers: [("Authorization", "Bearer \(device.token)")]))
+}
+
+/// Every page of a pull from the device's vector; the catch-up vector.
+func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
+    var path = "/carekit/v1/revisions?since=\(device.vector.base64URL)"
+    var records = 0
+    while true {
+        let answer = try await get(device, path)
+        precondition(answer.status == 200, "pull: HTTP \(answer.status)")
+        let body = try JSONValue.parse(answer.body)
+        records += body["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.count ?? 0
+        guard let link = answer.headers["link"] else { return (try KnowledgeVector(json: body["knowledgeVector"]!), records) }
+        path = String(link.dropFirst().prefix { $0 != ">" })
+    }
+}
+
+func milliseconds(_ d: Duration) -> Double { Double(d.components.seconds) * 1_000 + Double(d.components.attoseconds) / 1e15 }
+
+/// `body` run by every device in a loop for `seconds`; requests/s, p50 and p99 in ms.
+func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    let started = ContinuousClock.now
+    let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { tasks in
+        for d in 0..<deviceCount {
+            tasks.addTask {
+                var times: [UInt64] = []
+                while ContinuousClock.now < deadline {
+                    let start = ContinuousClock.now
+                    try await body(d)
+                    times.append(UInt64(milliseconds(ContinuousClock.now - start) * 1_000))  // µs
+                }
+                return times
+            }
+        }
+        var all: [UInt64] = []
+        for try await times in tasks { all += times }
+        return all
+    }
+    let elapsed = milliseconds(ContinuousClock.now - started) / 1_000
+    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    for latency in latencies { _ = histogram.record(latency) }
+    let rate = Double(latencies.count) / elapsed
+    print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s)",
+                 name, rate, Double(histogram.valueAtPercentile(50)) / 1_000, Double(histogram.valueAtPercentile(99)) / 1_000,
+                 latencies.count, deviceCount, elapsed))
+}
+
+// A first full pull of one patient, ten times (fresh vectors), one device at a time.
+var firsts: [Double] = []
+for d in 0..<10 {
+    clock = ContinuousClock.now
+    let (_, records) = try await fullPull(devices[d])
+    firsts.append(milliseconds(ContinuousClock.now - clock))
+    precondition(records > 0)
+}
+firsts.sort()
+print(String(format: "first full pull of one patient (%d versions, every page): median %.1f ms, slowest %.1f ms", 2 + 15 + 15 * 365, firsts[5], firsts[9]))
+
+// Every device catches up (concurrently), so that the next phase is up-to-date syncs.
+let vectors = try await withThrowingTaskGroup(of: (Int, KnowledgeVector).self) { tasks in
+    for d in 0..<deviceCount { tasks.addTask { (d, try await fullPull(devices[d]).0) } }
+    var result: [Int: KnowledgeVector] = [:]
+    for try await (d, vector) in tasks { result[d] = vector }
+    return result
+}
+for (d, vector) in vectors { devices[d].vector = vector }
+let ready = devices
+
+try await load("up-to-date syncs (GET /carekit/v1/revisions?since=vector)") { d in
+    let answer = try await get(ready[d], "/carekit/v1/revisions?since=\(ready[d].vector.base64URL)")
+    precondition(answer.status == 200)
+}
+try await load("the same load on GET /healthz (the server's ceiling)") { d in
+    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base + "/healthz"))
+    precondition(answer.status == 200)
+}
+
+// A day's outcomes per POST: the next day's occurrence of each of the 15 tasks.
+final class Days: @unchecked Sendable {
+    var next = [Int](repeating: 365, count: 10_000)
+    let lock = NSLock()
+    func take(_ d: Int) -> Int { lock.withLock { defer { next[d] += 1 }; return next[d] } }
+}
+let days = Days()
+let process = (0..<deviceCount).map { _ in UUID() }
+let uuids = taskUUIDs
+try await load("device POSTs of a day's outcomes (15 per POST)") { d in
+    let day = days.take(d)
+    let device = ready[d]
+    let outcomes = uuids[device.patientID]!.map { task in
+        CareEntity.outcome(Outcome(taskUUID: task, taskOccurrenceIndex: day, values: [OutcomeValue(.boolean(true))], effectiveDate: Date()))
+    }
+    let sent = device.vector.setting(process[d], to: day)
+    let record = RevisionRecord(entities: outcomes, knowledgeVector: sent.processes)
+    let body = #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(sent.json)}"#
+    let answer = try await device.transport.send(HTTPRequest(method: "POST", url: base + "/carekit/v1/revisions",
+                                                             headers: [("Authorization", "Bearer \(device.token)"), ("Content-Type", "application/json")],
+                                                             body: Array(body.utf8)))
+    precondition(answer.status == 200, "POST: HTTP \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+}
+
+let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: unknown"
+print("peak resident memory (server, store and generator in one process): \(peak.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces))")
+await group.triggerGracefulShutdown()
+try await serverTask.value
+try? FileManager.default.removeItem(at: folder)
