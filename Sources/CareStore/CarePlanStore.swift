@@ -107,8 +107,11 @@ public protocol CarePlanReader: PatientSyncReader {
     func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent]
     /// Versions written after `revision` (0 for everything).
     func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
-    /// Ids that have more than one current version (conflicts from merged devices).
-    func conflicts() throws(StoreError) -> [(EntityType, String)]
+    /// Ids that have more than one current version (conflicts from merged devices); among
+    /// `ids` only when given (a push asks about its own entities, not the whole store).
+    func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)]
+    /// The current outcome of one occurrence of a task version, if any.
+    func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome?
     /// The entities' versions, kind by kind in apply order: patients, care plans, contacts,
     /// tasks, outcomes (what a revision record holds).
     func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity]
@@ -156,6 +159,8 @@ public protocol CarePlanStore: CarePlanWriter, Sendable {
 }
 
 extension CarePlanReader {
+    /// Every id with more than one current version.
+    public func conflicts() throws(StoreError) -> [(EntityType, String)] { try conflicts(among: nil) }
     public func fetchPatients() throws(StoreError) -> [Patient] { try fetchPatients(EntityQuery()) }
     public func fetchCarePlans() throws(StoreError) -> [CarePlan] { try fetchCarePlans(EntityQuery()) }
     public func fetchContacts() throws(StoreError) -> [Contact] { try fetchContacts(EntityQuery()) }

@@ -292,8 +292,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let list = JSONValue.array(ids.map { .string($0) }).serialized()
         let statement = try db.cachedStatement(sql: """
             SELECT v.id, v.uuid, v.effective_date, v.deleted_date
-            FROM json_each(?) AS wanted JOIN entity_version v ON v.kind = ? AND v.id = wanted.value AND v.next_uuids IS NULL
-            """)
+            FROM json_each(?) AS wanted CROSS JOIN entity_version v ON v.kind = ? AND v.id = wanted.value AND v.next_uuids IS NULL
+            """)  // CROSS JOIN keeps the wanted ids outside: the planner otherwise walked every version of the kind for each id
         for row in try Row.fetchAll(statement, arguments: [list, kind]) {
             result[row["id"], default: []].append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
         }
@@ -762,9 +762,31 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return StoreChanges(entities: try rows.map { try entity($0, caching: committed) }, revision: latest)
     }
 
-    func conflicts(db: Database) throws -> [(EntityType, String)] {
-        try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
-            .map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
+    func conflicts(among ids: [String]?, db: Database) throws -> [(EntityType, String)] {
+        let rows: [Row]
+        if let ids {
+            guard !ids.isEmpty else { return [] }
+            // The ids joined first, each looked up through the (kind, id) index.
+            rows = try Row.fetchAll(db, sql: """
+                SELECT v.kind, v.id FROM json_each(?) AS wanted
+                CROSS JOIN entity_version v ON v.kind IN ('patient', 'carePlan', 'contact', 'task', 'outcome') AND v.id = wanted.value
+                WHERE v.next_uuids IS NULL GROUP BY v.kind, v.id HAVING COUNT(*) > 1 ORDER BY v.kind, v.id
+                """, arguments: [JSONValue.array(Set(ids).sorted().map { .string($0) }).serialized()])
+        } else {
+            rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
+        }
+        return rows.map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
+    }
+
+    /// The live outcome of one occurrence of a task version, through the index that keeps it unique.
+    func liveOutcome(taskUUID: UUID, occurrence: Int, db: Database, committed: Bool) throws -> Outcome? {
+        let uuid = try UUID.fetchOne(db, sql: """
+            SELECT uuid FROM entity_version
+            WHERE kind = 'outcome' AND parent_uuid = ? AND occurrence = ? AND next_uuids IS NULL AND deleted_date IS NULL
+            """, arguments: [taskUUID, occurrence])
+        guard let uuid else { return nil }
+        return try fetch(kind: "outcome", EntityQuery(versions: .history, uuids: [uuid]), db: db, committed: committed)
+            .compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }.first
     }
 
     func knowledgeVector(db: Database) throws -> [RevisionRecord.Process] {

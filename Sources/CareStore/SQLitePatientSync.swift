@@ -26,11 +26,14 @@ extension SQLiteCarePlanStore {
     /// Gives the versions written from `revision` on their patient, from their parents (which
     /// come first: patients, then care plans, then tasks and contacts, then outcomes).
     static func scopeVersions(from revision: Int, db: Database) throws {
-        try db.execute(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND kind = 'patient'", arguments: [revision])
+        // `+kind`: the new rows by revision (the primary key), not every row of a kind through
+        // the kind index, which the planner would otherwise pick (a store of a million outcomes
+        // made each write scan them all).
+        try db.execute(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND +kind = 'patient'", arguments: [revision])
         for kinds in ["'carePlan'", "'task', 'contact'", "'outcome'"] {
             try db.execute(sql: """
                 UPDATE entity_version SET patient_id = (SELECT p.patient_id FROM entity_version p WHERE p.uuid = entity_version.parent_uuid)
-                WHERE revision >= ? AND kind IN (\(kinds)) AND patient_id IS NULL AND parent_uuid IS NOT NULL
+                WHERE revision >= ? AND +kind IN (\(kinds)) AND patient_id IS NULL AND parent_uuid IS NOT NULL
                 """, arguments: [revision])
         }
     }

@@ -47,7 +47,11 @@ extension SQLiteCarePlanStore {
             try run { try store.changes(since: revision, limit: limit, db: db, committed: committed) }
         }
 
-        func conflicts() throws(StoreError) -> [(EntityType, String)] { try run { try store.conflicts(db: db) } }
+        func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)] { try run { try store.conflicts(among: ids, db: db) } }
+
+        func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
+            try run { try store.liveOutcome(taskUUID: taskUUID, occurrence: occurrence, db: db, committed: committed) }
+        }
 
         func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity] {
             try run { try store.allEntities(versions: versions, db: db, committed: committed) }
@@ -108,7 +112,11 @@ extension SQLiteCarePlanStore {
     }
 
     public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges { try reading { try $0.changes(since: revision, limit: limit) } }
-    public func conflicts() throws(StoreError) -> [(EntityType, String)] { try reading { try $0.conflicts() } }
+    public func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)] { try reading { try $0.conflicts(among: ids) } }
+
+    public func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
+        try reading { try $0.liveOutcome(taskUUID: taskUUID, occurrence: occurrence) }
+    }
     public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] { try reading { try $0.allEntities(versions: versions) } }
     public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try reading { try $0.knowledgeVector() } }
 

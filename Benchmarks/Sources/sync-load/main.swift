@@ -22,9 +22,13 @@ let arguments = CommandLine.arguments
 func option(_ name: String) -> String? { arguments.firstIndex(of: name).map { arguments[$0 + 1] } }
 let deviceCount = Int(option("--devices") ?? "200")!
 let seconds = Double(option("--seconds") ?? "10")!
+/// Which phases run (all by default): pull, sync, healthz, post.
+let phases = Set((option("--phases") ?? "pull,sync,healthz,post").split(separator: ",").map(String.init))
 let zone = TimeZone(identifier: "America/New_York")!
 let now = Date()
-let yearAgo = Calendar.current.date(byAdding: .day, value: -365, to: now)!
+var calendar = Calendar(identifier: .gregorian)
+calendar.timeZone = zone
+let yearAgo = calendar.startOfDay(for: calendar.date(byAdding: .day, value: -365, to: now)!)
 
 // MARK: The store: 200 patients, each with 15 daily tasks and a year of outcomes.
 
@@ -50,7 +54,9 @@ for p in 0..<deviceCount {
                                              effectiveDate: yearAgo.addingTimeInterval(Double(day) * 86_400), timezone: zone)))
         }
     }
+    let addStarted = ContinuousClock.now
     try store.add(entities)
+    if arguments.contains("--verbose") { print("add \(p): \(ContinuousClock.now - addStarted)") }
     taskUUIDs[patient.id] = uuids
 }
 print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock)")
@@ -65,8 +71,11 @@ let (ports, portContinuation) = AsyncStream<Int>.makeStream()
 let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
 let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
 let serverTask = Task { try await group.run() }
-var portIterator = ports.makeAsyncIterator()
-let port = await portIterator.next()!
+func first(_ stream: AsyncStream<Int>) async -> Int {
+    var iterator = stream.makeAsyncIterator()
+    return await iterator.next()!
+}
+let port = await first(ports)
 let base = "http://127.0.0.1:\(port)"
 
 // MARK: Devices.
@@ -135,14 +144,15 @@ func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void
 
 // A first full pull of one patient, ten times (fresh vectors), one device at a time.
 var firsts: [Double] = []
-for d in 0..<10 {
+let samples = phases.contains("pull") ? min(10, deviceCount) : 0
+for d in 0..<samples {
     clock = ContinuousClock.now
     let (_, records) = try await fullPull(devices[d])
     firsts.append(milliseconds(ContinuousClock.now - clock))
     precondition(records > 0)
 }
 firsts.sort()
-print(String(format: "first full pull of one patient (%d versions, every page): median %.1f ms, slowest %.1f ms", 2 + 15 + 15 * 365, firsts[5], firsts[9]))
+if samples > 0 { print(String(format: "first full pull of one patient (%d versions, every page): median %.1f ms, slowest %.1f ms", 2 + 15 + 15 * 365, firsts[samples / 2], firsts[samples - 1])) }
 
 // Every device catches up (concurrently), so that the next phase is up-to-date syncs.
 let vectors = try await withThrowingTaskGroup(of: (Int, KnowledgeVector).self) { tasks in
@@ -154,14 +164,14 @@ let vectors = try await withThrowingTaskGroup(of: (Int, KnowledgeVector).self) {
 for (d, vector) in vectors { devices[d].vector = vector }
 let ready = devices
 
-try await load("up-to-date syncs (GET /carekit/v1/revisions?since=vector)") { d in
+if phases.contains("sync") { try await load("up-to-date syncs (GET /carekit/v1/revisions?since=vector)") { d in
     let answer = try await get(ready[d], "/carekit/v1/revisions?since=\(ready[d].vector.base64URL)")
     precondition(answer.status == 200)
-}
-try await load("the same load on GET /healthz (the server's ceiling)") { d in
+} }
+if phases.contains("healthz") { try await load("the same load on GET /healthz (the server's ceiling)") { d in
     let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base + "/healthz"))
     precondition(answer.status == 200)
-}
+} }
 
 // A day's outcomes per POST: the next day's occurrence of each of the 15 tasks.
 final class Days: @unchecked Sendable {
@@ -172,7 +182,7 @@ final class Days: @unchecked Sendable {
 let days = Days()
 let process = (0..<deviceCount).map { _ in UUID() }
 let uuids = taskUUIDs
-try await load("device POSTs of a day's outcomes (15 per POST)") { d in
+if phases.contains("post") { try await load("device POSTs of a day's outcomes (15 per POST)") { d in
     let day = days.take(d)
     let device = ready[d]
     let outcomes = uuids[device.patientID]!.map { task in
@@ -185,7 +195,7 @@ try await load("device POSTs of a day's outcomes (15 per POST)") { d in
                                                              headers: [("Authorization", "Bearer \(device.token)"), ("Content-Type", "application/json")],
                                                              body: Array(body.utf8)))
     precondition(answer.status == 200, "POST: HTTP \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
-}
+} }
 
 let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
 let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: unknown"

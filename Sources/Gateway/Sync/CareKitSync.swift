@@ -92,7 +92,7 @@ public struct CareKitSync: Sendable {
                 merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
                                                     deviceKnowledge: deviceKnowledge)
                 let ids = Set(records.flatMap { $0.entities.map(\.version.id) })
-                let conflicts = try tx.conflicts().map(\.1).filter(ids.contains).sorted()
+                let conflicts = try tx.conflicts(among: ids.sorted()).map(\.1).sorted()
                 return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
                                   knowledge: try tx.patientKnowledge(patientID, upTo: nil))
             }

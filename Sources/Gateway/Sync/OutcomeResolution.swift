@@ -70,9 +70,7 @@ public struct OutcomeResolution: Sendable, Hashable {
 
     /// The live stored outcome for a task version's occurrence, if any.
     static func storedLive(_ task: UUID, _ occurrence: Int, in tx: any CarePlanReader) throws -> Outcome? {
-        guard let taskID = try tx.fetchTasks(EntityQuery(versions: .history, uuids: [task])).first?.id else { return nil }
-        return try tx.fetchOutcomes(EntityQuery(versions: .latest, taskIDs: [taskID]))
-            .first { $0.taskUUID == task && $0.taskOccurrenceIndex == occurrence }
+        try tx.liveOutcome(taskUUID: task, occurrence: occurrence)
     }
 
     static func taskID(_ task: UUID, _ records: [RevisionRecord], in tx: any CarePlanReader) throws -> String {
