@@ -25,15 +25,25 @@ public struct RevisionRecord: Sendable, Hashable {
     }
 
     /// Parents before children, then oldest first, then by uuid for a stable order.
+    /// The keys are read once per entity and the positions sorted (a pull sorts thousands of
+    /// versions; comparing the entities themselves copied each one on every comparison).
     public static func applyOrder(_ entities: [CareEntity]) -> [CareEntity] {
-        entities.sorted { a, b in
-            if a.entityType.applyOrder != b.entityType.applyOrder { return a.entityType.applyOrder < b.entityType.applyOrder }
-            if a.version.effectiveDate != b.version.effectiveDate { return a.version.effectiveDate < b.version.effectiveDate }
-            // The uuids' bytes, which order as their hex strings do, without formatting any.
-            return withUnsafeBytes(of: a.version.uuid.uuid) { x in
-                withUnsafeBytes(of: b.version.uuid.uuid) { y in x.lexicographicallyPrecedes(y) }
-            }
+        struct Key: Comparable {
+            var kind: Int
+            var effective: Date
+            /// The uuid's bytes, which order as its hex string does, without formatting it.
+            var high: UInt64
+            var low: UInt64
+            static func < (a: Key, b: Key) -> Bool { (a.kind, a.effective, a.high, a.low) < (b.kind, b.effective, b.high, b.low) }
         }
+        let keys = entities.map { entity in
+            let version = entity.version
+            let (high, low) = withUnsafeBytes(of: version.uuid.uuid) { bytes in
+                (bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }, bytes.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+            }
+            return Key(kind: entity.entityType.applyOrder, effective: version.effectiveDate, high: high, low: low)
+        }
+        return keys.indices.sorted { keys[$0] < keys[$1] }.map { entities[$0] }
     }
 
     /// The record as compact JSON bytes, written straight through (a whole store's export):

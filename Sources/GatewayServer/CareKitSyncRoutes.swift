@@ -16,7 +16,7 @@ import JSON
 struct CareKitSyncRoutes: Sendable {
     let server: GatewayServer
 
-    var sync: CareKitSync { CareKitSync(store: server.store) }
+    var sync: CareKitSync { CareKitSync(store: server.store, pages: server.pullPages) }
     var enrollment: DeviceEnrollment { DeviceEnrollment(store: server.store) }
 
     func register(on router: Router<GatewayRequestContext>) {
@@ -72,7 +72,7 @@ struct CareKitSyncRoutes: Sendable {
             cursor = CareKitSync.PullCursor(revision: parts[0], offset: parts[1])
         }
         let page = try await Blocking.run { [sync, cursor] in try sync.pull(patientID: device.patientID, since: since, limit: limit, cursor: cursor) }
-        try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+        if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pulls.increment()
         var body: [UInt8] = Array("{\"revisions\":[".utf8)
@@ -108,7 +108,7 @@ struct CareKitSyncRoutes: Sendable {
             let result = try await Blocking.run { [sync, push] in
                 try sync.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge)
             }
-            try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) }
+            if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
             GatewayMetrics.shared.deviceSyncs.increment()
             GatewayMetrics.shared.pushes.increment()
             if result.merged > 0 { server.activity.pushSoon() }

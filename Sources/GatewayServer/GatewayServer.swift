@@ -41,6 +41,8 @@ public struct GatewayServer: Sendable {
     public let activity = EHRActivity()
     let throttle: EnrollmentThrottle
     let perDevice: InFlightLimit
+    let pullPages = PullPageCache()
+    let syncTimes = SyncTimeWrites()
     let perAddress: InFlightLimit
 
     /// Sizes the server accepts.
@@ -202,6 +204,23 @@ final class InFlightLimit: Sendable {
         }
         defer { leave(key) }
         return try await body()
+    }
+}
+
+/// When each device's last sync is written to the store: at most once a minute per device, so
+/// an up-to-date device's frequent syncs (CareKit syncs after every change) cost no write each.
+final class SyncTimeWrites: Sendable {
+    private let written = Mutex<[String: Date]>([:])
+    let interval: TimeInterval = 60
+
+    /// Whether this sync of the device should be written (and, if so, counts it as written).
+    func due(_ deviceID: String, now: Date = Date()) -> Bool {
+        written.withLock { written in
+            if let last = written[deviceID], now.timeIntervalSince(last) < interval { return false }
+            written[deviceID] = now
+            if written.count > 100_000 { written = written.filter { now.timeIntervalSince($0.value) < interval } }
+            return true
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import CareStore
 import Foundation
+import Synchronization
 
 /// The backend of CareKit's sync (`OCKRemoteSynchronizable`) for one patient's devices: pulls
 /// send the versions a device's knowledge vector does not cover, pushes merge a device's
@@ -13,11 +14,14 @@ import Foundation
 /// ```
 public struct CareKitSync: Sendable {
     public let store: any CarePlanStore
+    /// Where a pull's ordered list waits for its next pages (nil: each page works it out again).
+    public let pages: PullPageCache?
     /// Versions per pull page when the device asks for no limit.
     public static let defaultPageSize = 1_000
 
-    public init(store: any CarePlanStore) {
+    public init(store: any CarePlanStore, pages: PullPageCache? = nil) {
         self.store = store
+        self.pages = pages
     }
 
     // MARK: Pull
@@ -47,7 +51,13 @@ public struct CareKitSync: Sendable {
     /// The patient's versions `since` does not cover, `limit` at a time.
     public func pull(patientID: String, since: KnowledgeVector, limit: Int = defaultPageSize,
                      cursor: PullCursor? = nil) throws(StoreError) -> PullPage {
-        let versions = try store.patientVersions(patientID, notCoveredBy: since, upTo: cursor?.revision)
+        let versions: PatientVersions
+        if let cursor, let kept = pages?.versions(patientID, since: since, revision: cursor.revision) {
+            versions = kept
+        } else {
+            versions = try store.patientVersions(patientID, notCoveredBy: since, upTo: cursor?.revision)
+            if versions.entities.count > limit { pages?.keep(versions, patientID, since: since) }
+        }
         let offset = min(cursor?.offset ?? 0, versions.entities.count)
         let end = min(offset + max(limit, 1), versions.entities.count)
         let page = Array(versions.entities[offset..<end])
@@ -102,6 +112,37 @@ public struct CareKitSync: Sendable {
             throw .store(error)
         } catch {
             throw .store(.database(path: "", message: "\(error)"))
+        }
+    }
+}
+
+/// The ordered lists of pulls with more pages to come, kept for those pages: every page reads
+/// up to the first page's revision, so the list is the same, and working it out again for each
+/// page made a first pull of a year's plan cost its page count times over. A few lists are kept
+/// (the most recent); a page whose list was dropped works it out again, with the same result.
+public final class PullPageCache: Sendable {
+    private let lists = Mutex<[(key: String, versions: PatientVersions)]>([])
+    let capacity: Int
+
+    public init(capacity: Int = 16) {
+        self.capacity = capacity
+    }
+
+    static func key(_ patientID: String, _ since: KnowledgeVector, _ revision: Int) -> String {
+        "\(patientID)\u{0}\(revision)\u{0}\(since.json)"
+    }
+
+    func versions(_ patientID: String, since: KnowledgeVector, revision: Int) -> PatientVersions? {
+        let key = Self.key(patientID, since, revision)
+        return lists.withLock { lists in lists.last { $0.key == key }?.versions }
+    }
+
+    func keep(_ versions: PatientVersions, _ patientID: String, since: KnowledgeVector) {
+        let key = Self.key(patientID, since, versions.revision)
+        lists.withLock { lists in
+            lists.removeAll { $0.key == key }
+            lists.append((key, versions))
+            if lists.count > capacity { lists.removeFirst(lists.count - capacity) }
         }
     }
 }
