@@ -607,12 +607,14 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         cacheLock.lock()
         let cached = cache[uuid]
         cacheLock.unlock()
-        if cached == nil {
-            let decoded = try decodeRow(kind: row["kind"], json: row["json"])
-            guard caching else { return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"]) }
-            cacheDecoded(decoded)
+        // The decoded value is used as it is, not read back from the cache: another reader may
+        // have emptied the cache in between.
+        let decoded: CareEntity
+        if let cached { decoded = cached } else {
+            decoded = try decodeRow(kind: row["kind"], json: row["json"])
+            if caching { cacheDecoded(decoded) }
         }
-        return try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"])
+        return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"])
     }
 
     /// Puts a version decoded from a committed row into the cache.
@@ -684,10 +686,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         // Versions never change: read the JSON only for those not decoded yet.
         let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
         let uuids = rows.map { $0["uuid"] as UUID }
+        // What the cache holds is taken now: another reader filling the cache may empty it
+        // (it is emptied when full) before this one is done.
+        var found: [UUID: CareEntity] = [:]
+        var missing: [UUID] = []
         cacheLock.lock()
-        let missing = uuids.filter { cache[$0] == nil }
+        for uuid in uuids { if let cached = cache[uuid] { found[uuid] = cached } else { missing.append(uuid) } }
         cacheLock.unlock()
-        var uncached: [UUID: CareEntity] = [:]
         var offset = 0
         while offset < missing.count {
             let chunk = missing[offset..<min(offset + 500, missing.count)]
@@ -695,24 +700,14 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             let select = "SELECT uuid, kind, json FROM entity_version WHERE uuid IN (\(SQLiteCarePlanStore.placeholders(chunk.count)))"
             for row in try Row.fetchAll(db, sql: select, arguments: StatementArguments(Array(chunk))) {
                 let decoded = try decodeRow(kind: row["kind"], json: row["json"])
-                if committed { cacheDecoded(decoded) } else { uncached[decoded.version.uuid] = decoded }
+                if committed { cacheDecoded(decoded) }
+                found[decoded.version.uuid] = decoded
             }
         }
         return try zip(rows, uuids).map { row, uuid in
-            if let decoded = uncached[uuid] { return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"]) }
-            return try withSuccessors(uuid: uuid, nextUUIDs: row["next_uuids"])
+            guard let decoded = found[uuid] else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
+            return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"])
         }
-    }
-
-    /// A cached version with its successors filled in.
-    func withSuccessors(uuid: UUID, nextUUIDs: String?) throws -> CareEntity {
-        cacheLock.lock()
-        let cached = cache[uuid]
-        cacheLock.unlock()
-        guard let cached else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
-        // Most versions have no successor: hand the cached value straight back.
-        guard nextUUIDs != nil else { return cached }
-        return SQLiteCarePlanStore.withSuccessors(cached, nextUUIDs: nextUUIDs)
     }
 
     /// A version with the successors from its row's `next_uuids`.

@@ -103,7 +103,10 @@ func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
     var records = 0
     while true {
         let answer = try await get(device, path)
-        precondition(answer.status == 200, "pull: HTTP \(answer.status)")
+        if answer.status != 200 {
+            print("pull: HTTP \(answer.status) \(String(decoding: answer.body.prefix(300), as: UTF8.self))")
+            exit(1)
+        }
         let body = try JSONValue.parse(answer.body)
         records += body["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.count ?? 0
         guard let link = answer.headers["link"] else { return (try KnowledgeVector(json: body["knowledgeVector"]!), records) }
