@@ -6,10 +6,12 @@
 #   libxml2-utils         xmllint, which the tests use to check written XML against the R4 schemas
 #   pkg-config            finds libxml2's headers for the build
 #   ca-certificates       the system's CAs, which libcurl verifies EHR servers against
-#   openssl               the SMART tests' token endpoint verifies JWT signatures with it
+#   openssl               the SMART tests' token endpoint verifies JWT signatures with it, and
+#                         the server TLS test makes its certificate
+#   curl                  a test runs the README's curl examples against caregate serve
 set -euo pipefail
 
-packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config ca-certificates openssl)
+packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config ca-certificates openssl curl)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

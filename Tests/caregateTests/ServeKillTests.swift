@@ -111,3 +111,49 @@ struct ServeKillTests {
         server.kill()
     }
 }
+
+@Suite("The README's curl calls")
+struct ReadmeCurlTests {
+    let cli = CommandLineTests()
+
+    @Test("the README's curl block runs against caregate serve: enrollment, paged pull with Link, a vector in the query, 409 for a stale push, notify, health, metrics")
+    func curlBlock() async throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else {
+            print("SKIPPED the README curl test: no curl command (apt-get install curl)")
+            return
+        }
+        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first)
+        let block = try #require(section.components(separatedBy: "```sh\n").first { $0.hasPrefix("GATEWAY=") }?.components(separatedBy: "```").first)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-curl-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try "listen:\n  port: 0\nstore: caregate.sqlite\n".write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        _ = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", dir.appendingPathComponent("caregate.sqlite").path,
+                                    "--tz", "America/New_York"])
+        let server = try ServeProcess(directory: dir)
+        defer { server.kill() }
+        let script = block.replacingOccurrences(of: "GATEWAY=http://127.0.0.1:8080", with: "GATEWAY=http://127.0.0.1:\(server.port)")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-euo", "pipefail", "-c", script]
+        process.currentDirectoryURL = dir
+        var environment = ProcessInfo.processInfo.environment
+        environment["PATH"] = URL(fileURLWithPath: CommandLineTests.binary).deletingLastPathComponent().path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
+        environment["NOTIFY_TOKEN"] = "not-configured"
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        let lines = text.split(whereSeparator: \.isNewline).map(String.init)
+        #expect(lines.contains { $0.lowercased().hasPrefix("link: </carekit/v1/revisions?") && $0.contains(#"rel="next""#) }, "\(text)")
+        #expect(lines.contains("409") && lines.contains("404"), "\(lines)")
+        #expect(text.contains(#"{"status":"ok"}"#) && text.contains(#"{"status":"ready"}"#) && text.contains("caregate_pulls_total"), "\(text)")
+        let page = try JSONValue.parse(Array(try Data(contentsOf: dir.appendingPathComponent("page1.json"))))
+        #expect(page["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.count == 5)
+    }
+}
