@@ -89,6 +89,26 @@ struct CareKitSyncTests {
         #expect(first.record.knowledgeVector.isEmpty && first.next == CareKitSync.PullCursor(revision: first.next!.revision, offset: 1))
     }
 
+    @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again")
+    func pagesFromTheKeptList() throws {
+        let fixture = try SyncFixture()
+        let kept = CareKitSync(store: fixture.store, pages: PullPageCache(capacity: 1))
+        let first = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1)
+        // Another write for Maria between the pages: the pages read up to the first's revision either way.
+        var walk = fixture.tasks["maria"]!
+        walk.title = "Walk further"
+        try fixture.store.update([.task(walk)])
+        let second = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: first.next)
+        let recomputed = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: first.next)
+        #expect(second.record.entities.map(\.version.uuid) == recomputed.record.entities.map(\.version.uuid))
+        #expect(second.next == recomputed.next)
+        // John's pull takes the one place: Maria's next page is worked out again, the same.
+        _ = try kept.pull(patientID: "john", since: KnowledgeVector(), limit: 1)
+        let third = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
+        let thirdAgain = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
+        #expect(third.record.entities.map(\.version.uuid) == thirdAgain.record.entities.map(\.version.uuid) && third.catchUp == thirdAgain.catchUp)
+    }
+
     @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it")
     func push() throws {
         let fixture = try SyncFixture()
