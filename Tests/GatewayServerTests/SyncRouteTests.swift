@@ -220,17 +220,10 @@ struct ServerLimitTests {
         } catch {
             // Closing the connection is a refusal too.
         }
-        let before = try await server.metrics()
         #expect(try await server.send("GET", "/healthz").status == 200)
         // A client that connects and stays silent (a slow-loris' first step).
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(server.port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        #expect(connected == 0)
+        let connection = try RawConnection(port: server.port)
+        let fd = connection.fd
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let started = Date()
@@ -248,14 +241,8 @@ struct ServerLimitTests {
         limits.idleSeconds = 30
         limits.requestHeadSeconds = 1
         let server = try await RunningServer(store: store, limits: limits)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(server.port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        #expect(connected == 0)
+        let connection = try RawConnection(port: server.port)
+        let fd = connection.fd
         let started = Date()
         var cutOff: TimeInterval?
         for byte in Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: \(String(repeating: "a", count: 40))".utf8) {
@@ -273,7 +260,6 @@ struct ServerLimitTests {
         let seconds = try #require(cutOff, "the trickling client was never cut off")
         #expect(seconds < 7, "cut off only after \(seconds) s")
         // A client that sends its request promptly is served as before.
-        let before = try await server.metrics()
         #expect(try await server.send("GET", "/healthz").status == 200)
         try await server.stop()
     }
