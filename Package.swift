@@ -65,7 +65,7 @@ let package = Package(
         // 3. FHIRPath: parser, type checker and evaluator over the element model.
         .target(
             name: "FHIRPath",
-            dependencies: ["Diagnostics", "FHIR"]
+            dependencies: ["Diagnostics", "FHIR", "JSON"]
         ),
         // 4. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(

@@ -80,7 +80,10 @@ extension SQLiteCarePlanStore: DeviceRegistry {
     }
 
     public func device(tokenHash: String) throws(StoreError) -> Device? {
-        try readDatabase { db in try Row.fetchOne(db, sql: "SELECT * FROM device WHERE token_hash = ?", arguments: [tokenHash]).map(Self.device) }
+        // Every sync call asks this: the statement is kept prepared.
+        try readDatabase { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device)
+        }
     }
 
     public func devices(patientID: String?) throws(StoreError) -> [Device] {

@@ -40,21 +40,23 @@ extension SQLiteCarePlanStore {
 
     /// The store's own sync process.
     func processID(db: Database) throws -> UUID {
-        guard let text = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'"), let id = UUID(uuidString: text) else {
+        guard let text = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM store_meta WHERE key = 'processID'")),
+              let id = UUID(uuidString: text) else {
             throw StoreError.database(path: path, message: "the store has no sync process id")
         }
         return id
     }
 
     func patientKnowledge(_ patientID: String, upTo revision: Int?, db: Database) throws -> KnowledgeVector {
+        // Every sync call asks this (an up-to-date device's whole answer): statements kept prepared.
         let limit = revision ?? Int.max
-        let gateway = try Int.fetchOne(db, sql: """
+        let gateway = try Int.fetchOne(db.cachedStatement(sql: """
             SELECT MAX(revision) FROM entity_version WHERE patient_id = ? AND stamp IS NULL AND revision <= ?
-            """, arguments: [patientID, limit]) ?? 0
+            """), arguments: [patientID, limit]) ?? 0
         var devices = KnowledgeVector()
-        let current = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
+        let current = try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0
         if limit >= current {
-            if let text = try String.fetchOne(db, sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?", arguments: [patientID]) {
+            if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?"), arguments: [patientID]) {
                 devices = try Self.vector(text)
             }
         } else {
@@ -69,7 +71,7 @@ extension SQLiteCarePlanStore {
     }
 
     func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?, db: Database, committed: Bool) throws -> PatientVersions {
-        let upTo = try revision ?? (Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0)
+        let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
         let knowledge = try patientKnowledge(patientID, upTo: upTo, db: db)
         // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
         guard !knowledge.isCovered(by: since) else { return PatientVersions(entities: [], knowledge: knowledge, revision: upTo) }

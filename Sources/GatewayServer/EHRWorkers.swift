@@ -3,6 +3,7 @@ import Crypto
 import FHIRClient
 import Foundation
 import Gateway
+import JSON
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -112,7 +113,7 @@ public struct PatientLogID: Sendable {
     }
 
     public func callAsFunction(_ patientID: String) -> String {
-        HMAC<SHA256>.authenticationCode(for: Array(patientID.utf8), using: key).prefix(6).map { String(format: "%02x", $0) }.joined()
+        TextEncoding.hexadecimal(HMAC<SHA256>.authenticationCode(for: Array(patientID.utf8), using: key).prefix(6))
     }
 }
 

@@ -1,5 +1,6 @@
 import Diagnostics
 import FHIR
+import JSON
 import Foundation
 
 /// The `toX()` conversions, `encode`/`decode`/`escape`/`unescape`, and reading the clock.
@@ -105,12 +106,10 @@ enum Conversions {
         switch (function, format) {
         case ("encode", "base64"): return Data(s.utf8).base64EncodedString()
         case ("encode", "urlbase64"):
-            return Data(s.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        case ("encode", "hex"): return s.utf8.map { String(format: "%02x", $0) }.joined()
+            return TextEncoding.base64URL(s.utf8, padded: true)
+        case ("encode", "hex"): return TextEncoding.hexadecimal(s.utf8)
         case ("decode", "base64"), ("decode", "urlbase64"):
-            var b = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            while b.count % 4 != 0 { b += "=" }
-            return Data(base64Encoded: b).flatMap { String(data: $0, encoding: .utf8) }
+            return TextEncoding.bytes(base64URL: s).flatMap { String(validating: $0, as: UTF8.self) }
         case ("decode", "hex"):
             let u = Array(s.utf8)
             guard u.count % 2 == 0 else { return nil }

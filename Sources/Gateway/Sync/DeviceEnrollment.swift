@@ -1,6 +1,7 @@
 import CareStore
 import Crypto
 import Foundation
+import JSON
 
 /// Enrolling a patient's device for CareKit sync: an operator issues a one-time code (valid 15
 /// minutes, single use) for a patient; the app exchanges it for a device token bound to that
@@ -41,8 +42,7 @@ public struct DeviceEnrollment: Sendable {
         var bytes = [UInt8](repeating: 0, count: 32)
         var generator = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = generator.next() }
-        let token = "cgd_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let token = "cgd_" + TextEncoding.base64URL(bytes)
         let id = String(Self.hash(token).prefix(12))
         let candidate = Device(id: id, patientID: "", tokenHash: Self.hash(token), enrolledAt: now)
         let enrolled: Device?
@@ -66,7 +66,7 @@ public struct DeviceEnrollment: Sendable {
     }
 
     static func hash(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
+        TextEncoding.hexadecimal(SHA256.hash(data: Array(text.utf8)))
     }
 }
 

@@ -33,17 +33,14 @@ extension KnowledgeVector {
     /// A vector from a query parameter: base64url (padding optional) of `{"processes": [...]}`.
     public init(base64URL text: String) throws(KnowledgeVectorError) {
         guard text.utf8.count <= 64 << 10 else { throw .malformed("longer than 64 KiB") }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64) else { throw .malformed("not base64url") }
+        guard let bytes = TextEncoding.bytes(base64URL: text) else { throw .malformed("not base64url") }
         let json: JSONValue
-        do { json = try JSONValue.parse(Array(data)) } catch { throw .malformed("not JSON (\(error))") }
+        do { json = try JSONValue.parse(bytes) } catch { throw .malformed("not JSON (\(error))") }
         try self.init(json: json)
     }
 
     /// This vector as a query parameter (base64url of its JSON, unpadded).
     public var base64URL: String {
-        Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        TextEncoding.base64URL(json.utf8)
     }
 }
