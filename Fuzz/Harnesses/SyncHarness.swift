@@ -101,7 +101,7 @@ struct SyncFixture {
             var pages = 0
             repeat {
                 let page = try sync.pull(patientID: "maria", since: since, limit: 2, cursor: cursor)
-                if let leaked = page.record.entities.first(where: { john.contains($0.version.uuid) }) {
+                if let leaked = try page.record().entities.first(where: { john.contains($0.version.uuid) }) {
                     throw PropertyFailure("a pull for Maria returned John's \(leaked.entityType.rawValue) \(leaked.version.id)")
                 }
                 cursor = page.next

@@ -1,19 +1,25 @@
 import Foundation
+import JSON
 
 /// A patient's versions that a device's knowledge does not cover: what a CareKit pull sends.
 public struct PatientVersions: Sendable {
     /// In apply order (parents before children). Outcomes are sent only as current versions
     /// (tips or tombstones): a device never receives two live outcomes for one occurrence.
-    public var entities: [CareEntity]
+    public var versions: [StoredVersion]
     /// The patient's knowledge as of `revision`: the catch-up vector once everything up to it is sent.
     public var knowledge: KnowledgeVector
     /// The store revision this answer was read up to (a pull's pages all read up to the first's).
     public var revision: Int
 
-    public init(entities: [CareEntity], knowledge: KnowledgeVector, revision: Int) {
-        self.entities = entities
+    public init(versions: [StoredVersion], knowledge: KnowledgeVector, revision: Int) {
+        self.versions = versions
         self.knowledge = knowledge
         self.revision = revision
+    }
+
+    /// The versions decoded.
+    public func entities() throws(CareKitJSONError) -> [CareEntity] {
+        try versions.map { v throws(CareKitJSONError) in try v.entity() }
     }
 }
 
@@ -50,4 +56,27 @@ public protocol PatientSyncWriter: PatientSyncReader {
     /// a parent), and the vector's processes not yet owned are bound to the patient.
     @discardableResult
     func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int
+}
+
+/// A version as the store keeps it: its CareKit JSON object (v4, successors filled in) and what
+/// orders it, read without decoding: a pull sends thousands of versions as they are stored.
+public struct StoredVersion: Sendable {
+    public var type: EntityType
+    public var uuid: UUID
+    public var effectiveDate: Date
+    public var json: [UInt8]
+
+    public init(type: EntityType, uuid: UUID, effectiveDate: Date, json: [UInt8]) {
+        self.type = type
+        self.uuid = uuid
+        self.effectiveDate = effectiveDate
+        self.json = json
+    }
+
+    /// The version decoded.
+    public func entity() throws(CareKitJSONError) -> CareEntity {
+        let value: JSONValue
+        do { value = try JSONValue.parse(json) } catch { throw CareKitJSONError(path: "", message: "\(error)") }
+        return try CareKitJSON.decode(type, from: value)
+    }
 }

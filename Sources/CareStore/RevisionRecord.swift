@@ -28,22 +28,29 @@ public struct RevisionRecord: Sendable, Hashable {
     /// The keys are read once per entity and the positions sorted (a pull sorts thousands of
     /// versions; comparing the entities themselves copied each one on every comparison).
     public static func applyOrder(_ entities: [CareEntity]) -> [CareEntity] {
-        struct Key: Comparable {
-            var kind: Int
-            var effective: Date
-            /// The uuid's bytes, which order as its hex string does, without formatting it.
-            var high: UInt64
-            var low: UInt64
-            static func < (a: Key, b: Key) -> Bool { (a.kind, a.effective, a.high, a.low) < (b.kind, b.effective, b.high, b.low) }
-        }
-        let keys = entities.map { entity in
-            let version = entity.version
-            let (high, low) = withUnsafeBytes(of: version.uuid.uuid) { bytes in
+        applyOrder(entities) { ($0.entityType, $0.version.effectiveDate, $0.version.uuid) }
+    }
+
+    /// Where a version goes in apply order.
+    struct ApplyOrderKey: Comparable {
+        var kind: Int
+        var effective: Date
+        /// The uuid's bytes, which order as its hex string does, without formatting it.
+        var high: UInt64
+        var low: UInt64
+        static func < (a: ApplyOrderKey, b: ApplyOrderKey) -> Bool { (a.kind, a.effective, a.high, a.low) < (b.kind, b.effective, b.high, b.low) }
+    }
+
+    /// Items in apply order by their kind, effective date and uuid.
+    static func applyOrder<Item>(_ items: [Item], by parts: (Item) -> (EntityType, Date, UUID)) -> [Item] {
+        let keys = items.map { item in
+            let (type, effective, uuid) = parts(item)
+            let (high, low) = withUnsafeBytes(of: uuid.uuid) { bytes in
                 (bytes.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }, bytes.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
             }
-            return Key(kind: entity.entityType.applyOrder, effective: version.effectiveDate, high: high, low: low)
+            return ApplyOrderKey(kind: type.applyOrder, effective: effective, high: high, low: low)
         }
-        return keys.indices.sorted { keys[$0] < keys[$1] }.map { entities[$0] }
+        return keys.indices.sorted { keys[$0] < keys[$1] }.map { items[$0] }
     }
 
     /// The record as compact JSON bytes, written straight through (a whole store's export):
@@ -59,6 +66,31 @@ public struct RevisionRecord: Sendable, Hashable {
             w.endObject()
         }
         w.endArray()
+        Self.writeVector(knowledgeVector, into: &w)
+        w.endObject()
+        return w.bytes
+    }
+
+    /// A record of stored versions as JSON bytes, each version's JSON copied as stored: the
+    /// same bytes `bytes()` writes for them decoded, without decoding them (a pull's pages).
+    public static func bytes(of versions: [StoredVersion], knowledgeVector: [Process]) -> [UInt8] {
+        var w = JSONWriter(capacity: versions.reduce(256) { $0 + $1.json.count + 40 })
+        w.beginObject()
+        w.key("entities"); w.beginArray()
+        for version in versions {
+            w.beginObject()
+            w.key("type"); w.string(version.type.rawValue)
+            w.key("object"); w.value(serialized: version.json)
+            w.endObject()
+        }
+        w.endArray()
+        writeVector(knowledgeVector, into: &w)
+        w.endObject()
+        return w.bytes
+    }
+
+    /// `"knowledgeVector": {"processes": [{"id", "clock"}]}`.
+    static func writeVector(_ knowledgeVector: [Process], into w: inout JSONWriter) {
         w.key("knowledgeVector"); w.beginObject()
         w.key("processes"); w.beginArray()
         for process in knowledgeVector {
@@ -69,8 +101,6 @@ public struct RevisionRecord: Sendable, Hashable {
         }
         w.endArray()
         w.endObject()
-        w.endObject()
-        return w.bytes
     }
 
     /// The record as a JSON value (from `bytes`).

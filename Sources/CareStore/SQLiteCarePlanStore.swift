@@ -28,7 +28,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
     private let cacheLock = NSLock()
-    private static let cacheLimit = 200_000
+    /// Emptied when full: about 20 MB of decoded versions (a few patients' years of outcomes).
+    private static let cacheLimit = 20_000
 
     /// Opens (creating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {
@@ -40,9 +41,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             var configuration = SQLiteCarePlanStore.configuration
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
-                // Large transactions keep their dirty pages in memory until commit instead of
-                // spilling (and re-spilling) them to the WAL: 64 MiB per connection at most.
-                try db.execute(sql: "PRAGMA cache_size = -65536")
+                // The writer's large transactions keep their dirty pages in memory until commit
+                // instead of spilling (and re-spilling) them to the WAL: 64 MiB at most. Readers
+                // (up to five) keep 4 MiB each: a served store's memory stays bounded.
+                try db.execute(sql: db.configuration.readonly ? "PRAGMA cache_size = -4096" : "PRAGMA cache_size = -65536")
                 // Checkpoints run off the writer's path (see `WALCheckpointer`).
                 try checkpointer.install(on: db)
             }

@@ -74,25 +74,49 @@ extension SQLiteCarePlanStore {
         let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
         let knowledge = try patientKnowledge(patientID, upTo: upTo, db: db)
         // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
-        guard !knowledge.isCovered(by: since) else { return PatientVersions(entities: [], knowledge: knowledge, revision: upTo) }
+        guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
         let own = try processID(db: db)
-        let rows = try Row.fetchAll(db, sql: """
-            SELECT uuid, kind, json, next_uuids, stamp FROM entity_version
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: """
+            SELECT uuid, kind, effective_date, json, next_uuids, stamp FROM entity_version
             WHERE patient_id = ? AND revision <= ? AND (stamp IS NOT NULL OR revision > ?)
-            """, arguments: [patientID, upTo, since.clock(for: own)])
+            """), arguments: [patientID, upTo, since.clock(for: own)])
         var stamps: [String: Bool] = [:]
-        var entities: [CareEntity] = []
-        for row in rows {
+        var versions: [StoredVersion] = []
+        while let row = try rows.next() {
+            let nextUUIDs: String? = row["next_uuids"]
             // Outcomes go as current versions only (see `PatientVersions`).
-            if (row["kind"] as String) == "outcome" && (row["next_uuids"] as String?) != nil { continue }
+            if nextUUIDs != nil && (row["kind"] as String) == "outcome" { continue }
             if let stamp = row["stamp"] as String? {
                 let covered = try stamps[stamp] ?? Self.vector(stamp).isCovered(by: since)
                 stamps[stamp] = covered
                 if covered { continue }
             }
-            entities.append(try entity(row, caching: committed))
+            versions.append(try storedVersion(row, nextUUIDs: nextUUIDs, caching: committed))
         }
-        return PatientVersions(entities: RevisionRecord.applyOrder(entities), knowledge: knowledge, revision: upTo)
+        return PatientVersions(versions: RevisionRecord.applyOrder(versions) { ($0.type, $0.effectiveDate, $0.uuid) },
+                               knowledge: knowledge, revision: upTo)
+    }
+
+    /// A row as a stored version: its JSON as stored when it has no successors (a version is
+    /// stored with none), else decoded, given its successors and written again.
+    func storedVersion(_ row: Row, nextUUIDs: String?, caching: Bool) throws -> StoredVersion {
+        let uuid: UUID = row["uuid"]
+        let effective = Date(timeIntervalSinceReferenceDate: row["effective_date"])
+        guard nextUUIDs == nil else {
+            let decoded = try entity(row, caching: caching)
+            return StoredVersion(type: decoded.entityType, uuid: uuid, effectiveDate: effective, json: CareKitJSON.bytes(decoded, version: .v4))
+        }
+        let kind: String = row["kind"]
+        let json: [UInt8] = try row.withUnsafeData(atIndex: 3) { data in data.map { Array($0) } ?? [] }
+        let type: EntityType = kind == "task" ? (Self.mentionsHealthKitLinkage(json) ? .healthKitTask : .task) : EntityType(rawValue: kind) ?? .task
+        return StoredVersion(type: type, uuid: uuid, effectiveDate: effective, json: json)
+    }
+
+    /// Whether a task's stored JSON has a `healthKitLinkage` member (CareKit's HealthKit tasks).
+    static func mentionsHealthKitLinkage(_ json: [UInt8]) -> Bool {
+        let key = Array("\"healthKitLinkage\"".utf8)
+        guard json.count >= key.count else { return false }
+        return (0...(json.count - key.count)).contains { i in json[i] == key[0] && json[i..<(i + key.count)].elementsEqual(key) }
     }
 
     func scopes(of uuids: [UUID], db: Database) throws -> [UUID: VersionScope] {

@@ -102,6 +102,12 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
     /// A JSON string literal, escaped by the one rule (`JSONEscaping`).
     private mutating func quoted(_ value: String) { JSONEscaping.appendQuoted(value, to: &self) }
 
+    /// A value already written as compact JSON (a stored version's JSON, copied as it is).
+    public mutating func value(serialized json: [UInt8]) {
+        separate()
+        json.withUnsafeBytes { put($0) }
+    }
+
     public mutating func append(_ byte: UInt8) { put(byte) }
     public mutating func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) { put(UnsafeRawBufferPointer(bytes)) }
 

@@ -39,10 +39,10 @@ struct PatientSyncMigrationTests {
         }
         try queue.close()
         let store = try SQLiteCarePlanStore(path: path)
-        let maria = try store.patientVersions("maria", notCoveredBy: KnowledgeVector())
-        #expect(maria.entities.map(\.version.id) == ["maria", "plan-maria", "walk-maria", maria.entities.last!.version.id])
-        #expect(maria.entities.last?.entityType == .outcome)
-        #expect(try store.patientVersions("john", notCoveredBy: KnowledgeVector()).entities.count == 3)
+        let maria = try store.patientVersions("maria", notCoveredBy: KnowledgeVector()).entities()
+        #expect(maria.map(\.version.id) == ["maria", "plan-maria", "walk-maria", maria.last!.version.id])
+        #expect(maria.last?.entityType == .outcome)
+        #expect(try store.patientVersions("john", notCoveredBy: KnowledgeVector()).versions.count == 3)
         #expect(try store.patientKnowledge("maria").clocks.values.max() == 7)
         #expect(try store.devices(patientID: nil).isEmpty)
     }

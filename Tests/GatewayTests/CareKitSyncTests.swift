@@ -41,7 +41,7 @@ struct SyncFixture {
         var entities: [CareEntity] = []
         while true {
             let page = try sync.pull(patientID: patient, since: since, limit: limit, cursor: cursor)
-            entities += page.record.entities
+            entities += try page.record().entities
             guard let next = page.next else { return (entities, try #require(page.catchUp)) }
             #expect(page.catchUp == nil)
             cursor = next
@@ -66,7 +66,7 @@ struct CareKitSyncTests {
         try fixture.store.update([.task(changed)])
         #expect(try fixture.store.patientKnowledge("maria") == catchUp)
         let again = try fixture.sync.pull(patientID: "maria", since: catchUp)
-        #expect(again.record.entities.isEmpty && again.catchUp == catchUp && again.next == nil)
+        #expect(try again.record().entities.isEmpty && again.catchUp == catchUp && again.next == nil)
         // Maria's plan changes: her device gets the new task version only.
         var walk = fixture.tasks["maria"]!
         walk.title = "Walk 20 minutes"
@@ -86,7 +86,7 @@ struct CareKitSyncTests {
         #expect(paged.entities.map(\.version.uuid) == whole.entities.map(\.version.uuid))
         #expect(paged.catchUp == whole.catchUp)
         let first = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1)
-        #expect(first.record.knowledgeVector.isEmpty && first.next == CareKitSync.PullCursor(revision: first.next!.revision, offset: 1))
+        #expect(first.knowledgeVector.isEmpty && first.next == CareKitSync.PullCursor(revision: first.next!.revision, offset: 1))
     }
 
     @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again")
@@ -100,13 +100,13 @@ struct CareKitSyncTests {
         try fixture.store.update([.task(walk)])
         let second = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: first.next)
         let recomputed = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: first.next)
-        #expect(second.record.entities.map(\.version.uuid) == recomputed.record.entities.map(\.version.uuid))
+        #expect(try second.record().entities.map(\.version.uuid) == recomputed.record().entities.map(\.version.uuid))
         #expect(second.next == recomputed.next)
         // John's pull takes the one place: Maria's next page is worked out again, the same.
         _ = try kept.pull(patientID: "john", since: KnowledgeVector(), limit: 1)
         let third = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
         let thirdAgain = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
-        #expect(third.record.entities.map(\.version.uuid) == thirdAgain.record.entities.map(\.version.uuid) && third.catchUp == thirdAgain.catchUp)
+        #expect(try third.record().entities.map(\.version.uuid) == thirdAgain.record().entities.map(\.version.uuid) && third.catchUp == thirdAgain.catchUp)
     }
 
     @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it")
@@ -124,7 +124,7 @@ struct CareKitSyncTests {
         #expect(twice.merged == 0 && twice.knowledge == vector)
         #expect(try fixture.store.fetchOutcomes(EntityQuery(versions: .history)).count == 1)
         // The device itself is up to date; a second device of Maria's gets the outcome.
-        #expect(try fixture.sync.pull(patientID: "maria", since: vector).record.entities.isEmpty)
+        #expect(try fixture.sync.pull(patientID: "maria", since: vector).record().entities.isEmpty)
         let second = try fixture.pullAll("maria", since: KnowledgeVector())
         #expect(second.entities.map(\.entityType) == [.patient, .carePlan, .task, .outcome])
         #expect(second.catchUp == vector)
@@ -216,5 +216,38 @@ struct CareKitSyncTests {
         let toD2 = try fixture.pullAll("maria", since: v2).entities.map(\.version.uuid)
         #expect(toD1 == [resolution.version.uuid])
         #expect(toD2 == [resolution.version.uuid])
+    }
+
+    @Test("a page's bytes are its versions' CareKit JSON as stored, the same bytes as writing them decoded: versions with successors, HealthKit tasks, tombstones and outcomes' values included")
+    func pageBytesAsStored() throws {
+        let fixture = try SyncFixture()
+        var walk = fixture.tasks["maria"]!
+        walk.title = "Walk 20 minutes"
+        walk.version.effectiveDate = local("2026-11-05 00:00")
+        try fixture.store.update([.task(walk)])  // the first version now has a successor
+        var steps = CareTask(id: "steps-maria", title: "Steps", carePlanUUID: fixture.tasks["maria"]!.carePlanUUID,
+                             schedule: try Schedule.allDay(start: local("2026-11-01 00:00"), timeZone: newYork), timezone: newYork)
+        steps.healthKitLinkage = HealthKitLinkage(quantityIdentifier: "HKQuantityTypeIdentifierStepCount", quantityType: .cumulative, unitString: "count")
+        try fixture.store.add([.task(steps)])
+        var outcome = fixture.outcome("maria", occurrence: 1, steps: 4200)
+        outcome.values.append(OutcomeValue(.text("felt \"fine\" é"), kind: "note", createdDate: local("2026-11-02 09:00")))
+        try fixture.store.add([.outcome(outcome)])
+        _ = try fixture.store.delete(.task, ids: ["steps-maria"])
+        var cursor: CareKitSync.PullCursor?
+        var types: Set<EntityType> = []
+        repeat {
+            let page = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 3, cursor: cursor)
+            let decoded = try page.record()
+            #expect(page.bytes() == decoded.bytes(), "page at \(String(describing: cursor))")
+            #expect(decoded.entities.map(\.version.uuid) == page.versions.map(\.uuid), "the decoded record keeps the page's order")
+            types.formUnion(page.versions.map(\.type))
+            cursor = page.next
+        } while cursor != nil
+        #expect(types == [.patient, .carePlan, .task, .healthKitTask, .outcome])
+        let history = try fixture.pullAll("maria", since: KnowledgeVector()).entities
+        let walks = history.filter { $0.version.id == "walk-maria" }
+        #expect(walks.count == 2 && walks[0].version.uuid == fixture.tasks["maria"]!.uuid && walks[0].version.nextVersionUUIDs == [walks[1].version.uuid],
+                "a version with a successor is sent with it")
+        #expect(history.contains { $0.version.id == "steps-maria" && $0.version.deletedDate != nil }, "the tombstone is sent")
     }
 }

@@ -42,10 +42,21 @@ public struct CareKitSync: Sendable {
     /// catch-up vector; earlier pages carry what both sides know, so a device that stops
     /// between pages loses nothing: its next pull sends the rest again.
     public struct PullPage: Sendable {
-        public var record: RevisionRecord
+        /// The page's versions in apply order, as stored (a pull copies them, never decodes them).
+        public var versions: [StoredVersion]
+        /// The page's record vector: what both sides know (the catch-up on the last page).
+        public var knowledgeVector: [RevisionRecord.Process]
         /// The patient's knowledge (on the last page only).
         public var catchUp: KnowledgeVector?
         public var next: PullCursor?
+
+        /// The page as a revision record's JSON (the bytes a device receives).
+        public func bytes() -> [UInt8] { RevisionRecord.bytes(of: versions, knowledgeVector: knowledgeVector) }
+
+        /// The page as a revision record, its versions decoded.
+        public func record() throws(CareKitJSONError) -> RevisionRecord {
+            RevisionRecord(entities: try versions.map { v throws(CareKitJSONError) in try v.entity() }, knowledgeVector: knowledgeVector)
+        }
     }
 
     /// The patient's versions `since` does not cover, `limit` at a time.
@@ -56,17 +67,17 @@ public struct CareKitSync: Sendable {
             versions = kept
         } else {
             versions = try store.patientVersions(patientID, notCoveredBy: since, upTo: cursor?.revision)
-            if versions.entities.count > limit { pages?.keep(versions, patientID, since: since) }
+            if versions.versions.count > limit { pages?.keep(versions, patientID, since: since) }
         }
-        let offset = min(cursor?.offset ?? 0, versions.entities.count)
-        let end = min(offset + max(limit, 1), versions.entities.count)
-        let page = Array(versions.entities[offset..<end])
-        guard end < versions.entities.count else {
-            return PullPage(record: RevisionRecord(entities: page, knowledgeVector: versions.knowledge.processes), catchUp: versions.knowledge, next: nil)
+        let all = versions.versions
+        let offset = min(cursor?.offset ?? 0, all.count)
+        let end = min(offset + max(limit, 1), all.count)
+        let page = Array(all[offset..<end])
+        guard end < all.count else {
+            return PullPage(versions: page, knowledgeVector: versions.knowledge.processes, catchUp: versions.knowledge, next: nil)
         }
         let known = since.common(with: versions.knowledge)
-        return PullPage(record: RevisionRecord(entities: page, knowledgeVector: known.processes), catchUp: nil,
-                        next: PullCursor(revision: versions.revision, offset: end))
+        return PullPage(versions: page, knowledgeVector: known.processes, catchUp: nil, next: PullCursor(revision: versions.revision, offset: end))
     }
 
     // MARK: Push
