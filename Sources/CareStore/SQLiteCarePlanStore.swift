@@ -591,6 +591,32 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
+    public func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
+        var results: [Result<T, any Error>] = []
+        do {
+            try pool.write { db in
+                let tx = Transaction(store: self, db: db, committed: false)
+                for body in bodies {
+                    var result: Result<T, any Error>?
+                    do {
+                        // GRDB rolls the savepoint back when the body throws, and passes the error on.
+                        try db.inSavepoint {
+                            result = .success(try body(tx))
+                            return .commit
+                        }
+                    } catch {
+                        result = .failure(error is DatabaseError ? wrap(error) : error)
+                    }
+                    results.append(result!)
+                }
+            }
+        } catch {
+            let failure = error is DatabaseError ? wrap(error) : error
+            return bodies.map { _ in .failure(failure) }
+        }
+        return results
+    }
+
     /// `read {}` for the store's own one-call reads, every error as `StoreError`.
     func reading<T>(_ body: (any CarePlanReader) throws -> T) throws(StoreError) -> T {
         do { return try read(body) } catch { throw wrap(error) }

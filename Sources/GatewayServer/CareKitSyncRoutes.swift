@@ -140,22 +140,20 @@ struct CareKitSyncRoutes: Sendable {
         }
         let push: PushBody
         do { push = try PushBody.read(body) } catch { return Self.response(for: error) }
-        do {
-            let result = try await Blocking.run { [sync, push] in
-                try sync.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge)
-            }
-            if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
-            GatewayMetrics.shared.deviceSyncs.increment()
-            GatewayMetrics.shared.pushes.increment()
-            if result.merged > 0 { server.activity.pushSoon() }
-            let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
-            let resolutions = result.resolutions.map {
-                "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"
-            }.joined(separator: ",")
-            return JSONBody.response(.ok, "{\"merged\":\(result.merged),\"conflicts\":[\(conflicts)],\"resolutions\":[\(resolutions)],\"knowledgeVector\":\(result.knowledge.json)}")
-        } catch let error as SyncError {
-            return Self.response(for: error)
+        let result: CareKitSync.PushResult
+        switch await server.pushes.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge) {
+        case .success(let merged): result = merged
+        case .failure(let error): return Self.response(for: error)
         }
+        if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
+        GatewayMetrics.shared.deviceSyncs.increment()
+        GatewayMetrics.shared.pushes.increment()
+        if result.merged > 0 { server.activity.pushSoon() }
+        let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
+        let resolutions = result.resolutions.map {
+            "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"
+        }.joined(separator: ",")
+        return JSONBody.response(.ok, "{\"merged\":\(result.merged),\"conflicts\":[\(conflicts)],\"resolutions\":[\(resolutions)],\"knowledgeVector\":\(result.knowledge.json)}")
     }
 
     static func response(for error: SyncError) -> Response {

@@ -44,6 +44,8 @@ public struct GatewayServer: Sendable {
     let pullPages = PullPageCache()
     let syncTimes = SyncTimeWrites()
     let perAddress: InFlightLimit
+    /// Device pushes that arrive together share one commit.
+    let pushes: PushCommitGroups
 
     /// Sizes the server accepts.
     public struct Limits: Sendable {
@@ -82,6 +84,7 @@ public struct GatewayServer: Sendable {
         throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
         perDevice = InFlightLimit(limits.concurrentPerDevice)
         perAddress = InFlightLimit(limits.concurrentPerAddress)
+        pushes = PushCommitGroups(sync: CareKitSync(store: store))
     }
 
     /// The routes, for an application or a test.

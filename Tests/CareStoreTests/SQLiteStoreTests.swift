@@ -320,3 +320,25 @@ struct AsyncStoreTests {
         }
     }
 }
+
+@Suite("Writes sharing one commit")
+struct WriteGroupTests {
+    @Test("each body of a group lands or is undone on its own (a refused add takes back only its own body's writes), results in order")
+    func savepoints() throws {
+        let store = try SQLiteCarePlanStore(inMemory: ())
+        let start = Date(timeIntervalSinceReferenceDate: 0)
+        let patients = (0..<3).map { Patient(id: "p\($0)", name: PersonName(givenName: "P\($0)"), effectiveDate: start) }
+        let results = store.writeGroup([
+            { tx in try tx.add([.patient(patients[0])]).count },
+            { tx in
+                try tx.add([.patient(patients[1])])
+                return try tx.add([.patient(patients[1])]).count  // the same uuid again: refused, and p1 with it
+            },
+            { tx in try tx.add([.patient(patients[2])]).count },
+        ])
+        #expect(results.count == 3)
+        #expect((try? results[0].get()) == 1 && (try? results[2].get()) == 1)
+        #expect(throws: (any Error).self) { try results[1].get() }
+        #expect(try store.fetchPatients().map(\.id).sorted() == ["p0", "p2"])
+    }
+}

@@ -2,12 +2,14 @@
 // generator in the same process on the same cores (libcurl, one connection per device). Each
 // patient has a one-year plan: 15 daily tasks and a year of outcomes (5,475). Prints, in one run:
 //   - a first full pull of one patient (every page), ms;
-//   - up-to-date syncs (GET revisions with the device's vector): requests/s, p50, p99;
-//   - the same load against /healthz (the server's own ceiling);
+//   - up-to-date syncs (GET revisions with the device's vector): requests/s, p50, p99, every
+//     device back to back (the ceiling), then at a fixed rate (--rate, 5,000/s by default)
+//     spread over the devices, latency counted from when each request was due;
+//   - the same two loads against /healthz (the server's own ceiling);
 //   - device POSTs of a day's outcomes (15): requests/s, p50, p99;
 //   - the process's peak resident memory (server and generator together).
 //
-//   swift run -c release sync-load [--devices 200] [--seconds 10]
+//   swift run -c release sync-load [--devices 200] [--seconds 10] [--rate 5000] [--phases pull,sync,healthz,post]
 import CareStore
 import FHIRClient
 import Foundation
@@ -145,6 +147,39 @@ func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void
                  latencies.count, deviceCount, elapsed))
 }
 
+/// `body` sent at a fixed rate spread over the devices (an open loop, as devices sync when
+/// something changes, not back to back), for `seconds`. Latency counts from when each request
+/// was due, so a server falling behind shows in it (no coordinated omission).
+func openLoad(_ name: String, rate: Double, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let interval = Double(deviceCount) / rate  // seconds between one device's requests
+    let started = ContinuousClock.now
+    let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { tasks in
+        for d in 0..<deviceCount {
+            tasks.addTask {
+                var times: [UInt64] = []
+                var due = interval * Double(d) / Double(deviceCount)  // devices spread over one interval
+                while due < seconds {
+                    let dueAt = started + .milliseconds(Int(due * 1_000))
+                    if ContinuousClock.now < dueAt { try await Task.sleep(until: dueAt) }
+                    try await body(d)
+                    times.append(UInt64(milliseconds(ContinuousClock.now - dueAt) * 1_000))
+                    due += interval
+                }
+                return times
+            }
+        }
+        var all: [UInt64] = []
+        for try await times in tasks { all += times }
+        return all
+    }
+    let elapsed = milliseconds(ContinuousClock.now - started) / 1_000
+    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    for latency in latencies { _ = histogram.record(latency) }
+    print(String(format: "%@ at %.0f/s offered: %.0f requests/s served, p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d requests, %d devices, %.0f s)",
+                 name, rate, Double(latencies.count) / elapsed, Double(histogram.valueAtPercentile(50)) / 1_000,
+                 Double(histogram.valueAtPercentile(99)) / 1_000, Double(histogram.max) / 1_000, latencies.count, deviceCount, elapsed))
+}
+
 // A first full pull of one patient, ten times (fresh vectors), one device at a time.
 var firsts: [Double] = []
 let samples = phases.contains("pull") ? min(10, deviceCount) : 0
@@ -172,6 +207,15 @@ let ready = devices
 let syncPaths = ready.map { "/carekit/v1/revisions?since=\($0.vector.base64URL)" }  // the generator's work kept out of the loop
 if phases.contains("sync") { try await load("up-to-date syncs (GET /carekit/v1/revisions?since=vector)") { d in
     let answer = try await get(ready[d], syncPaths[d])
+    precondition(answer.status == 200)
+} }
+let rate = Double(option("--rate") ?? "5000")!
+if phases.contains("sync") { try await openLoad("up-to-date syncs, open loop", rate: rate) { d in
+    let answer = try await get(ready[d], syncPaths[d])
+    precondition(answer.status == 200)
+} }
+if phases.contains("healthz") { try await openLoad("GET /healthz, open loop", rate: rate) { d in
+    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base + "/healthz"))
     precondition(answer.status == 200)
 } }
 if phases.contains("healthz") { try await load("the same load on GET /healthz (the server's ceiling)") { d in

@@ -98,31 +98,39 @@ public struct CareKitSync: Sendable {
     /// Merges a device's records for its patient, all or nothing, in one transaction.
     public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector) throws(SyncError) -> PushResult {
         do {
-            return try store.write { tx in
-                let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
-                guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
-                try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
-                let settled = try OutcomeResolution.settle(records, in: tx)
-                // Parents first, then the gateway's resolutions, then the outcomes they settle.
-                let isOutcome: (CareEntity) -> Bool = { $0.entityType == .outcome }
-                var merged = try tx.mergeDeviceRecords(settled.records.map { $0.filtered { !isOutcome($0) } }, patientID: patientID,
-                                                       deviceKnowledge: deviceKnowledge)
-                for resolution in settled.resolutions {
-                    try tx.merge(RevisionRecord(entities: [.outcome(resolution.version)], knowledgeVector: []))
-                }
-                merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
-                                                    deviceKnowledge: deviceKnowledge)
-                let ids = Set(records.flatMap { $0.entities.map(\.version.id) })
-                let conflicts = try tx.conflicts(among: ids.sorted()).map(\.1).sorted()
-                return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
-                                  knowledge: try tx.patientKnowledge(patientID, upTo: nil))
-            }
-        } catch let error as SyncError {
-            throw error
-        } catch let error as StoreError {
-            throw .store(error)
+            return try store.write { tx in try merge(patientID: patientID, records: records, deviceKnowledge: deviceKnowledge, in: tx) }
         } catch {
-            throw .store(.database(path: "", message: "\(error)"))
+            throw Self.syncError(error)
+        }
+    }
+
+    /// A push's merge inside a transaction (`push`, or a group of pushes sharing one commit).
+    func merge(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector, in tx: any CarePlanWriter) throws -> PushResult {
+        let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
+        guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
+        try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
+        let settled = try OutcomeResolution.settle(records, in: tx)
+        // Parents first, then the gateway's resolutions, then the outcomes they settle.
+        let isOutcome: (CareEntity) -> Bool = { $0.entityType == .outcome }
+        var merged = try tx.mergeDeviceRecords(settled.records.map { $0.filtered { !isOutcome($0) } }, patientID: patientID,
+                                               deviceKnowledge: deviceKnowledge)
+        for resolution in settled.resolutions {
+            try tx.merge(RevisionRecord(entities: [.outcome(resolution.version)], knowledgeVector: []))
+        }
+        merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
+                                            deviceKnowledge: deviceKnowledge)
+        let ids = Set(records.flatMap { $0.entities.map(\.version.id) })
+        let conflicts = try tx.conflicts(among: ids.sorted()).map(\.1).sorted()
+        return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
+                          knowledge: try tx.patientKnowledge(patientID, upTo: nil))
+    }
+
+    /// A push's failure as the sync API reports it.
+    static func syncError(_ error: any Error) -> SyncError {
+        switch error {
+        case let error as SyncError: error
+        case let error as StoreError: .store(error)
+        default: .store(.database(path: "", message: "\(error)"))
         }
     }
 }

@@ -1,0 +1,72 @@
+import CareStore
+import Dispatch
+import Synchronization
+
+/// Device pushes merged in groups that share one commit. A push that arrives while the store's
+/// one writer is busy waits; the waiting pushes are then merged together in one transaction,
+/// each in a savepoint of its own (`CarePlanStore.writeGroup`), so that one sync of the log to
+/// disk serves them all instead of each paying its own. A refused push undoes only itself; a
+/// failed commit fails every push of its group, and none of them is stored.
+///
+/// ```swift
+/// let pushes = PushCommitGroups(sync: CareKitSync(store: store))
+/// let result = await pushes.push(patientID: "maria-lopez", records: records, deviceKnowledge: vector)  // Result<PushResult, SyncError>
+/// ```
+public final class PushCommitGroups: Sendable {
+    public let sync: CareKitSync
+    /// Pushes merged in one transaction, at most.
+    public let groupLimit: Int
+    private let state = Mutex(Waiting())
+    /// Groups are merged one after another on a thread of their own (it blocks on the store's writer).
+    private let mergeQueue = DispatchQueue(label: "caregate.sync.push-groups")
+
+    struct Waiting {
+        var pushes: [Push] = []
+        /// Whether a thread is merging groups (it takes the pushes that wait, until none do).
+        var merging = false
+    }
+
+    struct Push: Sendable {
+        var patientID: String
+        var records: [RevisionRecord]
+        var deviceKnowledge: KnowledgeVector
+        var answer: CheckedContinuation<Result<CareKitSync.PushResult, SyncError>, Never>
+    }
+
+    public init(sync: CareKitSync, groupLimit: Int = 64) {
+        self.sync = sync
+        self.groupLimit = max(groupLimit, 1)
+    }
+
+    /// Merges a device's records for its patient (as `CareKitSync.push`), in the next group.
+    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector) async -> Result<CareKitSync.PushResult, SyncError> {
+        await withCheckedContinuation { answer in
+            let push = Push(patientID: patientID, records: records, deviceKnowledge: deviceKnowledge, answer: answer)
+            let start = state.withLock { waiting in
+                waiting.pushes.append(push)
+                defer { waiting.merging = true }
+                return !waiting.merging
+            }
+            if start { mergeQueue.async { self.mergeWhileWaiting() } }
+        }
+    }
+
+    /// Merges the waiting pushes a group at a time until none wait (on a blocking thread).
+    func mergeWhileWaiting() {
+        while true {
+            let group: [Push] = state.withLock { waiting in
+                let taken = Array(waiting.pushes.prefix(groupLimit))
+                waiting.pushes.removeFirst(taken.count)
+                if taken.isEmpty { waiting.merging = false }
+                return taken
+            }
+            guard !group.isEmpty else { return }
+            let results = sync.store.writeGroup(group.map { push in
+                { [sync] tx in try sync.merge(patientID: push.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge, in: tx) }
+            })
+            for (push, result) in zip(group, results) {
+                push.answer.resume(returning: result.mapError(CareKitSync.syncError))
+            }
+        }
+    }
+}
