@@ -1,6 +1,7 @@
 import JSON
 import Foundation
 import GRDB
+import Synchronization
 import GRDBSQLite
 
 #if canImport(Glibc)
@@ -30,6 +31,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     private let cacheLock = NSLock()
     /// Emptied when full: about 20 MB of decoded versions (a few patients' years of outcomes).
     private static let cacheLimit = 20_000
+    /// The newest revision committed when the running write transaction began (nil outside
+    /// one; writes take turns): rows up to it are committed, so a version a write decodes from
+    /// one may be cached (the task an outcome names, decoded for every push otherwise).
+    private let writeStart = Mutex<Int?>(nil)
 
     /// Opens (creating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {
@@ -227,8 +232,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         } else {
             statement = try db.makeStatement(sql: """
                 INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
-                                            parent_uuid, occurrence, event_start, json, next_uuids, superseded_date)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                            parent_uuid, occurrence, event_start, json, next_uuids, superseded_date, patient_id, stamp)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             batch.versionInsert = statement
         }
@@ -251,6 +256,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         // Successors stored before this version (a merge out of order) make it no tip from the start.
         SQLiteBinding.bind(p, 13, successors.isEmpty ? nil : successors.map(\.uuid.uuidString).joined(separator: ","))
         SQLiteBinding.bind(p, 14, successors.map(\.effective).min()?.timeIntervalSinceReferenceDate)
+        // A device's version is its patient's and carries its record's vector from the start (no
+        // second write of the row); others get their patient from their parents after the write.
+        SQLiteBinding.bind(p, 15, batch.device?.patientID)
+        SQLiteBinding.bind(p, 16, batch.device?.stamp)
         // The JSON is bound without a copy: it outlives the step, and the binding is cleared after.
         let code = json.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
@@ -283,7 +292,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     func nextRevision(_ db: Database) throws -> Int {
-        (try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0) + 1
+        (try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0) + 1
     }
 
     /// The current versions (tips) of many ids of one kind, in one query (the ids go in as one
@@ -318,6 +327,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         var knownParents: Set<UUID> = []
         /// The version insert, prepared on first use in this call.
         var versionInsert: Statement?
+        /// For a device's record: its patient and its vector's JSON, stored with each version.
+        var device: (patientID: String, stamp: String)?
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
@@ -340,7 +351,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             if parentKind != "task" { batch.knownParents.insert(parent) }
         }
         guard case .outcome(let outcome) = entity else { return nil }
-        guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date FROM entity_version WHERE uuid = ? AND kind = 'task'"),
+        guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date, revision FROM entity_version WHERE uuid = ? AND kind = 'task'"),
                                          arguments: [outcome.taskUUID]) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
@@ -348,7 +359,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let decoded = batch.decodedTasks[outcome.taskUUID] {
             task = decoded
         } else {
-            guard case .task(let read) = try self.entity(row, caching: false) else {
+            let committed = (row["revision"] as Int) <= (writeStart.withLock { $0 } ?? 0)
+            guard case .task(let read) = try self.entity(row, caching: committed) else {
                 throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
             }
             task = read
@@ -520,19 +532,21 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    func mergeVersions(_ record: RevisionRecord, db: Database) throws -> Int {
+    /// Adds a record's versions not yet stored; `device`: a device's record, for its patient.
+    func mergeVersions(_ record: RevisionRecord, device: (patientID: String, stamp: String)? = nil, db: Database) throws -> Int {
         do {
             var revision = try nextRevision(db)
             var inserted = 0
             var batch = Batch()
+            batch.device = device
             for entity in record.entities {
                 let version = entity.version
-                let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM entity_version WHERE uuid = ?", arguments: [version.uuid]) ?? false
+                let known = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), arguments: [version.uuid]) ?? false
                 if known { continue }
                 // Successors that arrived earlier (out of order) are linked as the version goes in.
                 var successors: [(uuid: UUID, effective: Date)] = []
                 for next in version.nextVersionUUIDs {
-                    if let nextEffective = try Double.fetchOne(db, sql: "SELECT effective_date FROM entity_version WHERE uuid = ?", arguments: [next]) {
+                    if let nextEffective = try Double.fetchOne(db.cachedStatement(sql: "SELECT effective_date FROM entity_version WHERE uuid = ?"), arguments: [next]) {
                         successors.append((next, Date(timeIntervalSinceReferenceDate: nextEffective)))
                     }
                 }
@@ -585,7 +599,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Runs a body in one write transaction: committed when it returns, rolled back when it throws.
     public func write<T>(_ body: (any CarePlanWriter) throws -> T) throws -> T {
         do {
-            return try pool.write { db in try body(Transaction(store: self, db: db, committed: false)) }
+            return try pool.write { db in try marked(db) { try body(Transaction(store: self, db: db, committed: false)) } }
         } catch let error as DatabaseError {
             throw wrap(error)
         }
@@ -594,7 +608,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     public func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
         var results: [Result<T, any Error>] = []
         do {
-            try pool.write { db in
+            try pool.write { db in try marked(db) {
                 let tx = Transaction(store: self, db: db, committed: false)
                 for body in bodies {
                     var result: Result<T, any Error>?
@@ -609,12 +623,20 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                     }
                     results.append(result!)
                 }
-            }
+            } }
         } catch {
             let failure = error is DatabaseError ? wrap(error) : error
             return bodies.map { _ in .failure(failure) }
         }
         return results
+    }
+
+    /// Runs a write transaction's body with `writeStart` set.
+    private func marked<T>(_ db: Database, _ body: () throws -> T) throws -> T {
+        let committed = try nextRevision(db) - 1
+        writeStart.withLock { $0 = committed }
+        defer { writeStart.withLock { $0 = nil } }
+        return try body()
     }
 
     /// `read {}` for the store's own one-call reads, every error as `StoreError`.
@@ -790,11 +812,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let ids {
             guard !ids.isEmpty else { return [] }
             // The ids joined first, each looked up through the (kind, id) index.
-            rows = try Row.fetchAll(db, sql: """
+            rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT v.kind, v.id FROM json_each(?) AS wanted
                 CROSS JOIN entity_version v ON v.kind IN ('patient', 'carePlan', 'contact', 'task', 'outcome') AND v.id = wanted.value
                 WHERE v.next_uuids IS NULL GROUP BY v.kind, v.id HAVING COUNT(*) > 1 ORDER BY v.kind, v.id
-                """, arguments: [JSONValue.array(Set(ids).sorted().map { .string($0) }).serialized()])
+                """), arguments: [JSONValue.array(Set(ids).sorted().map { .string($0) }).serialized()])
         } else {
             rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
         }
@@ -803,10 +825,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     /// The live outcome of one occurrence of a task version, through the index that keeps it unique.
     func liveOutcome(taskUUID: UUID, occurrence: Int, db: Database, committed: Bool) throws -> Outcome? {
-        let uuid = try UUID.fetchOne(db, sql: """
+        let uuid = try UUID.fetchOne(db.cachedStatement(sql: """
             SELECT uuid FROM entity_version
             WHERE kind = 'outcome' AND parent_uuid = ? AND occurrence = ? AND next_uuids IS NULL AND deleted_date IS NULL
-            """, arguments: [taskUUID, occurrence])
+            """), arguments: [taskUUID, occurrence])
         guard let uuid else { return nil }
         return try fetch(kind: "outcome", EntityQuery(versions: .history, uuids: [uuid]), db: db, committed: committed)
             .compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }.first

@@ -29,12 +29,13 @@ extension SQLiteCarePlanStore {
         // `+kind`: the new rows by revision (the primary key), not every row of a kind through
         // the kind index, which the planner would otherwise pick (a store of a million outcomes
         // made each write scan them all).
-        try db.execute(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND +kind = 'patient'", arguments: [revision])
+        // Run after every write (statements kept prepared).
+        try db.cachedStatement(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND +kind = 'patient'").execute(arguments: [revision])
         for kinds in ["'carePlan'", "'task', 'contact'", "'outcome'"] {
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE entity_version SET patient_id = (SELECT p.patient_id FROM entity_version p WHERE p.uuid = entity_version.parent_uuid)
                 WHERE revision >= ? AND +kind IN (\(kinds)) AND patient_id IS NULL AND parent_uuid IS NOT NULL
-                """, arguments: [revision])
+                """).execute(arguments: [revision])
         }
     }
 
@@ -125,7 +126,11 @@ extension SQLiteCarePlanStore {
         for uuid in Set(uuids) {
             guard let row = try Row.fetchOne(statement, arguments: [uuid]) else { continue }
             let kind: String = row["kind"]
-            let type: EntityType = kind == "task" && (row["json"] as String).contains("\"healthKitLinkage\"") ? .healthKitTask : EntityType(rawValue: kind) ?? .task
+            let type: EntityType = if kind == "task" {
+                try row.withUnsafeData(atIndex: 1) { Self.mentionsHealthKitLinkage(Array($0 ?? Data())) } ? .healthKitTask : .task
+            } else {
+                EntityType(rawValue: kind) ?? .task
+            }
             result[uuid] = VersionScope(type: type, patientID: row["patient_id"])
         }
         return result
@@ -144,22 +149,19 @@ extension SQLiteCarePlanStore {
         var merged = 0
         var knowledge = deviceKnowledge
         for record in records {
-            let first = try nextRevision(db)
-            merged += try mergeVersions(record, db: db)
             let stamp = try KnowledgeVector(processes: record.knowledgeVector)
+            merged += try mergeVersions(record, device: (patientID, stamp.json), db: db)
             knowledge = knowledge.merged(with: stamp)
-            try db.execute(sql: "UPDATE entity_version SET stamp = ? WHERE revision >= ?", arguments: [stamp.json, first])
-            try Self.scopeVersions(from: first, db: db)
-            try db.execute(sql: "UPDATE entity_version SET patient_id = ? WHERE revision >= ? AND patient_id IS NULL", arguments: [patientID, first])
         }
         let own = try processID(db: db)
+        let bind = try db.cachedStatement(sql: "INSERT OR IGNORE INTO sync_process (process, patient_id) VALUES (?, ?)")
         for process in knowledge.clocks.keys where process != own {
-            try db.execute(sql: "INSERT OR IGNORE INTO sync_process (process, patient_id) VALUES (?, ?)", arguments: [process.uuidString, patientID])
+            try bind.execute(arguments: [process.uuidString, patientID])
         }
-        if let text = try String.fetchOne(db, sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?", arguments: [patientID]) {
+        if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?"), arguments: [patientID]) {
             knowledge = knowledge.merged(with: try Self.vector(text))
         }
-        try db.execute(sql: "INSERT OR REPLACE INTO patient_knowledge (patient_id, vector) VALUES (?, ?)", arguments: [patientID, knowledge.json])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO patient_knowledge (patient_id, vector) VALUES (?, ?)").execute(arguments: [patientID, knowledge.json])
         return merged
     }
 
