@@ -36,7 +36,8 @@ public protocol DeviceRegistry: Sendable {
     func devices(patientID: String?) throws(StoreError) -> [Device]
     /// Revokes a device; false when there is no such device.
     func revokeDevice(id: String, at date: Date) throws(StoreError) -> Bool
-    func recordSync(deviceID: String, at date: Date) throws(StoreError)
+    /// Writes devices' last sync times, in one transaction.
+    func recordSyncs(_ times: [String: Date]) throws(StoreError)
 }
 
 extension SQLiteCarePlanStore: DeviceRegistry {
@@ -104,9 +105,10 @@ extension SQLiteCarePlanStore: DeviceRegistry {
         }
     }
 
-    public func recordSync(deviceID: String, at date: Date) throws(StoreError) {
+    public func recordSyncs(_ times: [String: Date]) throws(StoreError) {
         try writeDatabase { db in
-            try db.execute(sql: "UPDATE device SET last_sync_at = ? WHERE id = ?", arguments: [date.timeIntervalSinceReferenceDate, deviceID])
+            let statement = try db.cachedStatement(sql: "UPDATE device SET last_sync_at = ? WHERE id = ?")
+            for (deviceID, date) in times { try statement.execute(arguments: [date.timeIntervalSinceReferenceDate, deviceID]) }
         }
     }
 

@@ -108,7 +108,7 @@ struct CareKitSyncRoutes: Sendable {
         case .refused(let refusal): return refusal.response
         case .page(let who, let read, let size): (device, page, limit) = (who, read, size)
         }
-        if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
+        server.syncTimes.note(device.id)
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pulls.increment()
         var body: [UInt8] = Array("{\"revisions\":[".utf8)
@@ -145,7 +145,7 @@ struct CareKitSyncRoutes: Sendable {
         case .success(let merged): result = merged
         case .failure(let error): return Self.response(for: error)
         }
-        if server.syncTimes.due(device.id) { try? await Blocking.run { try server.store.recordSync(deviceID: device.id, at: Date()) } }
+        server.syncTimes.note(device.id)
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pushes.increment()
         if result.merged > 0 { server.activity.pushSoon() }

@@ -42,7 +42,8 @@ public struct GatewayServer: Sendable {
     let throttle: EnrollmentThrottle
     let perDevice: InFlightLimit
     let pullPages = PullPageCache()
-    let syncTimes = SyncTimeWrites()
+    /// Devices' last sync times, written in the background.
+    let syncTimes: SyncTimes
     let perAddress: InFlightLimit
     /// Device pushes that arrive together share one commit.
     let pushes: PushCommitGroups
@@ -85,6 +86,7 @@ public struct GatewayServer: Sendable {
         perDevice = InFlightLimit(limits.concurrentPerDevice)
         perAddress = InFlightLimit(limits.concurrentPerAddress)
         pushes = PushCommitGroups(sync: CareKitSync(store: store))
+        syncTimes = SyncTimes(store: store)
     }
 
     /// The routes, for an application or a test.
@@ -107,11 +109,11 @@ public struct GatewayServer: Sendable {
         return router
     }
 
-    /// The EHR workers (outbox push, patient refresh) to run beside the HTTP server; none
-    /// without an EHR.
+    /// The workers to run beside the HTTP server: the devices' sync times, and with an EHR the
+    /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
-        guard let ehr else { return [] }
-        return [OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, activity: activity, logger: logger),
+        guard let ehr else { return [syncTimes] }
+        return [syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, activity: activity, logger: logger),
                 PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, activity: activity, logID: PatientLogID(), logger: logger)]
     }
 
@@ -210,20 +212,42 @@ final class InFlightLimit: Sendable {
     }
 }
 
-/// When each device's last sync is written to the store: at most once a minute per device, so
-/// an up-to-date device's frequent syncs (CareKit syncs after every change) cost no write each.
-final class SyncTimeWrites: Sendable {
-    private let written = Mutex<[String: Date]>([:])
-    let interval: TimeInterval = 60
+/// Devices' last sync times, noted by each sync call and written to the store in the background:
+/// all the times noted in an interval in one transaction, on the worker's own task. A sync call
+/// never waits for a write (bookkeeping written inline made reads queue behind the store's one
+/// writer); what is still noted at graceful shutdown is written then.
+final class SyncTimes: Service, Sendable {
+    let store: any DeviceRegistry & Sendable
+    let interval: Duration
+    private let noted = Mutex<[String: Date]>([:])
 
-    /// Whether this sync of the device should be written (and, if so, counts it as written).
-    func due(_ deviceID: String, now: Date = Date()) -> Bool {
-        written.withLock { written in
-            if let last = written[deviceID], now.timeIntervalSince(last) < interval { return false }
-            written[deviceID] = now
-            if written.count > 100_000 { written = written.filter { now.timeIntervalSince($0.value) < interval } }
-            return true
+    init(store: any DeviceRegistry & Sendable, interval: Duration = .seconds(5)) {
+        self.store = store
+        self.interval = interval
+    }
+
+    /// Notes a device's sync (the newest time wins).
+    func note(_ deviceID: String, at date: Date = Date()) {
+        noted.withLock { $0[deviceID] = date }
+    }
+
+    /// Writes what is noted (and keeps it noted when the write fails: it is tried again).
+    func write() async {
+        let times = noted.withLock { noted in defer { noted = [:] }; return noted }
+        guard !times.isEmpty else { return }
+        do {
+            try await Blocking.run { [store] in try store.recordSyncs(times) }
+        } catch {
+            noted.withLock { noted in noted.merge(times) { newer, _ in newer } }
         }
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+            await write()
+        }
+        await write()
     }
 }
 

@@ -187,6 +187,20 @@ struct SyncRouteTests {
         try await server.stop()
     }
 
+    @Test("a device's last sync time is written in the background, never by the request itself, and what is noted is written at graceful shutdown")
+    func lastSyncTimes() async throws {
+        let (store, _) = try twoPatientStore()
+        let server = try await RunningServer(store: store)
+        let enrollment = DeviceEnrollment(store: store)
+        let (device, token) = try enrollment.redeem(code: enrollment.issueCode(patientID: "maria").code)
+        #expect(try store.devices(patientID: "maria").first?.lastSyncAt == nil)
+        let before = Date()
+        #expect(try await server.send("GET", "/carekit/v1/revisions", token: token).status == 200)
+        try await server.stop()
+        let synced = try #require(try store.devices(patientID: "maria").first { $0.id == device.id }?.lastSyncAt)
+        #expect(synced >= before.addingTimeInterval(-1) && synced <= Date())
+    }
+
     @Test("wrong enrollment codes from one address are refused with 429 and Retry-After once past the limit, even a right one")
     func throttle() async throws {
         let (store, _) = try twoPatientStore()

@@ -61,7 +61,7 @@ for p in 0..<deviceCount {
     if arguments.contains("--verbose") { print("add \(p): \(ContinuousClock.now - addStarted)") }
     taskUUIDs[patient.id] = uuids
 }
-print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock)")
+print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock); \(memory())")
 
 // MARK: The server, in this process on port 0.
 
@@ -116,6 +116,15 @@ func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
     }
 }
 
+/// The process's resident memory now and at its peak (kB), from /proc.
+func memory() -> String {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> String {
+        status.split(separator: "\n").first { $0.hasPrefix(name) }.map { $0.dropFirst(name.count).trimmingCharacters(in: .whitespaces) } ?? "?"
+    }
+    return "resident \(field("VmRSS:")), peak \(field("VmHWM:"))"
+}
+
 func milliseconds(_ d: Duration) -> Double { Double(d.components.seconds) * 1_000 + Double(d.components.attoseconds) / 1e15 }
 
 /// `body` run by every device in a loop for `seconds`; requests/s, p50 and p99 in ms.
@@ -142,9 +151,9 @@ func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void
     var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     for latency in latencies { _ = histogram.record(latency) }
     let rate = Double(latencies.count) / elapsed
-    print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s)",
+    print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s); %@",
                  name, rate, Double(histogram.valueAtPercentile(50)) / 1_000, Double(histogram.valueAtPercentile(99)) / 1_000,
-                 latencies.count, deviceCount, elapsed))
+                 latencies.count, deviceCount, elapsed, memory()))
 }
 
 /// `body` sent at a fixed rate spread over the devices (an open loop, as devices sync when
@@ -201,7 +210,7 @@ let vectors = try await withThrowingTaskGroup(of: (Int, KnowledgeVector).self) {
     return result
 }
 for (d, vector) in vectors { devices[d].vector = vector }
-print("every device caught up (\(deviceCount) full pulls at once) in \(ContinuousClock.now - clock)")
+print("every device caught up (\(deviceCount) full pulls at once) in \(ContinuousClock.now - clock); \(memory())")
 let ready = devices
 
 let syncPaths = ready.map { "/carekit/v1/revisions?since=\($0.vector.base64URL)" }  // the generator's work kept out of the loop
