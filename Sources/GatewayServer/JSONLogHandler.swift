@@ -22,7 +22,7 @@ public struct JSONLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         var fields: [(String, JSONValue)] = [
-            ("time", .string(ISO8601DateFormatter().string(from: Date()))),
+            ("time", .string(Self.timestamp(Date()))),
             ("level", .string(event.level.rawValue)),
             ("label", .string(label)),
             ("message", .string(event.message.description)),
@@ -33,6 +33,21 @@ public struct JSONLogHandler: LogHandler {
         var line = JSONValue.object(fields).serialized()
         line += "\n"
         FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    /// UTC, to the millisecond: `2026-11-25T02:30:00.123Z`. Written by hand: a formatter made
+    /// for each line cost more than the rest of a `/healthz` request.
+    static func timestamp(_ date: Date) -> String {
+        let milliseconds = Int64((date.timeIntervalSince1970 * 1_000).rounded(.down))
+        var seconds = time_t(milliseconds / 1_000)
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func digits(_ value: Int32, _ count: Int) -> String {
+            let text = String(value)
+            return String(repeating: "0", count: max(0, count - text.count)) + text
+        }
+        return "\(digits(parts.tm_year + 1900, 4))-\(digits(parts.tm_mon + 1, 2))-\(digits(parts.tm_mday, 2))T"
+            + "\(digits(parts.tm_hour, 2)):\(digits(parts.tm_min, 2)):\(digits(parts.tm_sec, 2)).\(digits(Int32(milliseconds % 1_000), 3))Z"
     }
 }
 

@@ -5,7 +5,7 @@ import Foundation
 import Glibc
 #endif
 import Gateway
-import GatewayServer
+@testable import GatewayServer
 import HummingbirdTLS
 import JSON
 import Logging
@@ -278,4 +278,20 @@ struct ServerLimitTests {
         try await server.stop()
     }
 }
+}
+
+@Suite("JSON log lines")
+struct JSONLogLineTests {
+    @Test("the time of a log line is UTC to the millisecond, and reads back as the moment it names")
+    func timestamp() throws {
+        let reader = ISO8601DateFormatter()
+        reader.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for date in [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_795_660_200.123), Date(timeIntervalSince1970: 951_782_400.5), Date()] {
+            let text = JSONLogHandler.timestamp(date)
+            #expect(text.count == 24 && text.hasSuffix("Z"), "\(text)")
+            let read = try #require(reader.date(from: text), "\(text)")
+            #expect(abs(read.timeIntervalSince(date)) < 0.001, "\(text)")
+        }
+        #expect(JSONLogHandler.timestamp(Date(timeIntervalSince1970: 951_782_400.5)) == "2000-02-29T00:00:00.500Z")
+    }
 }

@@ -63,22 +63,62 @@ for p in 0..<deviceCount {
 }
 print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock); \(memory())")
 
-// MARK: The server, in this process on port 0.
+// MARK: The server: in this process on port 0, or with --serve <caregate binary> as a process of
+// its own (`caregate serve --config`, as deployed), so that its memory is measured alone.
 
 var limits = GatewayServer.Limits()
 limits.concurrentPerAddress = 10_000  // every device comes from 127.0.0.1
 var logger = Logger(label: "sync-load")
 logger.logLevel = .error
-let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
-let group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
-let serverTask = Task { try await group.run() }
-func first(_ stream: AsyncStream<Int>) async -> Int {
-    var iterator = stream.makeAsyncIterator()
-    return await iterator.next()!
+let served: Process?
+let group: ServiceGroup?
+let serverTask: Task<Void, any Error>?
+let port: Int
+if let binary = option("--serve") {
+    port = freePort()
+    let config = folder.appendingPathComponent("gateway.yaml")
+    try """
+        listen:
+          host: 127.0.0.1
+          port: \(port)
+        store: care.sqlite
+        limits:
+          concurrent-per-address: 10000
+        """.write(to: config, atomically: true, encoding: .utf8)
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = ["serve", "--config", config.path]
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    served = process
+    (group, serverTask) = (nil, nil)
+    let probe = CurlTransport()
+    while (try? await probe.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/healthz")))?.status != 200 {
+        try await Task.sleep(for: .milliseconds(50))
+    }
+} else {
+    let (ports, portContinuation) = AsyncStream<Int>.makeStream()
+    let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
+    let running = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
+    (served, group) = (nil, running)
+    serverTask = Task { try await running.run() }
+    var iterator = ports.makeAsyncIterator()
+    port = await iterator.next()!
 }
-let port = await first(ports)
 let base = "http://127.0.0.1:\(port)"
+
+/// A port free now (bound to 0 and let go).
+func freePort() -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
 
 // MARK: Devices.
 
@@ -116,9 +156,9 @@ func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
     }
 }
 
-/// The process's resident memory now and at its peak (kB), from /proc.
+/// Resident memory now and at its peak (kB), from /proc: the server's process with --serve, else this one.
 func memory() -> String {
-    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let status = (try? String(contentsOfFile: "/proc/\(served.map { String($0.processIdentifier) } ?? "self")/status", encoding: .utf8)) ?? ""
     func field(_ name: String) -> String {
         status.split(separator: "\n").first { $0.hasPrefix(name) }.map { $0.dropFirst(name.count).trimmingCharacters(in: .whitespaces) } ?? "?"
     }
@@ -256,9 +296,11 @@ if phases.contains("post") { try await load("device POSTs of a day's outcomes (1
     precondition(answer.status == 200, "POST: HTTP \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
 } }
 
-let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: unknown"
-print("peak resident memory (server, store and generator in one process): \(peak.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces))")
-await group.triggerGracefulShutdown()
-try await serverTask.value
+print(served == nil ? "memory of the process (server, store and generator): \(memory())" : "memory of the server's process: \(memory())")
+if let served {
+    served.terminate()  // SIGTERM: a graceful shutdown
+    served.waitUntilExit()
+}
+await group?.triggerGracefulShutdown()
+try await serverTask?.value
 try? FileManager.default.removeItem(at: folder)
