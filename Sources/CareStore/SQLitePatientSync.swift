@@ -115,9 +115,7 @@ extension SQLiteCarePlanStore {
 
     /// Whether a task's stored JSON has a `healthKitLinkage` member (CareKit's HealthKit tasks).
     static func mentionsHealthKitLinkage(_ json: [UInt8]) -> Bool {
-        let key = Array("\"healthKitLinkage\"".utf8)
-        guard json.count >= key.count else { return false }
-        return (0...(json.count - key.count)).contains { i in json[i] == key[0] && json[i..<(i + key.count)].elementsEqual(key) }
+        json.firstRange(of: Array("\"healthKitLinkage\"".utf8)) != nil
     }
 
     func scopes(of uuids: [UUID], db: Database) throws -> [UUID: VersionScope] {

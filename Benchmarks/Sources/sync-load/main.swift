@@ -167,33 +167,40 @@ func memory() -> String {
 
 func milliseconds(_ d: Duration) -> Double { Double(d.components.seconds) * 1_000 + Double(d.components.attoseconds) / 1e15 }
 
-/// `body` run by every device in a loop for `seconds`; requests/s, p50 and p99 in ms.
-func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
-    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+/// Every device's latencies (µs) from `measure`, run for each device at once; and the seconds taken.
+func everyDevice(_ measure: @escaping @Sendable (Int) async throws -> [UInt64]) async throws -> (latencies: [UInt64], seconds: Double) {
     let started = ContinuousClock.now
     let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { tasks in
-        for d in 0..<deviceCount {
-            tasks.addTask {
-                var times: [UInt64] = []
-                while ContinuousClock.now < deadline {
-                    let start = ContinuousClock.now
-                    try await body(d)
-                    times.append(UInt64(milliseconds(ContinuousClock.now - start) * 1_000))  // µs
-                }
-                return times
-            }
-        }
+        for d in 0..<deviceCount { tasks.addTask { try await measure(d) } }
         var all: [UInt64] = []
         for try await times in tasks { all += times }
         return all
     }
-    let elapsed = milliseconds(ContinuousClock.now - started) / 1_000
+    return (latencies, milliseconds(ContinuousClock.now - started) / 1_000)
+}
+
+/// Latencies (µs) as a histogram; its percentiles in ms.
+func percentiles(_ latencies: [UInt64]) -> (p50: Double, p99: Double, max: Double) {
     var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
     for latency in latencies { _ = histogram.record(latency) }
-    let rate = Double(latencies.count) / elapsed
+    return (Double(histogram.valueAtPercentile(50)) / 1_000, Double(histogram.valueAtPercentile(99)) / 1_000, Double(histogram.max) / 1_000)
+}
+
+/// `body` run by every device in a loop for `seconds`; requests/s, p50 and p99 in ms.
+func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    let (latencies, elapsed) = try await everyDevice { d in
+        var times: [UInt64] = []
+        while ContinuousClock.now < deadline {
+            let start = ContinuousClock.now
+            try await body(d)
+            times.append(UInt64(milliseconds(ContinuousClock.now - start) * 1_000))  // µs
+        }
+        return times
+    }
+    let p = percentiles(latencies)
     print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s); %@",
-                 name, rate, Double(histogram.valueAtPercentile(50)) / 1_000, Double(histogram.valueAtPercentile(99)) / 1_000,
-                 latencies.count, deviceCount, elapsed, memory()))
+                 name, Double(latencies.count) / elapsed, p.p50, p.p99, latencies.count, deviceCount, elapsed, memory()))
 }
 
 /// `body` sent at a fixed rate spread over the devices (an open loop, as devices sync when
@@ -202,31 +209,21 @@ func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void
 func openLoad(_ name: String, rate: Double, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
     let interval = Double(deviceCount) / rate  // seconds between one device's requests
     let started = ContinuousClock.now
-    let latencies = try await withThrowingTaskGroup(of: [UInt64].self) { tasks in
-        for d in 0..<deviceCount {
-            tasks.addTask {
-                var times: [UInt64] = []
-                var due = interval * Double(d) / Double(deviceCount)  // devices spread over one interval
-                while due < seconds {
-                    let dueAt = started + .milliseconds(Int(due * 1_000))
-                    if ContinuousClock.now < dueAt { try await Task.sleep(until: dueAt) }
-                    try await body(d)
-                    times.append(UInt64(milliseconds(ContinuousClock.now - dueAt) * 1_000))
-                    due += interval
-                }
-                return times
-            }
+    let (latencies, elapsed) = try await everyDevice { d in
+        var times: [UInt64] = []
+        var due = interval * Double(d) / Double(deviceCount)  // devices spread over one interval
+        while due < seconds {
+            let dueAt = started + .milliseconds(Int(due * 1_000))
+            if ContinuousClock.now < dueAt { try await Task.sleep(until: dueAt) }
+            try await body(d)
+            times.append(UInt64(milliseconds(ContinuousClock.now - dueAt) * 1_000))
+            due += interval
         }
-        var all: [UInt64] = []
-        for try await times in tasks { all += times }
-        return all
+        return times
     }
-    let elapsed = milliseconds(ContinuousClock.now - started) / 1_000
-    var histogram = Histogram<UInt64>(highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
-    for latency in latencies { _ = histogram.record(latency) }
+    let p = percentiles(latencies)
     print(String(format: "%@ at %.0f/s offered: %.0f requests/s served, p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d requests, %d devices, %.0f s)",
-                 name, rate, Double(latencies.count) / elapsed, Double(histogram.valueAtPercentile(50)) / 1_000,
-                 Double(histogram.valueAtPercentile(99)) / 1_000, Double(histogram.max) / 1_000, latencies.count, deviceCount, elapsed))
+                 name, rate, Double(latencies.count) / elapsed, p.p50, p.p99, p.max, latencies.count, deviceCount, elapsed))
 }
 
 // A first full pull of one patient, ten times (fresh vectors), one device at a time.
