@@ -40,24 +40,28 @@ public enum FuzzHarnesses {
 }
 
 /// A file holding one input, for the surfaces that read paths (streams, mapping files): made in
-/// a folder of its own, removed afterwards.
+/// a folder of its own, removed afterwards. Plain system calls (`mkdtemp`, `open`, `unlink`,
+/// `rmdir`): Foundation's file manager took a tenth of the stream harness's time.
 struct ScratchFile {
     let folder: URL
     let path: String
 
     init(_ bytes: [UInt8], name: String) throws(PropertyFailure) {
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-fuzz-\(UUID().uuidString)")
-        path = folder.appendingPathComponent(name).path
-        do {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try Data(bytes).write(to: URL(fileURLWithPath: path))
-        } catch {
-            throw PropertyFailure("cannot write the scratch file \(path): \(error)")
-        }
+        var template = Array((NSTemporaryDirectory() + "/caregate-fuzz-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else { throw PropertyFailure("cannot make a scratch folder: errno \(errno)") }
+        let folderPath = String(cString: made)
+        folder = URL(fileURLWithPath: folderPath, isDirectory: true)
+        path = folderPath + "/" + name
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else { throw PropertyFailure("cannot write the scratch file \(path): errno \(errno)") }
+        defer { close(fd) }
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw PropertyFailure("cannot write the scratch file \(path): errno \(errno)") }
     }
 
     func remove() {
-        try? FileManager.default.removeItem(at: folder)
+        unlink(path)
+        rmdir(folder.path)
     }
 }
 

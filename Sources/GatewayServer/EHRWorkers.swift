@@ -17,15 +17,34 @@ public struct EHRLink: Sendable {
     public var refreshInterval: TimeInterval
     /// The token `/fhir/notify` requires (`Authorization: Bearer …`); nil: the route refuses all.
     public var notifyToken: String?
+    /// What the workers' intervals and back-off are measured on.
+    public var clock: WorkerClock
 
     public init(push: OutcomePush, refresh: PatientRefresh, pushInterval: TimeInterval = 60, refreshInterval: TimeInterval = 900,
-                notifyToken: String? = nil) {
+                notifyToken: String? = nil, clock: WorkerClock = .continuous) {
         self.push = push
         self.refresh = refresh
         self.pushInterval = pushInterval
         self.refreshInterval = refreshInterval
         self.notifyToken = notifyToken
+        self.clock = clock
     }
+}
+
+/// The time the EHR workers wait on: the continuous clock in service; in tests a clock moved by
+/// hand, so that minutes of an EHR outage and its back-off run in a moment.
+public struct WorkerClock: Sendable {
+    /// Time since the clock was wrapped.
+    let elapsed: @Sendable () -> Duration
+    let sleep: @Sendable (Duration) async throws -> Void
+
+    public init<C: Clock>(_ clock: C) where C.Duration == Duration {
+        let start = clock.now
+        elapsed = { start.duration(to: clock.now) }
+        sleep = { try await clock.sleep(for: $0) }
+    }
+
+    public static var continuous: WorkerClock { WorkerClock(ContinuousClock()) }
 }
 
 /// Wakes a waiting worker early: `fire()` ends the current or next `wait`. Several fires before
@@ -42,10 +61,10 @@ final class Wakeup: Sendable {
         waiter?.resume()
     }
 
-    /// Returns when fired, after `seconds`, or when the task is cancelled.
-    func wait(upTo seconds: TimeInterval) async {
+    /// Returns when fired, after `duration` on `clock`, or when the task is cancelled.
+    func wait(upTo duration: Duration, on clock: WorkerClock) async {
         let timer = Task { [self] in
-            try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+            try? await clock.sleep(max(.zero, duration))
             if !Task.isCancelled { fire() }
         }
         await withTaskCancellationHandler {
@@ -122,6 +141,7 @@ public struct PatientLogID: Sendable {
 struct OutboxPushWorker: Service {
     let push: OutcomePush
     let interval: TimeInterval
+    let clock: WorkerClock
     let activity: EHRActivity
     let logger: Logger
 
@@ -132,7 +152,7 @@ struct OutboxPushWorker: Service {
                 let delivered = await drain()
                 // Failing: 1, 2, 4… seconds, up to the interval or ten of them (at most a minute) when that is longer.
                 backoff = delivered ? 0 : min(max(1, backoff * 2), max(interval, min(60, 10 * interval)))
-                await activity.pushWake.wait(upTo: delivered ? interval : backoff)
+                await activity.pushWake.wait(upTo: .seconds(delivered ? interval : backoff), on: clock)
             }
         } onGracefulShutdown: { activity.pushWake.fire() }
     }
@@ -169,18 +189,19 @@ struct OutboxPushWorker: Service {
 struct PatientRefreshWorker: Service {
     let refresh: PatientRefresh
     let interval: TimeInterval
+    let clock: WorkerClock
     let activity: EHRActivity
     let logID: PatientLogID
     let logger: Logger
 
     func run() async throws {
         var lastRefresh: [String: Date] = [:]
-        var nextRound = Date()
+        var nextRound = clock.elapsed()
         await withGracefulShutdownHandler {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
                 let requests = activity.takeRefreshRequests()
-                let round = Date() >= nextRound
-                if round { nextRound = Date().addingTimeInterval(interval) }
+                let round = clock.elapsed() >= nextRound
+                if round { nextRound = clock.elapsed() + .seconds(interval) }
                 let enrolled = (try? refresh.enrolledPatients()) ?? []
                 let due = round || requests.all ? enrolled : enrolled.filter { requests.patients.contains($0.fhirID) }
                 for patient in due where !Task.isShuttingDownGracefully {
@@ -189,7 +210,7 @@ struct PatientRefreshWorker: Service {
                     let since = round && !requests.patients.contains(patient.fhirID) && !requests.all ? lastRefresh[patient.storeID] : nil
                     if await refreshOne(patient, since: since) { lastRefresh[patient.storeID] = started }
                 }
-                await activity.refreshWake.wait(upTo: nextRound.timeIntervalSinceNow)
+                await activity.refreshWake.wait(upTo: nextRound - clock.elapsed(), on: clock)
             }
         } onGracefulShutdown: { activity.refreshWake.fire() }
     }

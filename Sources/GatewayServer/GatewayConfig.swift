@@ -193,7 +193,7 @@ struct ConfigReader {
     mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
         var ehr = GatewayConfig.EHR(base: "")
         var ways: [String] = []
-        for (key, keyAt, value) in members(tree, expected: Self.ehrKeys) {
+        for (key, _, value) in members(tree, expected: Self.ehrKeys) {
             ehrLocations[key] = value.location
             switch key {
             case "base":

@@ -113,8 +113,9 @@ public struct GatewayServer: Sendable {
     /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
         guard let ehr else { return [syncTimes] }
-        return [syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, activity: activity, logger: logger),
-                PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, activity: activity, logID: PatientLogID(), logger: logger)]
+        return [syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, logger: logger),
+                PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, clock: ehr.clock, activity: activity,
+                                     logID: PatientLogID(), logger: logger)]
     }
 
     /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`),

@@ -231,7 +231,7 @@ extension GatewayServerSuites {
     @Suite("The push worker when the EHR fails")
     struct PushWorkerFaultTests {
         /// Maria's plan seeded on sekmet and imported into a fresh store; the gateway reaches the EHR through `proxy`.
-        func setUp(_ ehr: LocalFHIRServer, proxy: FaultProxy) async throws -> (SQLiteCarePlanStore, EHRLink, FHIRRESTClient) {
+        func setUp(_ ehr: LocalFHIRServer, proxy: FaultProxy, pushSeconds: Int = 1) async throws -> (SQLiteCarePlanStore, EHRLink, FHIRRESTClient) {
             let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
             for name in ["Patient-maria-lopez", "MedicationRequest-metformin"] {
                 _ = try await client.update(try sample(name), at: name.replacingOccurrences(of: "-", with: "/", range: name.range(of: "-")))
@@ -242,7 +242,7 @@ extension GatewayServerSuites {
             let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
             var settings = GatewayConfig.EHR(base: proxy.base)
             settings.timeZone = TimeZone(identifier: "America/New_York")!
-            settings.pushSeconds = 1
+            settings.pushSeconds = pushSeconds
             settings.refreshSeconds = 3_600
             settings.connection.retry = RetryPolicy(maxAttempts: 2, baseDelay: 0.05, maxDelay: 0.2, maxTotal: 2)
             let link = try settings.link(store: store, root: directory.path)
@@ -272,31 +272,45 @@ extension GatewayServerSuites {
             return (token, device)
         }
 
-        @Test("the EHR down for five push intervals: outcomes keep queueing, /readyz says so, nothing is lost, and the queue drains once each when it is back")
+        @Test("the EHR down for five minutes on a clock the test moves: outcomes keep queueing, the worker backs off 1, 2, 4… seconds up to its interval, /readyz says so, nothing is lost, and the queue drains once each when the EHR is back")
         func ehrDown() async throws {
             guard let ehr = await LocalFHIRServer() else { return }
             let proxy = try FaultProxy(upstream: ehr.port)
-            let (store, link, client) = try await setUp(ehr, proxy: proxy)
+            var (store, link, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 60)
+            let time = ManualClock()
+            link.clock = WorkerClock(time)
             let server = try await RunningServer(store: store, ehr: link)
             let (token, initial) = try await enrolledDevice(server, store: store)
             var device = initial
             let process = UUID()
+            // Both workers asleep: the push worker found the EHR up and waits its minute, the refresh worker its hour.
+            #expect(try await eventually { time.sleeping == 2 })
+            let before = time.asked.count
 
             try proxy.configure(["storm": 1_000_000, "status": 503])  // the EHR answers nothing but 503 from now on
-            #expect(try await record(server, token: token, device: &device, process: process, clock: 1, occurrences: 0..<2) == 2)
-            try await Task.sleep(nanoseconds: 2_500_000_000)
-            #expect(try await record(server, token: token, device: &device, process: process, clock: 2, occurrences: 2..<4) == 2)
-            try await Task.sleep(nanoseconds: 2_500_000_000)
-            #expect(try store.outboxCounts() == OutboxCounts(queued: 4, pushed: 0, failed: 0))
+            for minute in 1...5 {
+                // Each minute the device records two more walks, which wakes the push worker at once.
+                #expect(try await record(server, token: token, device: &device, process: process, clock: minute,
+                                         occurrences: (2 * minute - 2)..<(2 * minute)) == 2)
+                while time.now.offset < .seconds(60 * minute) {
+                    try #require(try await time.advanceToNextDeadline(whenSleeping: 2) != nil, "the workers did not settle")
+                }
+            }
+            #expect(try store.outboxCounts() == OutboxCounts(queued: 10, pushed: 0, failed: 0))
             #expect(try await server.send("GET", "/readyz").status == 503)
-            #expect(proxy.counts["stormed", default: 0] >= 3, "the worker kept trying: \(proxy.counts)")
+            let waits = time.asked.dropFirst(before).map(\.duration).filter { $0 < .seconds(3_600) }
+            #expect(Array(waits.prefix(7)) == [1, 2, 4, 8, 16, 32, 60].map { Duration.seconds($0) }, "\(waits)")
+            #expect(waits.dropFirst(6).allSatisfy { $0 == .seconds(60) } && waits.count >= 10, "\(waits)")
+            #expect(proxy.counts["stormed", default: 0] >= 2 * waits.count, "every wait followed a failed attempt: \(proxy.counts)")
 
             try proxy.configure([:])  // back
-            #expect(try await eventually { try store.outboxCounts().pushed == 4 }, "\(String(describing: try? store.outboxCounts()))")
+            try #require(try await time.advanceToNextDeadline(whenSleeping: 2) != nil, "the workers did not settle")
+            #expect(try await eventually { try store.outboxCounts().pushed == 10 }, "\(String(describing: try? store.outboxCounts()))")
             for item in try store.outbox(state: .pushed) {
                 #expect(try await client.search("Observation", [("identifier", item.idempotencyKey)]).count == 1, "\(item.idempotencyKey)")
             }
             #expect(try await eventually { try await server.send("GET", "/readyz").status == 200 })
+            #expect(time.now.offset > .seconds(300))
             try await server.stop()
         }
 

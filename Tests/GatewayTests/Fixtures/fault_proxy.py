@@ -17,6 +17,7 @@ import http.client
 import json
 import signal
 import sys
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,13 @@ config_path, counts_path = sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 counts = {"forwarded": 0, "dropped": 0, "stormed": 0}
 used = {"drop": 0, "storm": 0}
+
+
+def save_counts():
+    """Written whole, then renamed: a test reading the counts never sees half a file."""
+    with open(counts_path + ".new", "w") as file:
+        json.dump(counts, file)
+    os.replace(counts_path + ".new", counts_path)
 
 
 class Proxy(BaseHTTPRequestHandler):
@@ -51,7 +59,7 @@ class Proxy(BaseHTTPRequestHandler):
             drop = not storm and self.command in ("POST", "PUT") and used["drop"] < config.get("drop_after_forward", 0)
             if drop:
                 used["drop"] += 1
-            json.dump(counts, open(counts_path, "w"))
+            save_counts()
         if storm:
             payload = b'{"resourceType":"OperationOutcome","issue":[{"severity":"error","code":"transient","diagnostics":"busy"}]}'
             self.send_response(config.get("status", 503))
@@ -71,7 +79,7 @@ class Proxy(BaseHTTPRequestHandler):
             counts["forwarded"] += 1
             if drop:
                 counts["dropped"] += 1
-            json.dump(counts, open(counts_path, "w"))
+            save_counts()
         if drop:
             self.close_connection = True
             self.connection.shutdown(2)
