@@ -102,6 +102,31 @@ struct ServeCommandTests {
         #expect(check.status == 0 && check.stderr.contains("fine (listen 127.0.0.1:8080"), "\(check.stderr)")
     }
 
+    @Test("the README's TLS example passes --check-config with a certificate and key where it names them")
+    func readmeTLSConfiguration() async throws {
+        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first?.components(separatedBy: "\n## ").first)
+        let block = try #require(section.components(separatedBy: "```yaml\n").dropFirst(2).first?.components(separatedBy: "```").first)
+        #expect(block.contains("tls:"))
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let tls = dir.appendingPathComponent("tls")
+        try FileManager.default.createDirectory(at: tls, withIntermediateDirectories: true)
+        let openssl = Process()
+        openssl.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        openssl.arguments = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=caregate.example",
+                             "-keyout", tls.appendingPathComponent("key.pem").path, "-out", tls.appendingPathComponent("chain.pem").path]
+        openssl.standardOutput = FileHandle.nullDevice
+        openssl.standardError = FileHandle.nullDevice
+        guard (try? openssl.run()) != nil else { print("SKIPPED the README's TLS example: no openssl command"); return }
+        openssl.waitUntilExit()
+        try #require(openssl.terminationStatus == 0)
+        let config = block.replacingOccurrences(of: "/etc/caregate/tls/", with: tls.path + "/")
+        try config.write(to: dir.appendingPathComponent("tls.yaml"), atomically: true, encoding: .utf8)
+        let check = try await cli.caregate(["serve", "--config", "tls.yaml", "--check-config"], directory: dir)
+        #expect(check.status == 0 && check.stderr.contains("fine (listen 0.0.0.0:8443"), "\(check.stderr)")
+    }
+
     @Test("serve answers /healthz on the port it prints, and SIGTERM stops it with exit status 0")
     func serveAndStop() async throws {
         let dir = try folder()
