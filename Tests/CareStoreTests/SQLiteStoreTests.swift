@@ -41,6 +41,30 @@ struct SQLiteStoreTests {
         return (patient, plan, pill, weight)
     }
 
+    @Test("a task's stored JSON names healthKitLinkage when it has the member, wherever it stands; a text value of that name is not the member")
+    func healthKitLinkageSearch() throws {
+        let zone = TimeZone(identifier: "UTC")!
+        let start = Date(timeIntervalSinceReferenceDate: 800_000_000)
+        var steps = CareTask(id: "steps", title: "Walk", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
+        let plain = CareKitJSON.bytes(.task(steps), version: .v4)
+        steps.healthKitLinkage = HealthKitLinkage(quantityIdentifier: "HKQuantityTypeIdentifierStepCount", quantityType: .cumulative, unitString: "count")
+        #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(steps), version: .v4)))
+        #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(plain))
+        var named = CareTask(id: "healthKitLinkage", title: "healthKitLinkage", carePlanUUID: UUID(), schedule: steps.schedule, timezone: zone)
+        named.instructions = #""healthKitLinkage":"#
+        #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(named), version: .v4)))
+
+        let key = #""healthKitLinkage":"#
+        for found in [key, key + "{}", "{" + key + "1}", #"{"id":"a\"b","# + key + "2}", String(repeating: "\"", count: 40) + key] {
+            #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(Array(found.utf8)), "\(found)")
+            #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(Data(found.utf8)), "\(found)")
+        }
+        for absent in ["", "\"", #""healthKitLinkage""#, #""healthKitLinkag":"#, #"healthKitLinkage":1"#, String(repeating: "\"", count: 40),
+                       #"{"healthKitLinkages":1}"#, #"{"title":"healthKitLinkage"}"#] {
+            #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(Array(absent.utf8)), "\(absent)")
+        }
+    }
+
     @Test("add and fetch by id, remoteID, tags, group, patient and care plan")
     func addAndQuery() throws {
         let t = try TemporaryStore()
