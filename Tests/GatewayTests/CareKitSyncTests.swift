@@ -89,7 +89,7 @@ struct CareKitSyncTests {
         #expect(first.knowledgeVector.isEmpty && first.next == CareKitSync.PullCursor(revision: first.next!.revision, offset: 1))
     }
 
-    @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again")
+    @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again; the last page lets the list go")
     func pagesFromTheKeptList() throws {
         let fixture = try SyncFixture()
         let kept = CareKitSync(store: fixture.store, pages: PullPageCache(capacity: 1))
@@ -107,6 +107,19 @@ struct CareKitSyncTests {
         let third = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
         let thirdAgain = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: second.next)
         #expect(try third.record().entities.map(\.version.uuid) == thirdAgain.record().entities.map(\.version.uuid) && third.catchUp == thirdAgain.catchUp)
+
+        let cache = PullPageCache()
+        let paging = CareKitSync(store: fixture.store, pages: cache)
+        var page = try paging.pull(patientID: "john", since: KnowledgeVector(), limit: 1)
+        #expect(cache.count == 1)
+        var pages = 1
+        while let next = page.next {
+            #expect(cache.count == 1)
+            page = try paging.pull(patientID: "john", since: KnowledgeVector(), limit: 1, cursor: next)
+            pages += 1
+        }
+        #expect(pages > 2 && page.catchUp != nil)
+        #expect(cache.count == 0, "the last page served, the list is let go")
     }
 
     @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it")

@@ -156,13 +156,15 @@ func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
     }
 }
 
-/// Resident memory now and at its peak (kB), from /proc: the server's process with --serve, else this one.
+/// Resident memory now and at its peak (kB), from /proc: the server's process with --serve, else
+/// this one; now split into the heap and other private memory (anonymous) and mapped files (the
+/// binary, its libraries and ICU's data: shared with any other process mapping them).
 func memory() -> String {
     let status = (try? String(contentsOfFile: "/proc/\(served.map { String($0.processIdentifier) } ?? "self")/status", encoding: .utf8)) ?? ""
     func field(_ name: String) -> String {
         status.split(separator: "\n").first { $0.hasPrefix(name) }.map { $0.dropFirst(name.count).trimmingCharacters(in: .whitespaces) } ?? "?"
     }
-    return "resident \(field("VmRSS:")), peak \(field("VmHWM:"))"
+    return "resident \(field("VmRSS:")) (anonymous \(field("RssAnon:")), files \(field("RssFile:"))), peak \(field("VmHWM:"))"
 }
 
 func milliseconds(_ d: Duration) -> Double { Double(d.components.seconds) * 1_000 + Double(d.components.attoseconds) / 1e15 }

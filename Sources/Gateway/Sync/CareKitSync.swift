@@ -74,6 +74,7 @@ public struct CareKitSync: Sendable {
         let end = min(offset + max(limit, 1), all.count)
         let page = Array(all[offset..<end])
         guard end < all.count else {
+            if cursor != nil { pages?.drop(patientID, since: since, revision: versions.revision) }
             return PullPage(versions: page, knowledgeVector: versions.knowledge.processes, catchUp: versions.knowledge, next: nil)
         }
         let known = since.common(with: versions.knowledge)
@@ -139,6 +140,7 @@ public struct CareKitSync: Sendable {
 /// up to the first page's revision, so the list is the same, and working it out again for each
 /// page made a first pull of a year's plan cost its page count times over. A few lists are kept
 /// (the most recent); a page whose list was dropped works it out again, with the same result.
+/// A list goes once its last page is served: a year's plan is megabytes, kept for nobody.
 public final class PullPageCache: Sendable {
     private let lists = Mutex<[(key: String, versions: PatientVersions)]>([])
     let capacity: Int
@@ -154,6 +156,14 @@ public final class PullPageCache: Sendable {
     func versions(_ patientID: String, since: KnowledgeVector, revision: Int) -> PatientVersions? {
         let key = Self.key(patientID, since, revision)
         return lists.withLock { lists in lists.last { $0.key == key }?.versions }
+    }
+
+    /// How many lists are kept.
+    public var count: Int { lists.withLock { $0.count } }
+
+    func drop(_ patientID: String, since: KnowledgeVector, revision: Int) {
+        let key = Self.key(patientID, since, revision)
+        lists.withLock { lists in lists.removeAll { $0.key == key } }
     }
 
     func keep(_ versions: PatientVersions, _ patientID: String, since: KnowledgeVector) {
