@@ -160,7 +160,7 @@ public struct FHIRRESTClient: Sendable {
             pages += 1
             if pages > maxPages { throw .invalidResponse(url: page, reason: "more than \(maxPages) pages") }
             let bundle = try await searchPage(page)
-            for entry in bundle.children(named: "entry") { if let r = entry["resource"] { found.append(r) } }
+            found += Self.matches(bundle)
             if found.count > maxResources { throw .invalidResponse(url: page, reason: "the search gives more than \(maxResources) resources; narrow it") }
             next = try bundle.children(named: "link").first { $0.string("relation") == "next" }?.string("url").map { link throws(FHIRClientError) in
                 try onServer(link, relativeTo: page)
@@ -172,7 +172,13 @@ public struct FHIRRESTClient: Sendable {
     /// The resources on a search's first page only: enough to learn whether anything matches
     /// (with `_count=1`, say) without reading every page.
     public func firstPage(_ type: String, _ parameters: [(String, String)]) async throws(FHIRClientError) -> [Element] {
-        try await searchPage(searchURL(type, parameters)).children(named: "entry").compactMap { $0["resource"] }
+        Self.matches(try await searchPage(searchURL(type, parameters)))
+    }
+
+    /// A search page's resources, without the OperationOutcomes a server adds to say how it took
+    /// the search (`search.mode` "outcome": a parameter it ignored, say), which match nothing.
+    static func matches(_ bundle: Element) -> [Element] {
+        bundle.children(named: "entry").filter { $0.first("search.mode")?.value != "outcome" }.compactMap { $0["resource"] }
     }
 
     func searchURL(_ type: String, _ parameters: [(String, String)]) -> String {

@@ -117,4 +117,58 @@ struct ImportFromServerTests {
         #expect(try await push.run().pushed.isEmpty)
         #expect(try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("identifier", "urn:caregate:outcome|")]).count == 2)
     }
+
+    @Test("a refresh with a time asks the EHR what changed since: nothing costs its CapabilityStatement and a one-entry search per type it can search by patient; a changed CarePlan is found by the second and pulled, the statement read once")
+    func refreshSinceLastUpdated() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let direct = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        _ = try await direct.transaction(try seedTransaction(sampleFiles, base: server.base))
+        let proxy = try FaultProxy(upstream: server.port)
+        let proxied = FHIRRESTClient(base: proxy.base, retry: quickRetry, timeout: 20)
+        let store = try temporaryStore()
+        var refresh = PatientRefresh(client: proxied, importer: try importer(store), devices: store)
+        refresh.clockSkew = 0
+        let maria = EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez")
+        guard case .imported = try await refresh.refresh(maria, since: nil) else { Issue.record("the first refresh did not pull"); return }
+        var forwarded = proxy.counts["forwarded", default: 0]
+        _ = try await PatientPull(client: proxied).pull(patient: "maria-lopez")
+        let pullRequests = proxy.counts["forwarded", default: 0] - forwarded  // its CapabilityStatement included
+
+        try await Task.sleep(nanoseconds: 1_100_000_000)  // _lastUpdated is asked to the second
+        let quiet = Date()
+        forwarded = proxy.counts["forwarded", default: 0]
+        let second = try await refresh.refresh(maria, since: quiet)
+        guard case .unchanged = second else { Issue.record("nothing changed, yet the refresh pulled: \(second)"); return }
+        // sekmet lists no search of CareTeams (it would ignore `subject` and answer for everyone):
+        // Patient, CarePlan and MedicationRequest are asked.
+        let capabilities = ServerCapabilities(try await direct.capabilities())
+        let asked = PatientRefresh.patientSearches.filter { capabilities.canSearch($0.0, by: $0.1, "_lastUpdated") }.map(\.0)
+        #expect(asked == ["Patient", "CarePlan", "MedicationRequest"])
+        #expect(proxy.counts["forwarded", default: 0] - forwarded == 1 + asked.count)
+
+        var plan = try await direct.read("CarePlan", "maria-lopez-home-care")
+        plan.setValue("Home care after the visit", for: "title")
+        _ = try await direct.update(plan, at: "CarePlan/maria-lopez-home-care")
+        forwarded = proxy.counts["forwarded", default: 0]
+        guard case .imported(let report) = try await refresh.refresh(maria, since: quiet) else { Issue.record("a changed plan was not pulled"); return }
+        #expect(report.counts[.update, default: 0] >= 1, "\(report.counts)")
+        #expect(proxy.counts["forwarded", default: 0] - forwarded == pullRequests + 2, "the Patient and CarePlan searches, then the pull")
+        #expect(try store.fetchCarePlans().contains { $0.title == "Home care after the visit" })
+    }
+
+    @Test("a search by patient that gives another patient's CarePlan or CareTeam (a server ignoring the parameter) leaves it out with a warning")
+    func otherPatientsPlansLeftOut() throws {
+        let pull = PatientPull(client: FHIRRESTClient(base: "http://127.0.0.1:9/fhir"))
+        let found = try [
+            #"{"resourceType": "CarePlan", "id": "mine", "status": "active", "intent": "plan", "subject": {"reference": "Patient/maria-lopez"}}"#,
+            #"{"resourceType": "CarePlan", "id": "absolute", "status": "active", "intent": "plan", "subject": {"reference": "http://127.0.0.1:9/fhir/Patient/maria-lopez"}}"#,
+            #"{"resourceType": "CarePlan", "id": "theirs", "status": "active", "intent": "plan", "subject": {"reference": "Patient/john-doe"}}"#,
+            #"{"resourceType": "CareTeam", "id": "nobodys"}"#,
+            #"{"resourceType": "MedicationRequest", "id": "included", "status": "active", "intent": "order", "subject": {"reference": "Patient/john-doe"}, "medicationCodeableConcept": {"text": "x"}}"#,
+        ].map { try FHIRJSONReader().read(Array($0.utf8)).resource }
+        var notes: [ImportNote] = []
+        #expect(pull.own(found, patient: "maria-lopez", notes: &notes).compactMap { $0.string("id") } == ["mine", "absolute", "included"])
+        #expect(notes.map(\.resource) == ["CarePlan/theirs", "CareTeam/nobodys"])
+        #expect(notes.first?.message == "the search for Patient/maria-lopez's CarePlans gave this one, of Patient/john-doe; left out")
+    }
 }

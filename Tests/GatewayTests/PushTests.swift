@@ -196,14 +196,14 @@ struct PushStrategyTests {
     @Test("a server that does not list Observations, cannot create them, or can neither create conditionally nor search by identifier is refused, saying why")
     func refusals() throws {
         func refusal(_ resources: String, _ type: String = "Observation") -> String? {
-            do { _ = try OutcomePush.Strategy(try statement(resources), type: type); return nil } catch { return "\(error)" }
+            do { _ = try OutcomePush.Strategy(ServerCapabilities(try statement(resources)), type: type); return nil } catch { return "\(error)" }
         }
         #expect(refusal(#"{"type": "Patient"}"#) == "the server cannot store Observations (its CapabilityStatement does not list them)")
         #expect(refusal(#"{"type": "Observation", "interaction": [{"code": "read"}]}"#) == "the server cannot create Observations")
         #expect(refusal(#"{"type": "Observation", "interaction": [{"code": "create"}], "searchParam": [{"name": "code", "type": "token"}]}"#)
             == "the server cannot find Observations by identifier (neither conditional create nor an identifier search)")
         #expect(refusal(#"{"type": "Observation"}"#, "MedicationAdministration") == "the server cannot store MedicationAdministrations (its CapabilityStatement does not list them)")
-        let strategy = try OutcomePush.Strategy(try statement(#"{"type": "Observation", "interaction": [{"code": "create"}], "conditionalCreate": true}"#), type: "Observation")
+        let strategy = try OutcomePush.Strategy(ServerCapabilities(try statement(#"{"type": "Observation", "interaction": [{"code": "create"}], "conditionalCreate": true}"#)), type: "Observation")
         #expect(strategy.conditionalCreate && !strategy.conditionalUpdate && strategy.batch)
     }
 }

@@ -1,5 +1,4 @@
 import CareStore
-import FHIR
 import FHIRClient
 import Foundation
 
@@ -65,10 +64,11 @@ public struct PatientRefresh: Sendable {
     /// `since` (nil: always pull). The import runs with the current time as its `now`.
     public func refresh(_ patient: EnrolledPatient, since: Date?) async throws(PatientRefreshError) -> Result {
         do throws(FHIRClientError) {
-            if let since, try await supportsLastUpdated(), try await !changed(patient, since: since.addingTimeInterval(-clockSkew)) {
+            let capabilities = ServerCapabilities(try await client.capabilities())
+            if let since, try await !changed(patient, since: since.addingTimeInterval(-clockSkew), capabilities) {
                 return .unchanged
             }
-            let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID)
+            let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID, capabilities: capabilities)
             var importer = importer
             importer.now = Date()
             var report = ImportReport()
@@ -79,24 +79,20 @@ public struct PatientRefresh: Sendable {
         }
     }
 
-    /// Whether any of the patient's resources changed after `date` on the server.
-    func changed(_ patient: EnrolledPatient, since date: Date) async throws(FHIRClientError) -> Bool {
+    /// Whether any of the patient's resources changed after `date` on the server, asked with a
+    /// one-entry search of each type the server can search by the patient and `_lastUpdated`
+    /// (a search by a parameter the server ignores would be a search of every patient). A
+    /// server that cannot so search CarePlans cannot tell: the patient is pulled.
+    func changed(_ patient: EnrolledPatient, since date: Date, _ capabilities: ServerCapabilities) async throws(FHIRClientError) -> Bool {
+        guard capabilities.canSearch("CarePlan", by: "subject", "_lastUpdated") else { return true }
         let instant = Self.instant(date)
-        for (type, parameter) in Self.patientSearches {
+        for (type, parameter) in Self.patientSearches where capabilities.canSearch(type, by: parameter, "_lastUpdated") {
             let value = parameter == "_id" ? patient.fhirID : "Patient/\(patient.fhirID)"
             if try await !client.firstPage(type, [(parameter, value), ("_lastUpdated", "gt\(instant)"), ("_count", "1")]).isEmpty {
                 return true
             }
         }
         return false
-    }
-
-    /// Whether the CapabilityStatement lists `_lastUpdated` (for all resources or for CarePlan).
-    func supportsLastUpdated() async throws(FHIRClientError) -> Bool {
-        let rest = try await client.capabilities().children(named: "rest")
-        let parameters = rest.flatMap { $0.children(named: "searchParam") }
-            + rest.flatMap { $0.children(named: "resource") }.filter { $0.string("type") == "CarePlan" }.flatMap { $0.children(named: "searchParam") }
-        return parameters.contains { $0.string("name") == "_lastUpdated" }
     }
 
     static func instant(_ date: Date) -> String {

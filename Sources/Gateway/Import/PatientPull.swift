@@ -36,9 +36,11 @@ public struct PatientPull: Sendable {
     /// Pulls several patients; the first that fails stops the pull (`patient` names it).
     public func pull(patients ids: [String]) async throws(PatientPullError) -> Result {
         var result = Result()
+        var capabilities: ServerCapabilities?
         for id in ids {
             do throws(FHIRClientError) {
-                let one = try await pull(patient: id)
+                if capabilities == nil { capabilities = ServerCapabilities(try await client.capabilities()) }
+                let one = try await pull(patient: id, capabilities: capabilities)
                 result.resources += one.resources
                 result.notes += one.notes
                 result.requests += one.requests
@@ -52,7 +54,9 @@ public struct PatientPull: Sendable {
     /// Pulls one patient's care plan data. A patient the server does not have, a server that
     /// cannot search CarePlans, or a network failure after retries is an error and nothing is
     /// returned; a dangling reference is a note and the rest goes on.
-    public func pull(patient id: String) async throws(FHIRClientError) -> Result {
+    /// `capabilities`: the server's CapabilityStatement when the caller has it (read once for
+    /// several patients), else it is read here.
+    public func pull(patient id: String, capabilities known: ServerCapabilities? = nil) async throws(FHIRClientError) -> Result {
         var result = Result()
         var have: [String: Element] = [:]
         var order: [String] = []
@@ -63,9 +67,9 @@ public struct PatientPull: Sendable {
             have[key] = resource
         }
 
-        let capabilities = try await client.capabilities()
-        let supported = Self.resourceCapabilities(capabilities)
-        guard supported["CarePlan"]?.interactions.contains("search-type") ?? false else {
+        let supported: ServerCapabilities
+        if let known { supported = known } else { supported = ServerCapabilities(try await client.capabilities()) }
+        guard supported.canSearch("CarePlan") else {
             throw .unsupported("search CarePlans (its CapabilityStatement has no search-type for CarePlan)")
         }
         result.requests.append("GET Patient/\(id)")
@@ -80,15 +84,16 @@ public struct PatientPull: Sendable {
         // CarePlans, with their activities' references included when the server can.
         var parameters = [("subject", "Patient/\(id)"), ("_count", String(pageSize))]
         let include = "CarePlan:activity-reference"
-        if supported["CarePlan"]?.includes.contains(include) ?? false { parameters.append(("_include", include)) }
+        if supported.resources["CarePlan"]?.includes.contains(include) ?? false { parameters.append(("_include", include)) }
         result.requests.append("GET CarePlan?" + parameters.map { "\($0.0)=\($0.1)" }.joined(separator: "&"))
         let plans = try await client.search("CarePlan", parameters)
-        for resource in plans { keep(resource) }
+        for resource in own(plans, patient: id, notes: &result.notes) { keep(resource) }
 
         // CareTeams of the patient, when the server has them.
-        if supported["CareTeam"]?.interactions.contains("search-type") ?? false {
+        if supported.canSearch("CareTeam", by: "subject") {
             result.requests.append("GET CareTeam?subject=Patient/\(id)")
-            for team in try await client.search("CareTeam", [("subject", "Patient/\(id)"), ("_count", String(pageSize))]) { keep(team) }
+            let teams = try await client.search("CareTeam", [("subject", "Patient/\(id)"), ("_count", String(pageSize))])
+            for team in own(teams, patient: id, notes: &result.notes) { keep(team) }
         }
 
         // What the plans and teams name that is not in hand yet: read it, one level at a time
@@ -119,6 +124,21 @@ public struct PatientPull: Sendable {
         }
         result.resources = order.compactMap { key in have[key].map { SourcedResource(resource: $0, origin: client.url(key)) } }
         return result
+    }
+
+    /// What a search by the patient gave, without the CarePlans and CareTeams of other patients
+    /// (a server that ignores a parameter it does not know answers for every patient), each left
+    /// out with a warning; resources the search included alongside pass.
+    func own(_ found: [Element], patient id: String, notes: inout [ImportNote]) -> [Element] {
+        found.filter { resource in
+            guard let type = resource.resourceType, ["CarePlan", "CareTeam"].contains(type) else { return true }
+            let subject = resource.first("subject.reference")?.value
+            if let subject, Self.localKey(subject, base: client.base) == "Patient/\(id)" { return true }
+            let key = "\(type)/\(resource.string("id") ?? "?")"
+            notes.append(ImportNote(kind: .warning, resource: key, path: "subject", origin: client.url(key),
+                                    message: "the search for Patient/\(id)'s \(type)s gave this one, of \(subject ?? "no patient"); left out"))
+            return false
+        }
     }
 
     /// The references worth following from a pulled resource, with where they are.
@@ -163,17 +183,4 @@ public struct PatientPull: Sendable {
         return "\(parts[0])/\(parts[1])"
     }
 
-    /// Per resource type, the interactions and `_include` values a CapabilityStatement lists.
-    static func resourceCapabilities(_ statement: Element) -> [String: (interactions: Set<String>, includes: Set<String>)] {
-        var result: [String: (Set<String>, Set<String>)] = [:]
-        for rest in statement.children(named: "rest") where rest.string("mode") ?? "server" == "server" {
-            for resource in rest.children(named: "resource") {
-                guard let type = resource.string("type") else { continue }
-                let interactions = Set(resource.children(named: "interaction").compactMap { $0.string("code") })
-                let includes = Set(resource.children(named: "searchInclude").compactMap(\.value))
-                result[type] = (interactions, includes)
-            }
-        }
-        return result
-    }
 }

@@ -73,7 +73,7 @@ public struct OutcomePush: Sendable {
             return report
         }
         guard !queued.isEmpty else { return report }
-        let capabilities = try await client.capabilities()
+        let capabilities = ServerCapabilities(try await client.capabilities())
         var strategies: [String: Strategy] = [:]
         var ready: [(item: OutboxItem, observation: Element)] = []
         for item in queued {
@@ -165,16 +165,13 @@ public struct OutcomePush: Sendable {
         /// The server takes batch Bundles.
         var batch: Bool
 
-        init(_ capabilities: Element, type: String) throws(FHIRClientError) {
-            batch = capabilities.children(named: "rest").flatMap { $0.children(named: "interaction") }.contains { $0.string("code") == "batch" }
-            let observation = capabilities.children(named: "rest").flatMap { $0.children(named: "resource") }.first { $0.string("type") == type }
-            guard let observation else { throw .unsupported("store \(type)s (its CapabilityStatement does not list them)") }
-            let interactions = Set(observation.children(named: "interaction").compactMap { $0.string("code") })
-            guard interactions.contains("create") || interactions.isEmpty else { throw .unsupported("create \(type)s") }
-            conditionalCreate = observation.string("conditionalCreate") == "true"
-            conditionalUpdate = observation.string("conditionalUpdate") == "true"
-            let searchable = Set(observation.children(named: "searchParam").compactMap { $0.string("name") })
-            if !conditionalCreate && !searchable.isEmpty && !searchable.contains("identifier") {
+        init(_ capabilities: ServerCapabilities, type: String) throws(FHIRClientError) {
+            batch = capabilities.interactions.contains("batch")
+            guard let listed = capabilities.resources[type] else { throw .unsupported("store \(type)s (its CapabilityStatement does not list them)") }
+            guard listed.interactions.contains("create") || listed.interactions.isEmpty else { throw .unsupported("create \(type)s") }
+            conditionalCreate = listed.conditionalCreate
+            conditionalUpdate = listed.conditionalUpdate
+            if !conditionalCreate && !listed.searchParameters.isEmpty && !listed.searchParameters.contains("identifier") {
                 throw .unsupported("find \(type)s by identifier (neither conditional create nor an identifier search)")
             }
         }
