@@ -16,10 +16,12 @@ public struct PatientVersions: Sendable {
         self.knowledge = knowledge
         self.revision = revision
     }
+}
 
-    /// The versions decoded.
+extension Sequence<StoredVersion> {
+    /// The versions decoded (tests and tools; pulls send the stored JSON as it is).
     public func entities() throws(CareKitJSONError) -> [CareEntity] {
-        try versions.map { v throws(CareKitJSONError) in try v.entity() }
+        try map { v throws(CareKitJSONError) in try v.entity() }
     }
 }
 

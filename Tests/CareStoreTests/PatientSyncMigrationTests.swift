@@ -39,7 +39,7 @@ struct PatientSyncMigrationTests {
         }
         try queue.close()
         let store = try SQLiteCarePlanStore(path: path)
-        let maria = try store.patientVersions("maria", notCoveredBy: KnowledgeVector()).entities()
+        let maria = try store.patientVersions("maria", notCoveredBy: KnowledgeVector()).versions.entities()
         #expect(maria.map(\.version.id) == ["maria", "plan-maria", "walk-maria", maria.last!.version.id])
         #expect(maria.last?.entityType == .outcome)
         #expect(try store.patientVersions("john", notCoveredBy: KnowledgeVector()).versions.count == 3)

@@ -55,7 +55,7 @@ public struct CareKitSync: Sendable {
 
         /// The page as a revision record, its versions decoded.
         public func record() throws(CareKitJSONError) -> RevisionRecord {
-            RevisionRecord(entities: try versions.map { v throws(CareKitJSONError) in try v.entity() }, knowledgeVector: knowledgeVector)
+            RevisionRecord(entities: try versions.entities(), knowledgeVector: knowledgeVector)
         }
     }
 
