@@ -115,8 +115,9 @@ extension SQLiteCarePlanStore {
 
     /// Whether a task's stored JSON has a `healthKitLinkage` member (CareKit's HealthKit tasks).
     /// Stored JSON is the store's own compact CareKit JSON, so a member's key is followed by its
-    /// colon at once, and a text value "healthKitLinkage" is not taken for the key. Quotes found with `memchr`, then compared: every device push checks the task of each
-    /// outcome it carries, and Foundation's generic `firstRange(of:)` took a tenth of a push.
+    /// colon at once, and a text value "healthKitLinkage" is not taken for the key. Quotes are
+    /// found with `memchr`, then compared: every device push checks the task of each outcome it
+    /// carries, and Foundation's generic `firstRange(of:)` took a tenth of a push.
     static func mentionsHealthKitLinkage(_ json: some ContiguousBytes) -> Bool {
         json.withUnsafeBytes { text in
             healthKitLinkageKey.withUnsafeBytes { key in
