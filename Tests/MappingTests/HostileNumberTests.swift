@@ -97,6 +97,28 @@ struct HostileMappingFileTests {
     }
 }
 
+extension HostileMappingFileTests {
+    @Test("a key that is a list, a mapping or an alias of one is refused at its place before Yams composes the file (Yams sorts such keys in exponential time)")
+    func complexKeys() throws {
+        func refusal(_ yaml: String) -> String? {
+            do { _ = try YAMLTree.parse(yaml, file: "keys.yaml"); return nil } catch { return error.diagnostics.first?.description }
+        }
+        #expect(refusal("caregate-mapping: 1\n? [a, b]\n: 1\n") == "keys.yaml:2:3: error: YAML: a key must be a plain value, not a list")
+        #expect(refusal("resource: Patient\nrules:\n  {a: 1}: x\n") == "keys.yaml:3:3: error: YAML: a key must be a plain value, not a mapping")
+        #expect(refusal("base: &b {x: 1}\nother:\n  *b : 2\n") == "keys.yaml:3:3: error: YAML: a key must be a plain value, not an alias of a list or mapping (*b)")
+        // Plain keys, aliases of plain values, collections as values and merge keys are all fine.
+        #expect(refusal("name: &n text\n*n : 2\nlist: [{a: 1}, [b]]\nbase: &b {x: 1}\nmore:\n  <<: *b\n  y: 2\n") == nil)
+
+        // Twice the same key nested 40 deep: Yams would compare the two for ever.
+        var key = "x"
+        for _ in 0..<40 { key = "{k: [\(key)]}" }
+        let yaml = "? \(key)\n: 1\n? \(key)\n: 2\n"
+        let started = Date()
+        #expect(refusal(yaml) == "keys.yaml:1:3: error: YAML: a key must be a plain value, not a mapping")
+        #expect(Date().timeIntervalSince(started) < 1)
+    }
+}
+
 @Suite("Golden snapshots stay in their folder")
 struct GoldenSnapshotFolderTests {
     @Test("an expected snapshot outside the mapping file's folder (.., absolute, through a symlinked folder) is an error; inside is fine")

@@ -46,6 +46,7 @@ public indirect enum YAMLTree: Sendable {
 
     /// Parses YAML text; a syntax error is one diagnostic at its place.
     public static func parse(_ text: String, file: String) throws(MappingError) -> YAMLTree? {
+        if let refusal = YAMLKeyScan.firstComplexKey(text, file: file) { throw MappingError([refusal]) }
         let node: Node?
         do {
             node = try Yams.compose(yaml: text)
