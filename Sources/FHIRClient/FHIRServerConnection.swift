@@ -111,15 +111,17 @@ public enum SecretSource: Sendable, Equatable {
         }
     }
 
-    /// The secret, trimmed; nil when missing or empty.
+    /// The bearer token the secret holds, by the rule every token source follows
+    /// (`Authentication.bearer(secret:source:)`: the first line, trimmed, one word); nil when
+    /// missing, unreadable, empty or not one word.
     public func read(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         let text: String?
         switch self {
         case .file(let path): text = (try? FileBytes.read(path, limit: 1 << 16)).flatMap { String(validating: $0, as: UTF8.self) }
         case .environment(let name): text = environment[name]
         }
-        let line = text?.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) }
-        return line.flatMap { $0.isEmpty || $0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } ? nil : $0 }
+        guard let text, case .bearer(let token)? = try? Authentication.bearer(secret: text, source: name) else { return nil }
+        return token
     }
 
     public var name: String {

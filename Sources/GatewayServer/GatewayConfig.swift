@@ -270,7 +270,7 @@ struct ConfigReader {
             if case .file = notify { secrets.append(("notify.token-file", notify)) } else { secrets.append(("notify.token-env", notify)) }
         }
         for (key, secret) in secrets where secret.read(environment: environment) == nil {
-            error(ehrLocations[key] ?? SourceLocation(file: "", line: 1, column: 1), "ehr.\(key): no token in \(secret.name) (missing, unreadable, empty, or with control characters)")
+            error(ehrLocations[key] ?? SourceLocation(file: "", line: 1, column: 1), "ehr.\(key): no token in \(secret.name) (missing, unreadable, empty, or not one word)")
         }
     }
 

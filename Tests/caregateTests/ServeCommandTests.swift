@@ -73,7 +73,7 @@ struct ServeCommandTests {
         #expect(bad.stderr.split(separator: "\n").map(String.init) == [
             "ehr.yaml:1:1: error: ehr: needs base (the EHR's FHIR base URL)",
             "ehr.yaml:1:1: error: ehr: choose one way to authenticate (token-file, token-env)",
-            "ehr.yaml:3:14: error: ehr.token-env: no token in $EHR_TOKEN (missing, unreadable, empty, or with control characters)",
+            "ehr.yaml:3:14: error: ehr.token-env: no token in $EHR_TOKEN (missing, unreadable, empty, or not one word)",
             "ehr.yaml:4:14: error: ehr.time-zone: unknown time zone 'Mars/Olympus' (use an IANA name such as America/New_York)",
             "ehr.yaml:5:3: error: unknown key 'push-second'; did you mean 'push-seconds'?",
             "ehr.yaml:7:5: error: ehr.notify: needs token-file or token-env (the token the EHR sends with each notification)",
