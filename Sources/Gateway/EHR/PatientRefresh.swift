@@ -85,7 +85,9 @@ public struct PatientRefresh: Sendable {
     /// server that cannot so search CarePlans cannot tell: the patient is pulled.
     func changed(_ patient: EnrolledPatient, since date: Date, _ capabilities: ServerCapabilities) async throws(FHIRClientError) -> Bool {
         guard capabilities.canSearch("CarePlan", by: "subject", "_lastUpdated") else { return true }
-        let instant = Self.instant(date)
+        // The instant goes to the second, and `gt` on a value to the second means after that
+        // whole second: a second earlier, so that a change in the same second is not missed.
+        let instant = Self.instant(date.addingTimeInterval(-1))
         for (type, parameter) in Self.patientSearches where capabilities.canSearch(type, by: parameter, "_lastUpdated") {
             let value = parameter == "_id" ? patient.fhirID : "Patient/\(patient.fhirID)"
             if try await !client.firstPage(type, [(parameter, value), ("_lastUpdated", "gt\(instant)"), ("_count", "1")]).isEmpty {
