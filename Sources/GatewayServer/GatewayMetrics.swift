@@ -24,16 +24,21 @@ public final class GatewayMetrics: Sendable {
     private init() {
         registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        deviceSyncs = registry.makeCounter(name: "caregate_device_syncs_total", help: "Sync calls (pulls and pushes) by enrolled devices.")
-        pulls = registry.makeCounter(name: "caregate_pulls_total", help: "Pull pages answered.")
-        pushes = registry.makeCounter(name: "caregate_pushes_total", help: "Device pushes merged.")
-        outboxQueued = registry.makeGauge(name: "caregate_outbox_queued", help: "Outcome versions waiting to go to the EHR.")
-        outboxPushed = registry.makeGauge(name: "caregate_outbox_pushed", help: "Outcome versions the EHR holds.")
-        outboxDead = registry.makeGauge(name: "caregate_outbox_dead_letters", help: "Outcome versions the EHR refused for good.")
-        ehrPushed = registry.makeCounter(name: "caregate_ehr_pushed_total", help: "Outcome versions the push worker delivered to the EHR.")
-        ehrDeadLetters = registry.makeCounter(name: "caregate_ehr_dead_lettered_total", help: "Outcome versions the EHR refused (dead letters).")
-        ehrRefreshes = registry.makeCounter(name: "caregate_ehr_refreshes_total", help: "Patient refreshes from the EHR (pulled or found unchanged).")
-        notifications = registry.makeCounter(name: "caregate_ehr_notifications_total", help: "Rest-hook notifications accepted from the EHR.")
+        deviceSyncs = registry.makeCounter(descriptor: Self.name("device_syncs", unit: "total", "Sync calls (pulls and pushes) by enrolled devices."))
+        pulls = registry.makeCounter(descriptor: Self.name("pulls", unit: "total", "Pull pages answered."))
+        pushes = registry.makeCounter(descriptor: Self.name("pushes", unit: "total", "Device pushes merged."))
+        outboxQueued = registry.makeGauge(descriptor: Self.name("outbox_queued", "Outcome versions waiting to go to the EHR."))
+        outboxPushed = registry.makeGauge(descriptor: Self.name("outbox_pushed", "Outcome versions the EHR holds."))
+        outboxDead = registry.makeGauge(descriptor: Self.name("outbox_dead_letters", "Outcome versions the EHR refused for good."))
+        ehrPushed = registry.makeCounter(descriptor: Self.name("ehr_pushed", unit: "total", "Outcome versions the push worker delivered to the EHR."))
+        ehrDeadLetters = registry.makeCounter(descriptor: Self.name("ehr_dead_lettered", unit: "total", "Outcome versions the EHR refused (dead letters)."))
+        ehrRefreshes = registry.makeCounter(descriptor: Self.name("ehr_refreshes", unit: "total", "Patient refreshes from the EHR (pulled or found unchanged)."))
+        notifications = registry.makeCounter(descriptor: Self.name("ehr_notifications", unit: "total", "Rest-hook notifications accepted from the EHR."))
+    }
+
+    /// A metric's full name, `caregate_<metric>[_<unit>]`, with its help line.
+    static func name(_ metric: String, unit: String = "", _ help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: unit, helpText: help)
     }
 
     /// The text of a scrape, with the outbox read now.
