@@ -283,8 +283,12 @@ let uuids = taskUUIDs
 if phases.contains("post") { try await load("device POSTs of a day's outcomes (15 per POST)") { d in
     let day = days.take(d)
     let device = ready[d]
+    // A device's versions carry random (version 4) uuids, as CareKit makes them: the store's
+    // uuid index takes them at scattered places, not at its end as the gateway's own.
     let outcomes = uuids[device.patientID]!.map { task in
-        CareEntity.outcome(Outcome(taskUUID: task, taskOccurrenceIndex: day, values: [OutcomeValue(.boolean(true))], effectiveDate: Date()))
+        var outcome = Outcome(taskUUID: task, taskOccurrenceIndex: day, values: [OutcomeValue(.boolean(true))], effectiveDate: Date())
+        outcome.version.uuid = UUID()
+        return CareEntity.outcome(outcome)
     }
     let sent = device.vector.setting(process[d], to: day)
     let record = RevisionRecord(entities: outcomes, knowledgeVector: sent.processes)
