@@ -24,21 +24,26 @@ public final class GatewayMetrics: Sendable {
     private init() {
         registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-        deviceSyncs = registry.makeCounter(descriptor: Self.name("device_syncs", unit: "total", "Sync calls (pulls and pushes) by enrolled devices."))
-        pulls = registry.makeCounter(descriptor: Self.name("pulls", unit: "total", "Pull pages answered."))
-        pushes = registry.makeCounter(descriptor: Self.name("pushes", unit: "total", "Device pushes merged."))
-        outboxQueued = registry.makeGauge(descriptor: Self.name("outbox_queued", "Outcome versions waiting to go to the EHR."))
-        outboxPushed = registry.makeGauge(descriptor: Self.name("outbox_pushed", "Outcome versions the EHR holds."))
-        outboxDead = registry.makeGauge(descriptor: Self.name("outbox_dead_letters", "Outcome versions the EHR refused for good."))
-        ehrPushed = registry.makeCounter(descriptor: Self.name("ehr_pushed", unit: "total", "Outcome versions the push worker delivered to the EHR."))
-        ehrDeadLetters = registry.makeCounter(descriptor: Self.name("ehr_dead_lettered", unit: "total", "Outcome versions the EHR refused (dead letters)."))
-        ehrRefreshes = registry.makeCounter(descriptor: Self.name("ehr_refreshes", unit: "total", "Patient refreshes from the EHR (pulled or found unchanged)."))
-        notifications = registry.makeCounter(descriptor: Self.name("ehr_notifications", unit: "total", "Rest-hook notifications accepted from the EHR."))
+        deviceSyncs = Self.counter(registry, "device_syncs", "Sync calls (pulls and pushes) by enrolled devices.")
+        pulls = Self.counter(registry, "pulls", "Pull pages answered.")
+        pushes = Self.counter(registry, "pushes", "Device pushes merged.")
+        outboxQueued = Self.gauge(registry, "outbox_queued", "Outcome versions waiting to go to the EHR.")
+        outboxPushed = Self.gauge(registry, "outbox_pushed", "Outcome versions the EHR holds.")
+        outboxDead = Self.gauge(registry, "outbox_dead_letters", "Outcome versions the EHR refused for good.")
+        ehrPushed = Self.counter(registry, "ehr_pushed", "Outcome versions the push worker delivered to the EHR.")
+        ehrDeadLetters = Self.counter(registry, "ehr_dead_lettered", "Outcome versions the EHR refused (dead letters).")
+        ehrRefreshes = Self.counter(registry, "ehr_refreshes", "Patient refreshes from the EHR (pulled or found unchanged).")
+        notifications = Self.counter(registry, "ehr_notifications", "Rest-hook notifications accepted from the EHR.")
     }
 
-    /// A metric's full name, `caregate_<metric>[_<unit>]`, with its help line.
-    static func name(_ metric: String, unit: String = "", _ help: String) -> MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: unit, helpText: help)
+    /// A counter named `caregate_<metric>_total`, as Prometheus names counters.
+    static func counter(_ registry: PrometheusCollectorRegistry, _ metric: String, _ help: String) -> Prometheus.Counter {
+        registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "total", helpText: help))
+    }
+
+    /// A gauge named `caregate_<metric>`.
+    static func gauge(_ registry: PrometheusCollectorRegistry, _ metric: String, _ help: String) -> Prometheus.Gauge {
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "", helpText: help))
     }
 
     /// The text of a scrape, with the outbox read now.
