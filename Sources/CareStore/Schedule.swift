@@ -454,15 +454,41 @@ final class OccurrenceSeries {
     func start(_ k: Int) -> Date {
         if k == 0 { return element.start }
         if let step = absoluteStep { return element.start.addingTimeInterval(step * Double(k)) }
-        if isMixed {
-            var date = element.start
-            for _ in 0..<k { date = calendar.date(byAdding: element.interval, to: date)! }
-            return date
-        }
+        if isMixed { return mixedAdvance(to: k, until: Date(timeIntervalSinceReferenceDate: .greatestFiniteMagnitude)).date }
         let known = segments(through: element.start.addingTimeInterval(nominalStep * Double(k + 2) * 1.1))
         var segment = known[0]
         for s in known where s.index <= k { segment = s }
         return jump(segment, k - segment.index)
+    }
+
+    /// The furthest occurrence of a mixed interval accumulated so far, to go on from.
+    private var mixedReached: (k: Int, date: Date)?
+
+    /// Accumulates a mixed interval up to occurrence `k`, or to the first occurrence starting at or
+    /// after `limit`, whichever comes first. Days and weeks with clock time step by a fixed number
+    /// of seconds while the zone's offset stays the same, so those stretches are jumped and only
+    /// the step across each transition is accumulated (ten thousand years of a 25-hour interval
+    /// would otherwise take millions of steps).
+    private func mixedAdvance(to k: Int, until limit: Date) -> (k: Int, date: Date) {
+        lock.lock()
+        defer { lock.unlock() }
+        var (index, date) = mixedReached.flatMap { $0.k <= k && $0.date < limit ? $0 : nil } ?? (0, element.start)
+        let i = element.interval
+        let fixedStep = (i.year ?? 0) == 0 && (i.month ?? 0) == 0 ? nominalStep : nil
+        while index < k && date < limit {
+            probes += 1
+            if let step = fixedStep {
+                // Whole steps that stay before the next transition and before `limit`.
+                let bound = min(calendar.timeZone.nextDaylightSavingTimeTransition(after: date) ?? .distantFuture, limit)
+                var n = Int(min((bound.timeIntervalSince(date) / step).rounded(.up), Double(k - index) + 1)) - 1
+                while n > 0 && date.addingTimeInterval(step * Double(n)) >= bound { n -= 1 }
+                if n > 0 { date = date.addingTimeInterval(step * Double(n)); index += n; continue }
+            }
+            date = calendar.date(byAdding: element.interval, to: date)!
+            index += 1
+        }
+        if index > mixedReached?.k ?? 0 { mixedReached = (index, date) }
+        return (index, date)
     }
 
     /// How many occurrences start before `t` (not limited by `end`).
@@ -475,10 +501,9 @@ final class OccurrenceSeries {
             return n
         }
         if isMixed {
-            var count = 0
-            var date = element.start
-            while date < t { count += 1; date = calendar.date(byAdding: element.interval, to: date)! }
-            return count
+            // Past the reach no occurrence exists, so none is counted or accumulated.
+            let reach = Int(min(max((ScheduleElement.longestSpan - element.start.timeIntervalSinceReferenceDate) / nominalStep, 0), 1e15)) + 1
+            return mixedAdvance(to: reach, until: t).k
         }
         let known = segments(through: t)
         var position = 0
@@ -497,8 +522,17 @@ final class OccurrenceSeries {
     /// one occurrence, not by counting them all up to `end`, which for an end millennia away
     /// would walk every daylight-saving change on the way.
     func exists(_ k: Int) -> Bool {
+        guard isWithinReach(k) else { return false }
         guard let end = element.end else { return true }
         return start(k) < end
+    }
+
+    /// Whether occurrence `k` starts, by its nominal step, within `ScheduleElement.longestSpan`
+    /// of 2001, where schedule dates may lie. Later ones do not exist and are never computed:
+    /// a device naming occurrence 1,214,748,364 of a daily task would otherwise have the store
+    /// walk every daylight-saving change of three million years.
+    func isWithinReach(_ k: Int) -> Bool {
+        element.start.timeIntervalSinceReferenceDate + nominalStep * Double(k) <= ScheduleElement.longestSpan
     }
 
     /// The window of an occurrence starting at `start`.

@@ -149,6 +149,24 @@ struct ScheduleEventTests {
         #expect(farSchedule.events(from: start, to: start.addingTimeInterval(7 * 86_400)).count == 7 * 21)
     }
 
+    @Test("an occurrence number beyond ten thousand years names no event, and none is computed (a device's 1,214,748,364 walked every daylight-saving change of three million years)")
+    func occurrenceBeyondReach() throws {
+        let start = local("2026-05-01 08:00", newYork)
+        let daily = try Schedule(elements: [element(start, every: DateComponents(day: 1), zone: newYork)])
+        #expect(daily.event(occurrence: 1_214_748_364) == nil)
+        #expect(daily.event(occurrence: Int.max) == nil)
+        #expect(daily.series.all[0].probes == 0, "\(daily.series.all[0].probes) transitions examined")
+        // A year's occurrence is still found, and exploring reaches only that far.
+        #expect(daily.event(occurrence: 365).map { wall($0.start, newYork) } == "2027-05-01 08:00")
+        #expect((1...4).contains(daily.series.all[0].probes), "\(daily.series.all[0].probes)")
+        // The limit by the nominal step, for clock and calendar intervals alike.
+        let hourly = OccurrenceSeries(element(start, every: DateComponents(hour: 1), zone: newYork))
+        let days = (ScheduleElement.longestSpan - start.timeIntervalSinceReferenceDate) / 86_400
+        #expect(hourly.isWithinReach(Int(days * 24) - 1) && !hourly.isWithinReach(Int(days * 24) + 1))
+        let weekly = OccurrenceSeries(element(start, every: DateComponents(weekOfYear: 1), zone: newYork))
+        #expect(weekly.isWithinReach(Int(days / 7) - 1) && !weekly.isWithinReach(Int(days / 7) + 1))
+    }
+
     @Test("all-day and timed elements on the same day: the day window comes first")
     func allDayAndTimed() throws {
         let day = element(local("2026-05-01", newYork), every: DateComponents(day: 1), zone: newYork, duration: .allDay)

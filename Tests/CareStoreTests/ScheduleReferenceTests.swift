@@ -43,12 +43,35 @@ struct ScheduleReferenceTests {
         #expect((4...8).contains(daily.probes), "\(daily.probes)")
     }
 
+    @Test("a mixed interval (days and hours) jumps between daylight-saving changes and agrees with accumulation for 60 years")
+    func mixedIntervalJumps() throws {
+        for zone in ["America/New_York", "Australia/Lord_Howe"].map({ TimeZone(identifier: $0)! }) {
+            let calendar = Schedule.calendar(zone)
+            let start = calendar.date(from: DateComponents(year: 2026, month: 3, day: 7, hour: 1, minute: 30))!
+            let element = ScheduleElement(start: start, interval: DateComponents(day: 1, hour: 1), calendar: calendar)
+            let reference = referenceStarts(element, until: start.addingTimeInterval(60 * 365.25 * 86400))
+            let series = OccurrenceSeries(element)
+            for k in stride(from: reference.count - 1, through: 0, by: -997) {
+                #expect(series.start(k) == reference[k], "\(zone.identifier) occurrence \(k)")
+                #expect(series.countStarts(before: reference[k].addingTimeInterval(1)) == k + 1, "\(zone.identifier) count before \(k)")
+            }
+            // Ten thousand years: steps across transitions only, not one per occurrence.
+            let far = OccurrenceSeries(element)
+            let last = far.countStarts(before: Date(timeIntervalSinceReferenceDate: 1e12))
+            #expect(!far.isWithinReach(last) && far.isWithinReach(last - 1))
+            let again = OccurrenceSeries(element)
+            #expect(again.start(last - 1) == far.start(last - 1) && again.start(last - 1) > Date.distantFuture)
+            #expect(far.probes < 100_000 && last > 3_000_000, "\(far.probes) steps for \(last) occurrences")
+        }
+    }
+
     @Test("random elements in five time zones agree with accumulation, occurrence by occurrence")
     func randomElements() throws {
         var rng = SplitMix64(state: 20261121)
         let zones = ["America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe", "Asia/Kolkata"].map { TimeZone(identifier: $0)! }
         let intervals = [DateComponents(day: 1), DateComponents(day: 2), DateComponents(weekOfYear: 1), DateComponents(weekOfYear: 2),
-                         DateComponents(month: 1), DateComponents(month: 3), DateComponents(year: 1), DateComponents(hour: 8), DateComponents(minute: 90)]
+                         DateComponents(month: 1), DateComponents(month: 3), DateComponents(year: 1), DateComponents(hour: 8), DateComponents(minute: 90),
+                         DateComponents(day: 1, hour: 1), DateComponents(minute: 30, weekOfYear: 1), DateComponents(month: 1, hour: 2)]
         var checked = 0
         var clamped = 0
         for _ in 0..<300 {

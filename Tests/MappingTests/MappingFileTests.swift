@@ -177,6 +177,15 @@ struct MappingValidationTests {
         // Without a final newline libyaml names the line after the last; it is shown at the end of the last (found by fuzz-mapping).
         let unfinished = try check("caregate-mapping: 1\nresource: CarePlan\ntasks:\n  - name: [unclosed").first
         #expect(unfinished?.hasPrefix("main.yaml:4:20: error: YAML:") == true, "\(unfinished ?? "")")
+        // The same for a node there: the null of an empty last document (found by fuzz-mapping).
+        let empty = try check("# R4) )  .;~idescendants()  -~if:\n---").first
+        #expect(empty?.hasPrefix("main.yaml:2:4: error:") == true, "\(empty ?? "")")
+        // CRLF and lone CR end lines as LF does: an error on line 4 stays on line 4.
+        for lineEnd in ["\r\n", "\r"] {
+            let text = ["caregate-mapping: 1", "resource: CarePlan", "tasks:", "  - name: [unclosed"].joined(separator: lineEnd)
+            let found = try check(text).first
+            #expect(found?.hasPrefix("main.yaml:4:20: error: YAML:") == true, "\(found ?? "")")
+        }
     }
 
     @Test("a site file extends a shipped one: rules by name, table entries by key, the rest unchanged")

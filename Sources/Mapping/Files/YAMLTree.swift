@@ -51,13 +51,13 @@ public indirect enum YAMLTree: Sendable {
         do {
             node = try Yams.compose(yaml: text)
         } catch let error as YamlError {
-            throw MappingError([YAMLTree.withinText(YAMLTree.diagnostic(error, file: file), text)])
+            throw MappingError([YAMLTree.diagnostic(error, at: Places(text, file: file))])
         } catch {
             throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1), "not YAML: \(error)")])
         }
         guard let node else { return nil }
         var budget = YAMLTree.maximumNodes
-        guard let tree = convert(node, file: file, budget: &budget) else {
+        guard let tree = convert(node, at: Places(text, file: file), budget: &budget) else {
             throw MappingError([Diagnostic(.error, SourceLocation(file: file, line: 1, column: 1),
                                            "YAML: the document expands to more than \(YAMLTree.maximumNodes) values (aliases nested in aliases?); mapping files are far smaller")])
         }
@@ -68,19 +68,43 @@ public indirect enum YAMLTree: Sendable {
     /// nested aliases would otherwise expand to gigabytes. The shipped files have a few thousand.
     static let maximumNodes = 100_000
 
-    /// libyaml puts an error at the end of a file without a final newline on the line after
-    /// the last; it is shown at the end of the last line, a place the file has.
-    static func withinText(_ diagnostic: Diagnostic, _ text: String) -> Diagnostic {
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard diagnostic.location.line > lines.count, let last = lines.last else { return diagnostic }
-        var moved = diagnostic
-        moved.location.line = lines.count
-        moved.location.column = last.count + 1
-        return moved
+    /// Where a libyaml mark is in the file. libyaml puts the end of a file without a final line
+    /// break on the line after the last (an error there, or the null of an empty last document);
+    /// such marks are shown at the end of the last line, a place the file has.
+    struct Places {
+        let file: String
+        /// Lines as YAML counts them (LF, CR, CRLF, NEL, LS and PS each end one), and the
+        /// characters on the last.
+        let lines: Int
+        let lastLineLength: Int
+
+        init(_ text: String, file: String) {
+            self.file = file
+            var lines = 1, length = 0
+            var previous: Unicode.Scalar = "\0"
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\n" where previous == "\r": break
+                case "\n", "\r", "\u{85}", "\u{2028}", "\u{2029}": lines += 1; length = 0
+                default: length += 1
+                }
+                previous = scalar
+            }
+            self.lines = lines
+            lastLineLength = length
+        }
+
+        func location(line: Int, column: Int) -> SourceLocation {
+            line > lines ? SourceLocation(file: file, line: lines, column: lastLineLength + 1)
+                : SourceLocation(file: file, line: line, column: column)
+        }
+
+        func location(_ mark: Mark?) -> SourceLocation { location(line: mark?.line ?? 1, column: mark?.column ?? 1) }
     }
 
-    static func diagnostic(_ error: YamlError, file: String) -> Diagnostic {
-        func at(_ mark: Mark) -> SourceLocation { SourceLocation(file: file, line: mark.line, column: mark.column) }
+    static func diagnostic(_ error: YamlError, at places: Places) -> Diagnostic {
+        let file = places.file
+        func at(_ mark: Mark) -> SourceLocation { places.location(mark) }
         switch error {
         case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _), .composer(let context, let problem, let mark, _):
             let where_ = context.map { " \($0.text)" } ?? ""
@@ -93,10 +117,10 @@ public indirect enum YAMLTree: Sendable {
     }
 
     /// The tree of a composed node, or nil once more than `budget` values have been made.
-    private static func convert(_ node: Node, file: String, budget: inout Int) -> YAMLTree? {
+    private static func convert(_ node: Node, at places: Places, budget: inout Int) -> YAMLTree? {
         budget -= 1
         guard budget >= 0 else { return nil }
-        let at = SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+        let at = places.location(node.mark)
         switch node {
         case .scalar(let scalar):
             let quoted = scalar.style == .singleQuoted || scalar.style == .doubleQuoted
@@ -104,15 +128,15 @@ public indirect enum YAMLTree: Sendable {
         case .mapping(let mapping):
             var pairs: [(key: String, keyAt: SourceLocation, value: YAMLTree)] = []
             for pair in mapping {
-                let keyAt = pair.key.mark.map { SourceLocation(file: file, line: $0.line, column: $0.column) } ?? at
-                guard let value = convert(pair.value, file: file, budget: &budget) else { return nil }
+                let keyAt = pair.key.mark.map { places.location($0) } ?? at
+                guard let value = convert(pair.value, at: places, budget: &budget) else { return nil }
                 pairs.append((pair.key.string ?? "", keyAt, value))
             }
             return .mapping(pairs, at: at)
         case .sequence(let sequence):
             var items: [YAMLTree] = []
             for item in sequence {
-                guard let value = convert(item, file: file, budget: &budget) else { return nil }
+                guard let value = convert(item, at: places, budget: &budget) else { return nil }
                 items.append(value)
             }
             return .sequence(items, at: at)
