@@ -502,7 +502,7 @@ final class OccurrenceSeries {
         }
         if isMixed {
             // Past the reach no occurrence exists, so none is counted or accumulated.
-            let reach = Int(min(max((ScheduleElement.longestSpan - element.start.timeIntervalSinceReferenceDate) / nominalStep, 0), 1e15)) + 1
+            let reach = Int(min(Schedule.occurrenceReach / nominalStep, 1e15)) + 1
             return mixedAdvance(to: reach, until: t).k
         }
         let known = segments(through: t)
@@ -527,12 +527,12 @@ final class OccurrenceSeries {
         return start(k) < end
     }
 
-    /// Whether occurrence `k` starts, by its nominal step, within `ScheduleElement.longestSpan`
-    /// of 2001, where schedule dates may lie. Later ones do not exist and are never computed:
-    /// a device naming occurrence 1,214,748,364 of a daily task would otherwise have the store
-    /// walk every daylight-saving change of three million years.
+    /// Whether occurrence `k` starts, by its nominal step, within `Schedule.occurrenceReach` of
+    /// the element's start. Later ones are not looked for and never computed: a device naming
+    /// occurrence 1,214,748,364 of a daily task had the store walk every daylight-saving change
+    /// of three million years, and ten thousand years of them per outcome is still seconds a push.
     func isWithinReach(_ k: Int) -> Bool {
-        element.start.timeIntervalSinceReferenceDate + nominalStep * Double(k) <= ScheduleElement.longestSpan
+        nominalStep * Double(k) <= Schedule.occurrenceReach
     }
 
     /// The window of an occurrence starting at `start`.
@@ -610,7 +610,13 @@ extension Schedule {
         }
     }
 
-    /// The event with this occurrence number, or nil when the schedule has no such occurrence.
+    /// How far after its start a schedule's occurrences are looked for: 200 years. Numbers
+    /// beyond name no event (a care plan's tasks do not run for centuries, and each daylight-saving
+    /// change on the way costs a lookup).
+    public static let occurrenceReach: TimeInterval = 200 * 365.25 * 86400
+
+    /// The event with this occurrence number, or nil when the schedule has no such occurrence
+    /// (past its end, or more than `occurrenceReach` after its start).
     public func event(occurrence: Int) -> ScheduleEvent? {
         guard occurrence >= 0, let startDate else { return nil }
         let series = self.series.all
@@ -622,14 +628,15 @@ extension Schedule {
             return ScheduleEvent(start: window.start, end: window.end, occurrence: occurrence, elementIndex: 0, elementBox: self.series.elements[0])
         }
         func countBefore(_ t: Date) -> Int { series.reduce(0) { $0 + $1.countWindows(before: t) } }
-        // When every element ends, nothing starts after the last end.
-        if let last = endDate, countBefore(last.addingTimeInterval(26 * 3600)) <= occurrence { return nil }
-        // Find a time by which more than `occurrence` events have started, then bisect.
+        // Find a time by which more than `occurrence` events have started, then bisect. Nothing
+        // starts after the last end (when every element ends), and no further than the reach is
+        // searched: counting to an end millennia away would walk every daylight-saving change.
         let earliest = startDate.addingTimeInterval(-26 * 3600)
+        let horizon = min(Schedule.occurrenceReach, endDate.map { $0.timeIntervalSince(earliest) + 26 * 3600 } ?? .infinity)
         var span: TimeInterval = 86400
         while countBefore(earliest.addingTimeInterval(span)) <= occurrence {
-            span *= 2
-            if span > 200 * 365.25 * 86400 { return nil }
+            if span >= horizon { return nil }
+            span = min(span * 2, horizon)
         }
         var low = earliest, high = earliest.addingTimeInterval(span)
         while high.timeIntervalSince(low) > 0.5 {
