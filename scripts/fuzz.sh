@@ -13,7 +13,8 @@
 # Mappings/ and ../shared (Fuzz/seeds.py), and what earlier runs found (Fuzz/.build/corpus).
 # A crash, leak, timeout over 1 s, allocation over 2 GB or property failure stops the run; the
 # input is kept in Fuzz/.build/crashes/<harness>/. Copy it to Tests/FuzzRegressions/<harness>/
-# once fixed: the test suite replays those and the committed corpora on every run.
+# once fixed: the test suite replays those and the committed corpora on every run. A finding
+# committed before its fix waits in Fuzz/Findings/<harness>/ (not replayed: the suite would fail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config)
