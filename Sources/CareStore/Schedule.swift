@@ -502,8 +502,7 @@ final class OccurrenceSeries {
         }
         if isMixed {
             // Past the reach no occurrence exists, so none is counted or accumulated.
-            let reach = Int(min(Schedule.occurrenceReach / nominalStep, 1e15)) + 1
-            return mixedAdvance(to: reach, until: t).k
+            return mixedAdvance(to: lastWithinReach + 1, until: t).k
         }
         let known = segments(through: t)
         var position = 0
@@ -531,9 +530,10 @@ final class OccurrenceSeries {
     /// the element's start. Later ones are not looked for and never computed: a device naming
     /// occurrence 1,214,748,364 of a daily task had the store walk every daylight-saving change
     /// of three million years, and ten thousand years of them per outcome is still seconds a push.
-    func isWithinReach(_ k: Int) -> Bool {
-        nominalStep * Double(k) <= Schedule.occurrenceReach
-    }
+    func isWithinReach(_ k: Int) -> Bool { k <= lastWithinReach }
+
+    /// The last occurrence within `Schedule.occurrenceReach`, by the nominal step.
+    var lastWithinReach: Int { Int(min(Schedule.occurrenceReach / nominalStep, 1e15)) }
 
     /// The window of an occurrence starting at `start`.
     func window(_ start: Date) -> (start: Date, end: Date) {
