@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "FHIRClient", targets: ["FHIRClient"]),
         .library(name: "Gateway", targets: ["Gateway"]),
         .library(name: "GatewayServer", targets: ["GatewayServer"]),
+        .library(name: "CareCharts", targets: ["CareCharts"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -57,6 +58,8 @@ let package = Package(
         //    location and diagnostic type with its renderers and "did you mean" suggestions.
         .target(name: "JSON"),
         .target(name: "Diagnostics", dependencies: ["JSON"]),
+        // Charts of a patient's care (SVG with a text table each), for the dashboard and the report.
+        .target(name: "CareCharts"),
         // 2. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
         .target(
             name: "FHIR",
@@ -189,6 +192,10 @@ let package = Package(
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "CareChartsTests",
+            dependencies: ["CareCharts"]
         ),
         .testTarget(
             name: "caregateTests",
