@@ -199,7 +199,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["FHIR", "CareStore", "JSON", "FHIRClient"]
+            dependencies: ["caregate", "FHIR", "CareStore", "JSON", "FHIRClient"]
         ),
     ]
 )
