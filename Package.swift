@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Gateway", targets: ["Gateway"]),
         .library(name: "GatewayServer", targets: ["GatewayServer"]),
         .library(name: "CareCharts", targets: ["CareCharts"]),
+        .library(name: "CarePages", targets: ["CarePages"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -79,6 +80,8 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
+        // A patient's care as pages: the report, and the dashboard's patient pages.
+        .target(name: "CarePages", dependencies: ["CareStore", "CareCharts"]),
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
@@ -140,6 +143,7 @@ let package = Package(
                 "FHIRClient",
                 "Gateway",
                 "GatewayServer",
+                "CarePages",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -192,6 +196,10 @@ let package = Package(
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "CarePagesTests",
+            dependencies: ["CarePages", "CareCharts", "CareStore"]
         ),
         .testTarget(
             name: "CareChartsTests",

@@ -143,7 +143,7 @@ extension CartesianChart {
     }
 
     /// A value as axis markers and tables show it: at most one decimal, none when whole.
-    static func number(_ value: Double) -> String {
+    public static func number(_ value: Double) -> String {
         let rounded = (value * 10).rounded() / 10
         guard abs(rounded) < 1e15 else { return String(format: "%.3g", value) }
         return rounded == rounded.rounded() ? String(Int(rounded)) : String(format: "%.1f", rounded)

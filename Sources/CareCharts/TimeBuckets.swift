@@ -72,7 +72,7 @@ public struct TimeBuckets: Sendable, Equatable {
 
     public enum Consolidation: Sendable { case mean, sum }
 
-    static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    public static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
     static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
 
     static func labels(_ starts: [Date], unit: Unit, calendar: Calendar) -> [String] {

@@ -184,15 +184,17 @@ struct StoreEvents: ParsableCommand {
         return (value.kind.map { "\($0)=" } ?? "") + text + (value.units.map { " \($0)" } ?? "")
     }
 
-    func parseDate(_ text: String, zone: TimeZone, option: String) throws -> Date {
-        let parts = text.split(separator: "-").compactMap { Int($0) }
-        if parts.count == 3, text.count == 10 {
-            var calendar = Calendar(identifier: .gregorian)
-            calendar.timeZone = zone
-            if let date = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) { return date }
-        }
-        let iso = ISO8601DateFormatter()
-        if let date = iso.date(from: text) { return date }
-        throw ValidationError("\(option): \"\(text)\" is not a date (YYYY-MM-DD) or an ISO 8601 date-time.")
+}
+
+/// A `--from`/`--to` value: YYYY-MM-DD (midnight in `zone`) or an ISO 8601 date-time.
+func parseDate(_ text: String, zone: TimeZone, option: String) throws -> Date {
+    let parts = text.split(separator: "-").compactMap { Int($0) }
+    if parts.count == 3, text.count == 10 {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        if let date = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) { return date }
     }
+    let iso = ISO8601DateFormatter()
+    if let date = iso.date(from: text) { return date }
+    throw ValidationError("\(option): \"\(text)\" is not a date (YYYY-MM-DD) or an ISO 8601 date-time.")
 }
