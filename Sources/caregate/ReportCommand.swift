@@ -15,12 +15,12 @@ struct ReportCommand: ParsableCommand {
             inline: it opens offline and prints from any browser. Dates are YYYY-MM-DD (midnight in --tz) \
             or ISO 8601 date-times; --to is exclusive.
 
-              caregate report --patient maria-lopez --from 2026-11-01 --to 2026-12-01 -o report.html
+              caregate report --patient Patient/maria-lopez --from 2026-11-01 --to 2026-12-01 -o report.html
             """)
 
     @OptionGroup var options: StoreOptions
 
-    @Option(help: "The patient's id in the store.")
+    @Option(help: "The patient's id in the store (Patient/ID for patients imported from FHIR).")
     var patient: String
 
     @Option(help: "The first day (or instant) of the report.")
