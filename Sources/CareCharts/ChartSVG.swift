@@ -9,7 +9,7 @@ extension CartesianChart {
 
     /// The plot's frame in the SVG's coordinates.
     struct Frame {
-        static let width = 640.0, height = 320.0, top = 64.0, bottom = 270.0
+        static let width = 640.0, height = 330.0, top = 84.0, bottom = 280.0
         let left: Double, right: Double
         var plotWidth: Double { right - left }
         func y(_ value: Double, ceiling: Double) -> Double { Frame.bottom - (Frame.bottom - Frame.top) * min(value, ceiling) / ceiling }
@@ -59,7 +59,7 @@ extension CartesianChart {
         let x = right ? frame.right : frame.left
         let anchor = right ? "start" : "end"
         let labelX = right ? x + 6 : x - 6
-        var out = ##"<text x="\##(labelX)" y="\##(Frame.top - 8)" text-anchor="\##(anchor)" font-size="11" class="axis-unit">\##(HTMLText.escaped(unit))</text>"##
+        var out = ##"<text x="\##(labelX)" y="\##(Frame.top - 12)" text-anchor="\##(anchor)" font-size="11" class="axis-unit">\##(HTMLText.escaped(unit))</text>"##
         for step in 0...4 {
             let value = ceiling * Double(step) / 4
             let y = frame.y(value, ceiling: ceiling)
