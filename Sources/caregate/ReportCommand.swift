@@ -23,23 +23,13 @@ struct ReportCommand: ParsableCommand {
     @Option(help: "The patient's id in the store (Patient/ID for patients imported from FHIR).")
     var patient: String
 
-    @Option(help: "The first day (or instant) of the report.")
-    var from: String
-
-    @Option(help: "The day (or instant) to stop before.")
-    var to: String
-
-    @Option(help: "The time zone for days and times (default: this machine's).", transform: TimeZoneArgument.parse)
-    var tz: TimeZone?
+    @OptionGroup var range: DateRangeOptions
 
     @Option(name: .shortAndLong, help: "The HTML file to write (replaced only once complete).", completion: .file())
     var output: String
 
     func run() throws {
-        let zone = tz ?? .current
-        let start = try parseDate(from, zone: zone, option: "--from")
-        let end = try parseDate(to, zone: zone, option: "--to")
-        guard start < end else { throw ValidationError("--from must be before --to.") }
+        let (zone, start, end) = try range.resolved()
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let store = try options.open()
