@@ -17,6 +17,8 @@ let package = Package(
         .library(name: "FHIRClient", targets: ["FHIRClient"]),
         .library(name: "Gateway", targets: ["Gateway"]),
         .library(name: "GatewayServer", targets: ["GatewayServer"]),
+        .library(name: "CareCharts", targets: ["CareCharts"]),
+        .library(name: "CarePages", targets: ["CarePages"]),
         .executable(name: "caregate", targets: ["caregate"]),
         .executable(name: "fhir-tablegen", targets: ["fhir-tablegen"]),
     ],
@@ -57,6 +59,8 @@ let package = Package(
         //    location and diagnostic type with its renderers and "did you mean" suggestions.
         .target(name: "JSON"),
         .target(name: "Diagnostics", dependencies: ["JSON"]),
+        // Charts of a patient's care (SVG with a text table each), for the dashboard and the report.
+        .target(name: "CareCharts"),
         // 2. The FHIR R4 element model, generated type tables, JSON/XML/NDJSON readers and writers.
         .target(
             name: "FHIR",
@@ -76,6 +80,8 @@ let package = Package(
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
+        // A patient's care as pages: the report, and the dashboard's patient pages.
+        .target(name: "CarePages", dependencies: ["CareStore", "CareCharts"]),
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
@@ -137,6 +143,7 @@ let package = Package(
                 "FHIRClient",
                 "Gateway",
                 "GatewayServer",
+                "CarePages",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -191,8 +198,16 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
+            name: "CarePagesTests",
+            dependencies: ["CarePages", "CareCharts", "CareStore"]
+        ),
+        .testTarget(
+            name: "CareChartsTests",
+            dependencies: ["CareCharts"]
+        ),
+        .testTarget(
             name: "caregateTests",
-            dependencies: ["FHIR", "CareStore", "JSON", "FHIRClient"]
+            dependencies: ["caregate", "FHIR", "CareStore", "JSON", "FHIRClient"]
         ),
     ]
 )

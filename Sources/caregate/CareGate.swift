@@ -21,7 +21,7 @@ struct CareGate: AsyncParsableCommand {
               caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self, EnrollCommand.self, DevicesCommand.self, ServeCommand.self, SubscribeCommand.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, ReportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self, EnrollCommand.self, DevicesCommand.self, ServeCommand.self, SubscribeCommand.self]
     )
 }
 

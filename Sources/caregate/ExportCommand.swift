@@ -89,6 +89,9 @@ struct ExportCommand: ParsableCommand {
         let store = try options.open()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
+        let bar = ProgressBar()
+        export.progress = { bar.update("exporting", done: $0, total: $1) }
+        defer { bar.finish() }
         func report(_ item: ExportedObservation) {
             for note in item.notes { StandardError.print("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
         }

@@ -80,7 +80,7 @@ struct ImportCommand: AsyncParsableCommand {
         // leaves no file behind.
         let store: any CarePlanStore = dryRun && !FileManager.default.fileExists(atPath: options.path)
             ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
-        let terminal = isatty(2) == 1
+        let bar = ProgressBar(plainLines: true)
         let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
         let result: ImportReport
         if let from {
@@ -94,14 +94,14 @@ struct ImportCommand: AsyncParsableCommand {
             report.notes = pulled.notes
             report.seconds.reading = Date().timeIntervalSince(started)
             result = importer.run(resources: pulled.resources, report: report, dryRun: dryRun) { progress in
-                ImportCommand.show(progress, terminal: terminal)
+                bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
             }
         } else {
             result = importer.run(paths, dryRun: dryRun) { progress in
-                ImportCommand.show(progress, terminal: terminal)
+                bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
             }
         }
-        if terminal { StandardError.print("") }
+        bar.finish()
         let json = ImportCommand.json(result, dryRun: dryRun)
         if let report {
             // The report names patients and their resources: owner-only, like the store.
@@ -147,19 +147,6 @@ struct ImportCommand: AsyncParsableCommand {
         case .unchanged: "unchanged"
         case .end: "ended"
         case .delete: "deleted"
-        }
-    }
-
-    static func show(_ progress: ImportProgress, terminal: Bool) {
-        guard progress.total > 0 else { return }
-        if terminal {
-            let width = 30
-            let filled = progress.done * width / progress.total
-            let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-            let line = "\r\(progress.stage.rawValue) [\(bar)] \(progress.done)/\(progress.total)"
-            _ = line.withCString { Foundation.write(2, $0, strlen($0)) }
-        } else if progress.done < progress.total, progress.total >= 20, progress.done % max(1, progress.total / 10) == 0 {
-            StandardError.print("\(progress.stage.rawValue) \(progress.done)/\(progress.total)")
         }
     }
 

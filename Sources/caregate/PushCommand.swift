@@ -141,13 +141,18 @@ struct PushCommand: AsyncParsableCommand {
         let zone = tz ?? .current
         let set = try mappings.load(whatFails: "pushed")
         let store = try options.open()
-        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
+        let bar = ProgressBar()
+        var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
+        export.progress = { bar.update("exporting", done: $0, total: $1) }
         var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         push.batchSize = batchSize
+        push.progress = { bar.update("pushing", done: $0, total: $1) }
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
+            bar.finish()
             throw CommandError.message("\(error)")
         }
+        bar.finish()
         for line in report.planned { print("would \(line)") }
         for item in report.pushed { print("pushed \(item.identifier)\(item.location.map { " → \($0)" } ?? "")") }
         for item in report.failed { print("refused \(item.identifier): \(item.error)") }

@@ -101,14 +101,7 @@ struct StoreEvents: ParsableCommand {
 
     @OptionGroup var options: StoreOptions
 
-    @Option(help: "The first day (or instant) to show.")
-    var from: String
-
-    @Option(help: "The day (or instant) to stop before.")
-    var to: String
-
-    @Option(help: "The time zone for dates and the listing (default: this machine's).", transform: TimeZoneArgument.parse)
-    var tz: TimeZone?
+    @OptionGroup var range: DateRangeOptions
 
     @Option(help: "text (default) or json.")
     var format: OutputFormat = .text
@@ -116,10 +109,7 @@ struct StoreEvents: ParsableCommand {
     enum OutputFormat: String, ExpressibleByArgument { case text, json }
 
     func run() throws {
-        let zone = tz ?? .current
-        let start = try parseDate(from, zone: zone, option: "--from")
-        let end = try parseDate(to, zone: zone, option: "--to")
-        guard start < end else { throw ValidationError("--from must be before --to.") }
+        let (zone, start, end) = try range.resolved()
         let store = try options.open()
         let events: [TaskEvent]
         do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw CommandError.store(error) }
@@ -184,7 +174,29 @@ struct StoreEvents: ParsableCommand {
         return (value.kind.map { "\($0)=" } ?? "") + text + (value.units.map { " \($0)" } ?? "")
     }
 
-    func parseDate(_ text: String, zone: TimeZone, option: String) throws -> Date {
+}
+
+/// `--from`, `--to` (exclusive) and `--tz`: a range of days or instants.
+struct DateRangeOptions: ParsableArguments {
+    @Option(help: "The first day (YYYY-MM-DD, midnight in --tz) or ISO 8601 instant.")
+    var from: String
+
+    @Option(help: "The day (or instant) to stop before.")
+    var to: String
+
+    @Option(help: "The time zone for days and times (default: this machine's).", transform: TimeZoneArgument.parse)
+    var tz: TimeZone?
+
+    /// The zone, and the range's start and end, checked to be in order.
+    func resolved() throws -> (zone: TimeZone, start: Date, end: Date) {
+        let zone = tz ?? .current
+        let start = try Self.date(from, zone: zone, option: "--from")
+        let end = try Self.date(to, zone: zone, option: "--to")
+        guard start < end else { throw ValidationError("--from must be before --to.") }
+        return (zone, start, end)
+    }
+
+    static func date(_ text: String, zone: TimeZone, option: String) throws -> Date {
         let parts = text.split(separator: "-").compactMap { Int($0) }
         if parts.count == 3, text.count == 10 {
             var calendar = Calendar(identifier: .gregorian)

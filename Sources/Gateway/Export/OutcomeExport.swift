@@ -29,6 +29,9 @@ public struct OutcomeExport: Sendable {
 
     /// Also export outcomes that came from the EHR (imported Observations), which it already has.
     public var includeImported = false
+    /// Told how many outcomes are exported of how many, before each and once at the end
+    /// (the command line's progress bar).
+    public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
 
     public init(store: any CarePlanStore, builder: ObservationBuilder) {
         self.store = store
@@ -135,11 +138,14 @@ public struct OutcomeExport: Sendable {
     /// Builds the exported resources one at a time and hands each to `body`, so that exports of
     /// any size need memory for one resource, not all of them.
     public func forEach(excluding done: Set<UUID> = [], _ body: (ExportedObservation) throws -> Void) throws {
-        for record in try records() where !done.contains(record.outcome.uuid) {
+        let wanted = try records().filter { !done.contains($0.outcome.uuid) }
+        for (i, record) in wanted.enumerated() {
+            progress?(i, wanted.count)
             let (observation, notes) = builder.resource(record)
             try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
                                          identifier: builder.identifierValue(record.outcome), notes: notes))
         }
+        progress?(wanted.count, wanted.count)
     }
 
     /// Streams a transaction (or batch) Bundle as compact JSON to `output`, entry by entry; the

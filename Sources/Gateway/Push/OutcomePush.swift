@@ -38,6 +38,8 @@ public struct OutcomePush: Sendable {
     /// sends each on its own. Every entry is conditional, so a batch resent after a lost answer
     /// creates nothing twice.
     public var batchSize = 1
+    /// Told how many queued items were sent (or settled) of how many, as the run goes.
+    public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
 
     public init(outbox: any Outbox, export: OutcomeExport, client: FHIRRESTClient) {
         self.outbox = outbox
@@ -93,15 +95,18 @@ public struct OutcomePush: Sendable {
             }
         }
         var failuresInARow = 0
+        defer { progress?(ready.count, ready.count) }
         if batchSize > 1 && strategies.values.allSatisfy({ $0.batch && $0.conditionalCreate && $0.conditionalUpdate }) {
             var start = 0
             while start < ready.count && failuresInARow < maxConsecutiveFailures {
+                progress?(start, ready.count)
                 let chunk = Array(ready[start..<min(start + batchSize, ready.count)])
                 start += chunk.count
                 if try await pushBatch(chunk, report: &report) { failuresInARow = 0 } else { failuresInARow += 1 }
             }
         } else {
-            for (item, observation) in ready where failuresInARow < maxConsecutiveFailures {
+            for (i, (item, observation)) in ready.enumerated() where failuresInARow < maxConsecutiveFailures {
+                progress?(i, ready.count)
                 let identifier = item.idempotencyKey
                 do {
                     let location = try await deliver(observation, key: identifier, strategy: strategies[observation.resourceType ?? "Observation"]!)

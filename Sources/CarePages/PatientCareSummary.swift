@@ -1,0 +1,108 @@
+import CareStore
+import Foundation
+
+/// What a patient's pages show, read from the store in one snapshot: the patient, their plans
+/// and tasks, each day's adherence, and every outcome of the range with its values.
+///
+/// Adherence follows CareKit's plain rule: an event of a task that impacts adherence is done when
+/// it has an outcome with at least one value; a day's adherence is done over due.
+///
+/// ```swift
+/// let summary = try store.read { try PatientCareSummary(patientID: "maria-lopez", range: week, calendar: calendar, in: $0) }
+/// summary.days.map(\.done)   // [3, 4, 2, …]
+/// ```
+public struct PatientCareSummary: Sendable {
+    public struct Day: Sendable, Equatable {
+        public var start: Date
+        public var done: Int
+        public var due: Int
+    }
+
+    /// One outcome as the report's table lists it.
+    public struct RecordedOutcome: Sendable {
+        public var event: Date
+        public var taskID: String
+        public var taskTitle: String
+        public var values: [OutcomeValue]
+    }
+
+    public var patient: Patient
+    public var carePlans: [CarePlan]
+    public var tasks: [CareTask]
+    public var range: DateInterval
+    public var calendar: Calendar
+    /// One entry per calendar day of the range.
+    public var days: [Day]
+    /// In event order.
+    public var outcomes: [RecordedOutcome]
+
+    public init(patientID: String, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
+        guard let patient = try Self.read({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first else {
+            throw .noSuchPatient(patientID)
+        }
+        let plans: [CarePlan] = try Self.read { try store.fetchCarePlans(EntityQuery(patientIDs: [patientID])) }
+        let taskQuery = EntityQuery(carePlanIDs: plans.map(\.id))
+        let tasks: [CareTask] = plans.isEmpty ? [] : try Self.read { try store.fetchTasks(taskQuery) }
+        let events: [TaskEvent] = plans.isEmpty ? [] : try Self.read { try store.events(from: range.start, to: range.end, tasks: taskQuery) }
+        self.patient = patient
+        self.carePlans = plans
+        self.tasks = tasks
+        self.range = range
+        self.calendar = calendar
+        self.days = Self.adherence(events, range: range, calendar: calendar)
+        self.outcomes = events.compactMap { event in
+            guard let outcome = event.outcome, !outcome.values.isEmpty else { return nil }
+            return RecordedOutcome(event: event.scheduleEvent.start, taskID: event.task.id, taskTitle: event.task.title ?? event.task.id, values: outcome.values)
+        }
+    }
+
+    static func read<T>(_ body: () throws -> T) throws(PageError) -> T {
+        do { return try body() } catch let error as StoreError { throw .store(error) } catch {
+            throw .store(.database(path: "", message: "\(error)"))
+        }
+    }
+
+    static func adherence(_ events: [TaskEvent], range: DateInterval, calendar: Calendar) -> [Day] {
+        var days: [Day] = []
+        var start = calendar.startOfDay(for: range.start)
+        while start < range.end {
+            days.append(Day(start: start, done: 0, due: 0))
+            start = calendar.date(byAdding: .day, value: 1, to: start) ?? range.end
+        }
+        for event in events where event.task.impactsAdherence {
+            guard let i = days.lastIndex(where: { $0.start <= event.scheduleEvent.start }) else { continue }
+            days[i].due += 1
+            if let outcome = event.outcome, !outcome.values.isEmpty { days[i].done += 1 }
+        }
+        return days
+    }
+
+    /// The numeric values of one task over the range, per value kind (`systolic`, `diastolic`;
+    /// the task's title when values have no kind), with their units.
+    public func measurements(of taskID: String) -> [(kind: String, units: String?, values: [(date: Date, value: Double)])] {
+        var order: [String] = []
+        var series: [String: (units: String?, values: [(date: Date, value: Double)])] = [:]
+        for outcome in outcomes where outcome.taskID == taskID {
+            for value in outcome.values {
+                guard let number = value.value.numericValue else { continue }
+                let kind = value.kind ?? outcome.taskTitle
+                if series[kind] == nil { order.append(kind); series[kind] = (value.units, []) }
+                series[kind]!.values.append((outcome.event, number))
+            }
+        }
+        return order.map { (kind: $0, units: series[$0]!.units, values: series[$0]!.values) }
+    }
+}
+
+/// Why a page cannot be made.
+public enum PageError: Error, Sendable, CustomStringConvertible {
+    case noSuchPatient(String)
+    case store(StoreError)
+
+    public var description: String {
+        switch self {
+        case .noSuchPatient(let id): "no patient \(id) in the store"
+        case .store(let error): "\(error)"
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import CareCharts
+import CareStore
+import Foundation
+import Testing
+@testable import CarePages
+
+private let newYork = TimeZone(identifier: "America/New_York")!
+private var calendar: Calendar {
+    var calendar = Calendar(identifier: .gregorian)
+    calendar.timeZone = newYork
+    return calendar
+}
+private func day(_ n: Int) -> Date { calendar.date(from: DateComponents(year: 2026, month: 11, day: n))! }
+private func count(_ needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
+
+/// A week of a patient with a hostile name: a daily dose taken on 5 days, blood pressure measured on 6.
+private func week() throws -> (SQLiteCarePlanStore, DateInterval) {
+    let store = try SQLiteCarePlanStore(inMemory: ())
+    let start = day(16)
+    let patient = Patient(id: "p1", name: PersonName(givenName: "<script>alert(1)</script>", familyName: "O'Hara & Sons"), effectiveDate: start, timezone: newYork)
+    let plan = CarePlan(id: "plan", title: "Heart <b>failure</b>", patientUUID: patient.uuid, effectiveDate: start, timezone: newYork)
+    var dose = CareTask(id: "dose", title: "Take furosemide", carePlanUUID: plan.uuid,
+                        schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: newYork), timezone: newYork)
+    dose.effectiveDate = start
+    var pressure = CareTask(id: "bp", title: "Blood pressure", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: newYork), timezone: newYork)
+    pressure.effectiveDate = start
+    var entities: [CareEntity] = [.patient(patient), .carePlan(plan), .task(dose), .task(pressure)]
+    for occurrence in [0, 1, 2, 4, 6] {
+        entities.append(.outcome(Outcome(taskUUID: dose.uuid, taskOccurrenceIndex: occurrence, values: [OutcomeValue(.boolean(true))],
+                                         effectiveDate: day(16 + occurrence).addingTimeInterval(9 * 3600), timezone: newYork)))
+    }
+    for occurrence in 0..<6 {
+        entities.append(.outcome(Outcome(taskUUID: pressure.uuid, taskOccurrenceIndex: occurrence, values: [
+            OutcomeValue(.integer(130 - occurrence), kind: "systolic", units: "mmHg"),
+            OutcomeValue(.integer(85 - occurrence), kind: "diastolic", units: "mmHg"),
+        ], effectiveDate: day(16 + occurrence).addingTimeInterval(10 * 3600), timezone: newYork)))
+    }
+    try store.add(entities)
+    return (store, DateInterval(start: day(16), end: day(23)))
+}
+
+@Suite("A patient's care report")
+struct CarePlanReportTests {
+    @Test("a day's adherence is the share of its events with an outcome that has values; outcomes are listed in event order")
+    func summary() throws {
+        let (store, range) = try week()
+        let summary = try store.read { try PatientCareSummary(patientID: "p1", range: range, calendar: calendar, in: $0) }
+        #expect(summary.days.map(\.due) == [2, 2, 2, 2, 2, 2, 2])
+        #expect(summary.days.map(\.done) == [2, 2, 2, 1, 2, 1, 1])
+        #expect(summary.outcomes.count == 11)
+        #expect(summary.outcomes.map(\.event) == summary.outcomes.map(\.event).sorted())
+        #expect(summary.measurements(of: "bp").map(\.kind) == ["systolic", "diastolic"])
+        #expect(summary.measurements(of: "bp").first?.values.map(\.value) == [130, 129, 128, 127, 126, 125])
+        #expect(summary.measurements(of: "dose").isEmpty)
+        #expect(throws: PageError.self) { try store.read { try PatientCareSummary(patientID: "nobody", range: range, calendar: calendar, in: $0) } }
+    }
+
+    @Test("the report has an adherence bar per day, tasks done beside blood pressure, both pressures on one scale, a row per outcome; every name escaped, nothing from the network")
+    func report() throws {
+        let (store, range) = try week()
+        let summary = try store.read { try PatientCareSummary(patientID: "p1", range: range, calendar: calendar, in: $0) }
+        let html = CarePlanReport(summary).html()
+        #expect(html.hasPrefix("<!doctype html>"))
+        #expect(!html.contains("<script"))
+        #expect(!html.contains("<b>failure"))
+        #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; O&#39;Hara &amp; Sons"))
+        #expect(html.contains("Nov 16, 2026 to Nov 22, 2026"))
+        // Nothing to fetch: no sources, links, imports or URLs but the SVG namespace.
+        for reference in ["src=", "href=", "@import", "url("] { #expect(!html.contains(reference)) }
+        #expect(html.replacingOccurrences(of: "http://www.w3.org/2000/svg", with: "").range(of: "://") == nil)
+        let adherence = try #require(html.components(separatedBy: #"id="adherence-title""#).dropFirst().first?.components(separatedBy: "</svg>").first)
+        #expect(count(#"class="bar""#, in: adherence) == 7)
+        let combined = try #require(html.components(separatedBy: #"id="combined-0-title""#).dropFirst().first?.components(separatedBy: "</svg>").first)
+        #expect(count(#"class="bar""#, in: combined) == 7)
+        #expect(count(#"class="point""#, in: combined) == 6)
+        #expect(count(#"class="axis-unit""#, in: combined) == 2)
+        #expect(count("<svg", in: html) == 3)  // adherence, combined, blood pressure (one scale for both)
+        #expect(count(#"<circle class="point" data-series="1""#, in: html) == 6 + 6)  // diastolic; and blood pressure in the combined chart
+        let table = try #require(html.components(separatedBy: #"<table class="outcomes">"#).last)
+        #expect(count("<tr>", in: table) == 12)
+        #expect(table.contains("systolic: 130 mmHg, diastolic: 85 mmHg"))
+    }
+}
