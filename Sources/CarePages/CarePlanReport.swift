@@ -50,11 +50,11 @@ public struct CarePlanReport: Sendable {
 
     /// Each day's share done, in percent; nil on days with nothing due.
     var dailyAdherence: [(date: Date, value: Double)] {
-        summary.days.filter { $0.due > 0 }.map { ($0.start, 100 * Double($0.done) / Double($0.due)) }
+        summary.days.compactMap { day in day.adherence.value.map { (day.start, 100 * $0) } }
     }
 
     func adherence() -> String {
-        let chart = CartesianChart(title: "Adherence", subtitle: "Share of the day's tasks done", axis: axis, series: [
+        let chart = CartesianChart(title: "Adherence", subtitle: "Share of the day's tasks done (CareKit's rule: targets reached)", axis: axis, series: [
             .init(name: "Done", unit: "%", style: .bar, values: axis.consolidate(dailyAdherence, .mean))])
         return chart.svg(id: "adherence") + chart.table()
     }
@@ -65,7 +65,7 @@ public struct CarePlanReport: Sendable {
     /// Events done per day beside the first measurement: what shows a patient's progress.
     func combined() -> String? {
         guard let task = measuredTasks.first, let measured = summary.measurements(of: task.id).first else { return nil }
-        let done = summary.days.map { (date: $0.start, value: Double($0.done)) }
+        let done = summary.days.map { (date: $0.start, value: $0.adherence.completed) }
         let chart = CartesianChart(title: "Tasks done and \(measured.kind)", subtitle: "Tasks done per day against \(task.title ?? task.id)", axis: axis, series: [
             .init(name: "Tasks done", unit: "tasks", style: .bar, values: axis.consolidate(done, .sum)),
             .init(name: measured.kind, unit: measured.units ?? measured.kind, style: .line, values: axis.consolidate(measured.values, .mean)),

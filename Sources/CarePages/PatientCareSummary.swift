@@ -4,18 +4,17 @@ import Foundation
 /// What a patient's pages show, read from the store in one snapshot: the patient, their plans
 /// and tasks, each day's adherence, and every outcome of the range with its values.
 ///
-/// Adherence follows CareKit's plain rule: an event of a task that impacts adherence is done when
-/// it has an outcome with at least one value; a day's adherence is done over due.
+/// Adherence is the store's (`Adherence.daily`, CareKit's default aggregator: an event counts as
+/// done when its outcome reaches the targets, or has a value when there are none).
 ///
 /// ```swift
 /// let summary = try store.read { try PatientCareSummary(patientID: "maria-lopez", range: week, calendar: calendar, in: $0) }
-/// summary.days.map(\.done)   // [3, 4, 2, …]
+/// summary.days.map(\.adherence.value)   // [0.75, 1, nil, …]
 /// ```
 public struct PatientCareSummary: Sendable {
-    public struct Day: Sendable, Equatable {
+    public struct Day: Sendable {
         public var start: Date
-        public var done: Int
-        public var due: Int
+        public var adherence: Adherence
     }
 
     /// One outcome as the report's table lists it.
@@ -49,7 +48,7 @@ public struct PatientCareSummary: Sendable {
         self.tasks = tasks
         self.range = range
         self.calendar = calendar
-        self.days = Self.adherence(events, range: range, calendar: calendar)
+        self.days = Adherence.daily(events: events, from: range.start, to: range.end, calendar: calendar).map { Day(start: $0.day, adherence: $0.adherence) }
         self.outcomes = events.compactMap { event in
             guard let outcome = event.outcome, !outcome.values.isEmpty else { return nil }
             return RecordedOutcome(event: event.scheduleEvent.start, taskID: event.task.id, taskTitle: event.task.title ?? event.task.id, values: outcome.values)
@@ -60,21 +59,6 @@ public struct PatientCareSummary: Sendable {
         do { return try body() } catch let error as StoreError { throw .store(error) } catch {
             throw .store(.database(path: "", message: "\(error)"))
         }
-    }
-
-    static func adherence(_ events: [TaskEvent], range: DateInterval, calendar: Calendar) -> [Day] {
-        var days: [Day] = []
-        var start = calendar.startOfDay(for: range.start)
-        while start < range.end {
-            days.append(Day(start: start, done: 0, due: 0))
-            start = calendar.date(byAdding: .day, value: 1, to: start) ?? range.end
-        }
-        for event in events where event.task.impactsAdherence {
-            guard let i = days.lastIndex(where: { $0.start <= event.scheduleEvent.start }) else { continue }
-            days[i].due += 1
-            if let outcome = event.outcome, !outcome.values.isEmpty { days[i].done += 1 }
-        }
-        return days
     }
 
     /// The numeric values of one task over the range, per value kind (`systolic`, `diastolic`;

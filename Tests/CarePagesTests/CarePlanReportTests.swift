@@ -42,12 +42,12 @@ private func week() throws -> (SQLiteCarePlanStore, DateInterval) {
 
 @Suite("A patient's care report")
 struct CarePlanReportTests {
-    @Test("a day's adherence is the share of its events with an outcome that has values; outcomes are listed in event order")
+    @Test("a day's adherence is the store's (an outcome with values, no targets set); outcomes are listed in event order")
     func summary() throws {
         let (store, range) = try week()
         let summary = try store.read { try PatientCareSummary(patientID: "p1", range: range, calendar: calendar, in: $0) }
-        #expect(summary.days.map(\.due) == [2, 2, 2, 2, 2, 2, 2])
-        #expect(summary.days.map(\.done) == [2, 2, 2, 1, 2, 1, 1])
+        #expect(summary.days.map(\.adherence.expected) == [2, 2, 2, 2, 2, 2, 2])
+        #expect(summary.days.map(\.adherence.completed) == [2, 2, 2, 1, 2, 1, 1])
         #expect(summary.outcomes.count == 11)
         #expect(summary.outcomes.map(\.event) == summary.outcomes.map(\.event).sorted())
         #expect(summary.measurements(of: "bp").map(\.kind) == ["systolic", "diastolic"])
