@@ -20,17 +20,16 @@ public struct CarePlanReport: Sendable {
     public func html() -> String {
         let name = HTMLText.escaped(summary.patient.name.displayName)
         var body = "<header><h1>Care plan report</h1><p class=\"patient\">\(name)</p><p class=\"range\">\(HTMLText.escaped(rangeText))</p></header>"
-        body += plans() + section("Adherence", adherence())
-        if let combined = combined() { body += section("Adherence and measurements", combined) }
-        for task in measuredTasks { body += section(HTMLText.escaped(task.title ?? task.id), measurementCharts(task)) }
+        let charts = PatientCharts(summary)
+        body += plans() + section("Adherence", charts.adherence())
+        if let combined = charts.combined() { body += section("Adherence and measurements", combined) }
+        for (title, html) in charts.measurements() { body += section(HTMLText.escaped(title), html) }
         body += section("Every outcome", outcomeTable())
         return """
             <!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">\
             <title>Care plan report: \(name)</title><style>\(Self.style)</style></head><body>\(body)</body></html>
             """
     }
-
-    var axis: TimeBuckets { TimeBuckets(from: summary.range.start, to: summary.range.end, calendar: summary.calendar) }
 
     var rangeText: String {
         let last = summary.range.end.addingTimeInterval(-1)
@@ -48,58 +47,13 @@ public struct CarePlanReport: Sendable {
         return out + "</section>"
     }
 
-    /// Each day's share done, in percent; nil on days with nothing due.
-    var dailyAdherence: [(date: Date, value: Double)] {
-        summary.days.compactMap { day in day.adherence.value.map { (day.start, 100 * $0) } }
-    }
-
-    func adherence() -> String {
-        let chart = CartesianChart(title: "Adherence", subtitle: "Share of the day's tasks done (CareKit's rule: targets reached)", axis: axis, series: [
-            .init(name: "Done", unit: "%", style: .bar, values: axis.consolidate(dailyAdherence, .mean))])
-        return chart.svg(id: "adherence") + chart.table()
-    }
-
-    /// Tasks whose outcomes carry numbers (measurements), in plan order.
-    var measuredTasks: [CareTask] { summary.tasks.filter { !summary.measurements(of: $0.id).isEmpty } }
-
-    /// Events done per day beside the first measurement: what shows a patient's progress.
-    func combined() -> String? {
-        guard let task = measuredTasks.first, let measured = summary.measurements(of: task.id).first else { return nil }
-        let done = summary.days.map { (date: $0.start, value: $0.adherence.completed) }
-        let chart = CartesianChart(title: "Tasks done and \(measured.kind)", subtitle: "Tasks done per day against \(task.title ?? task.id)", axis: axis, series: [
-            .init(name: "Tasks done", unit: "tasks", style: .bar, values: axis.consolidate(done, .sum)),
-            .init(name: measured.kind, unit: measured.units ?? measured.kind, style: .line, values: axis.consolidate(measured.values, .mean)),
-        ])
-        return chart.separated().enumerated().map { i, part in part.svg(id: "combined-\(i)") + part.table() }.joined()
-    }
-
-    func measurementCharts(_ task: CareTask) -> String {
-        let series = summary.measurements(of: task.id).map { m in
-            CartesianChart.Series(name: m.kind, unit: m.units ?? m.kind, style: .line, values: axis.consolidate(m.values, .mean))
-        }
-        let chart = CartesianChart(title: task.title ?? task.id, subtitle: "Recorded values, mean per \(axis.unit.rawValue)", axis: axis, series: series)
-        return chart.separated().enumerated().map { i, part in part.svg(id: "task-\(task.id.hashValue.magnitude)-\(i)") + part.table() }.joined()
-    }
-
     func outcomeTable() -> String {
         var out = "<table class=\"outcomes\"><thead><tr><th scope=\"col\">Event</th><th scope=\"col\">Task</th><th scope=\"col\">Values</th></tr></thead><tbody>"
         for outcome in summary.outcomes {
-            let values = outcome.values.map(Self.valueText).joined(separator: ", ")
+            let values = outcome.values.map { $0.text(number: CartesianChart.number) }.joined(separator: ", ")
             out += "<tr><td>\(HTMLText.escaped(Self.dateTime(outcome.event, summary.calendar)))</td><td>\(HTMLText.escaped(outcome.taskTitle))</td><td>\(HTMLText.escaped(values))</td></tr>"
         }
         return out + "</tbody></table>"
-    }
-
-    static func valueText(_ value: OutcomeValue) -> String {
-        let text = switch value.value {
-        case .integer(let i): String(i)
-        case .double(let d): CartesianChart.number(d)
-        case .boolean(let b): b ? "yes" : "no"
-        case .text(let t): t
-        case .binary(let data): "\(data.count) bytes"
-        case .date(let date): ISO8601DateFormatter().string(from: date)
-        }
-        return [value.kind, text + (value.units.map { " " + $0 } ?? "")].compactMap { $0 }.joined(separator: ": ")
     }
 
     static func date(_ date: Date, _ calendar: Calendar) -> String {

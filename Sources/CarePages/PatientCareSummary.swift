@@ -34,6 +34,8 @@ public struct PatientCareSummary: Sendable {
     public var days: [Day]
     /// In event order.
     public var outcomes: [RecordedOutcome]
+    /// Tasks that record numbers (measurements), with their values over the range.
+    public var measured: [MeasuredTask]
 
     public init(patientID: String, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
         guard let patient = try Self.read({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first else {
@@ -53,6 +55,7 @@ public struct PatientCareSummary: Sendable {
             guard let outcome = event.outcome, !outcome.values.isEmpty else { return nil }
             return RecordedOutcome(event: event.scheduleEvent.start, taskID: event.task.id, taskTitle: event.task.title ?? event.task.id, values: outcome.values)
         }
+        self.measured = Self.measurements(of: tasks, in: outcomes)
     }
 
     static func read<T>(_ body: () throws -> T) throws(PageError) -> T {
@@ -61,20 +64,57 @@ public struct PatientCareSummary: Sendable {
         }
     }
 
-    /// The numeric values of one task over the range, per value kind (`systolic`, `diastolic`;
-    /// the task's title when values have no kind), with their units.
-    public func measurements(of taskID: String) -> [(kind: String, units: String?, values: [(date: Date, value: Double)])] {
-        var order: [String] = []
-        var series: [String: (units: String?, values: [(date: Date, value: Double)])] = [:]
-        for outcome in outcomes where outcome.taskID == taskID {
+    /// The numeric values of each task over the range, per value kind, worked out once: tasks in
+    /// plan order, only those whose outcomes carry numbers.
+    static func measurements(of tasks: [CareTask], in outcomes: [RecordedOutcome]) -> [MeasuredTask] {
+        var byTask: [String: [Measurement]] = [:]
+        for outcome in outcomes {
             for value in outcome.values {
                 guard let number = value.value.numericValue else { continue }
                 let kind = value.kind ?? outcome.taskTitle
-                if series[kind] == nil { order.append(kind); series[kind] = (value.units, []) }
-                series[kind]!.values.append((outcome.event, number))
+                var series = byTask[outcome.taskID, default: []]
+                if let i = series.firstIndex(where: { $0.kind == kind }) {
+                    series[i].values.append((outcome.event, number))
+                } else {
+                    series.append(Measurement(kind: kind, units: value.units, values: [(outcome.event, number)]))
+                }
+                byTask[outcome.taskID] = series
             }
         }
-        return order.map { (kind: $0, units: series[$0]!.units, values: series[$0]!.values) }
+        return tasks.compactMap { task in
+            byTask[task.id].map { series in
+                MeasuredTask(task: task, series: series.map { m in
+                    var m = m
+                    m.target = target(of: task, kind: m.kind)
+                    return m
+                })
+            }
+        }
+    }
+
+    /// Where a task's values of `kind` should be: its schedule's numeric target values of that
+    /// kind (values without a kind stand for the task's title), lowest to highest.
+    static func target(of task: CareTask, kind: String) -> ClosedRange<Double>? {
+        let targets = task.schedule.elements.flatMap(\.targetValues).filter { ($0.kind ?? task.title ?? task.id) == kind }.compactMap(\.value.numericValue)
+        guard let low = targets.min(), let high = targets.max() else { return nil }
+        return low...high
+    }
+}
+
+extension PatientCareSummary {
+    /// One kind of value a task records (`systolic`; the task's title when values have no kind).
+    public struct Measurement: Sendable {
+        public var kind: String
+        public var units: String?
+        public var values: [(date: Date, value: Double)]
+        /// The task's target range for this kind, from its schedule's target values.
+        public var target: ClosedRange<Double>?
+    }
+
+    /// A task whose outcomes carry numbers, and its series.
+    public struct MeasuredTask: Sendable {
+        public var task: CareTask
+        public var series: [Measurement]
     }
 }
 

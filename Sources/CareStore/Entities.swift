@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 
 /// The version fields every CareKit entity carries. Each stored version is immutable: updates
 /// append a new version whose `previousVersionUUIDs` name the versions it replaces.
@@ -329,6 +330,22 @@ public struct OutcomeValue: Sendable, Hashable {
         self.kind = kind
         self.units = units
         self.createdDate = createdDate
+    }
+
+    /// The value as people read it, with its kind and units: `systolic: 120 mmHg`, `yes`,
+    /// `12 bytes`. `number` writes doubles (the CLI keeps their exact JSON form; pages round).
+    public func text(number: (Double) -> String = { JSONValue.number($0).serialized() }, kindSeparator: String = ": ") -> String {
+        var text: String = kind.map { (kind: String) -> String in kind + kindSeparator } ?? ""
+        switch value {
+        case .integer(let i): text += String(i)
+        case .double(let d): text += number(d)
+        case .boolean(let b): text += b ? "yes" : "no"
+        case .text(let t): text += t
+        case .binary(let data): text += "\(data.count) bytes"
+        case .date(let date): text += ISO8601DateFormatter().string(from: date)
+        }
+        if let units { text += " " + units }
+        return text
     }
 }
 

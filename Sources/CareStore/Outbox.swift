@@ -18,6 +18,9 @@ public struct OutboxItem: Sendable, Hashable {
     public var lastError: String?
     /// Where the receiver keeps it, once delivered.
     public var remoteLocation: String?
+    /// When it was queued, and when it was delivered or given up (nil while queued).
+    public var queuedAt: Date?
+    public var finishedAt: Date?
 
     public init(versionUUID: UUID, entityID: String, idempotencyKey: String, payload: [UInt8]) {
         self.versionUUID = versionUUID
@@ -58,10 +61,16 @@ public protocol Outbox: Sendable {
     /// returns how many there were.
     @discardableResult
     func forgetFailed() throws(StoreError) -> Int
+    /// Takes these dead letters out (an operator's retry): the next push exports their outcome
+    /// versions again. Versions that are not dead letters are left alone; returns how many went.
+    @discardableResult
+    func forgetFailed(versions: [UUID]) throws(StoreError) -> Int
     /// The versions the outbox holds in any state: what a push need not export again.
     func outboxVersions() throws(StoreError) -> Set<UUID>
     /// Items in a state, oldest first.
     func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
+    /// Items in `state`, most recently finished (or queued) first: what an operator looks at.
+    func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
     /// Records the results of a batch in one transaction: all of them or, on error, none.
     func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
     func outboxCounts() throws(StoreError) -> OutboxCounts
@@ -111,6 +120,18 @@ extension SQLiteCarePlanStore: Outbox {
         }
     }
 
+    @discardableResult
+    public func forgetFailed(versions: [UUID]) throws(StoreError) -> Int {
+        try writeDatabase { db in
+            var gone = 0
+            for version in versions {
+                try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ?", arguments: [version])
+                gone += db.changesCount
+            }
+            return gone
+        }
+    }
+
     /// The outcome versions the outbox holds in any state: what a push need not export again.
     public func outboxVersions() throws(StoreError) -> Set<UUID> {
         do {
@@ -121,15 +142,30 @@ extension SQLiteCarePlanStore: Outbox {
     }
 
     public func outbox(state: OutboxItem.State, limit: Int = 1000) throws(StoreError) -> [OutboxItem] {
+        try outboxItems(sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY queued_at, rowid LIMIT ?", state: state, limit: limit)
+    }
+
+    public func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {
+        try outboxItems(sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY COALESCE(finished_at, queued_at) DESC, rowid DESC LIMIT ?",
+                        state: state, limit: limit)
+    }
+
+    func outboxItems(sql: String, state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {
+        func date(_ row: Row, _ column: String) -> Date? {
+            guard let seconds = row[column] as Double? else { return nil }
+            return Date(timeIntervalSinceReferenceDate: seconds)
+        }
         do {
             return try pool.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY queued_at, rowid LIMIT ?", arguments: [state.rawValue, limit]).map { row in
+                try Row.fetchAll(db, sql: sql, arguments: [state.rawValue, limit]).map { row in
                     var item = OutboxItem(versionUUID: row["version_uuid"], entityID: row["entity_id"], idempotencyKey: row["idempotency_key"],
                                           payload: [UInt8]((row["payload"] as Data?) ?? Data()))
                     item.state = OutboxItem.State(rawValue: row["state"]) ?? .queued
                     item.attempts = row["attempts"]
                     item.lastError = row["last_error"]
                     item.remoteLocation = row["remote_location"]
+                    item.queuedAt = date(row, "queued_at")
+                    item.finishedAt = date(row, "finished_at")
                     return item
                 }
             }

@@ -22,6 +22,8 @@ import Mapping
 ///   concurrent-per-device: 2    # sync calls in flight per device token
 ///   concurrent-per-address: 64  # requests in flight per client address
 /// ```
+/// With a `dashboard:` section (`admin-token-file: secrets/admin.token` or `admin-token-env:
+/// NAME`), operators sign in at `/ui` with that token.
 /// Plain HTTP is served on loopback only, unless `allow-plain-http: true` says the network in
 /// front (a TLS-terminating proxy) is trusted. With an `ehr:` section the gateway also pushes
 /// outcomes and refreshes enrolled patients on its own (see `EHR`).
@@ -42,6 +44,8 @@ public struct GatewayConfig: Sendable {
     public var ehr: EHR?
     /// TLS in the process: the PEM certificate chain and private key (`tls: {certificate, key}`).
     public var tls: (certificate: String, key: String)?
+    /// Where the dashboard's admin token is kept; nil serves no dashboard.
+    public var adminToken: SecretSource?
 
     public init() {}
 
@@ -105,6 +109,10 @@ public struct GatewayConfig: Sendable {
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
         config.resolvePaths(against: folder)
         reader.checkSecrets(config.ehr, environment: environment)
+        if let admin = config.adminToken, admin.read(environment: environment) == nil {
+            reader.error(reader.dashboardLocation ?? SourceLocation(file: path, line: 1, column: 1),
+                         "dashboard: no admin token in \(admin.name) (missing, unreadable, empty, or not one word)")
+        }
         if let tls = config.tls {
             do { _ = try GatewayServer.tlsConfiguration(certificate: tls.certificate, key: tls.key) } catch {
                 reader.error(reader.tlsLocation ?? SourceLocation(file: path, line: 1, column: 1), "tls: \(error)")
@@ -119,6 +127,7 @@ public struct GatewayConfig: Sendable {
         func absolute(_ path: String) -> String { path.hasPrefix("/") ? path : folder.appendingPathComponent(path).path }
         store = absolute(store)
         tls = tls.map { (absolute($0.certificate), absolute($0.key)) }
+        if case .file(let file) = adminToken { adminToken = .file(absolute(file)) }
         guard var ehr else { return }
         ehr.mappings = ehr.mappings.map(absolute)
         ehr.connection.tls.caBundle = ehr.connection.tls.caBundle.map(absolute)
@@ -149,9 +158,10 @@ struct ConfigReader {
 
     var ehrLocations: [String: SourceLocation] = [:]
     var tlsLocation: SourceLocation?
+    var dashboardLocation: SourceLocation?
 
     mutating func read(_ tree: YAMLTree, into config: inout GatewayConfig) {
-        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr", "tls"]) {
+        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr", "tls", "dashboard"]) {
             switch key {
             case "listen":
                 for (key, _, value) in members(value, expected: ["host", "port"]) {
@@ -175,6 +185,13 @@ struct ConfigReader {
                 }
             case "ehr":
                 config.ehr = readEHR(value, at: keyAt)
+            case "dashboard":
+                dashboardLocation = keyAt
+                let ways = members(value, expected: ["admin-token-file", "admin-token-env"])
+                for (key, _, value) in ways {
+                    config.adminToken = text(value).map { key == "admin-token-file" ? .file($0) : .environment($0) }
+                }
+                if ways.count != 1 { error(keyAt, "dashboard: needs one of admin-token-file or admin-token-env (the token operators sign in with)") }
             default:
                 tlsLocation = keyAt
                 var certificate: String?, key: String?

@@ -25,7 +25,8 @@ public struct GatewayRequestContext: RequestContext {
     }
 }
 
-/// The gateway as an HTTP service: health checks and CareKit's sync API, over one store.
+/// The gateway as an HTTP service: health checks, CareKit's sync API and the operator's
+/// dashboard, over one store.
 /// Handlers are thin: they parse, call a `Gateway` use case, and write JSON.
 ///
 /// ```swift
@@ -47,6 +48,9 @@ public struct GatewayServer: Sendable {
     let perAddress: InFlightLimit
     /// Device pushes that arrive together share one commit.
     let pushes: PushCommitGroups
+    /// The operator's dashboard at `/ui`, when an admin token is configured.
+    public let dashboard: DashboardAccess?
+    let sessions: DashboardSessions
 
     /// Sizes the server accepts.
     public struct Limits: Sendable {
@@ -78,10 +82,12 @@ public struct GatewayServer: Sendable {
         public init() {}
     }
 
-    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits(), ehr: EHRLink? = nil) {
+    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
         self.store = store
         self.limits = limits
         self.ehr = ehr
+        self.dashboard = dashboard
+        sessions = DashboardSessions(idleTimeout: dashboard?.idleTimeout ?? 0)
         throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
         perDevice = InFlightLimit(limits.concurrentPerDevice)
         perAddress = InFlightLimit(limits.concurrentPerAddress)
@@ -106,6 +112,7 @@ public struct GatewayServer: Sendable {
         router.get("readyz") { _, _ in try await readiness() }
         CareKitSyncRoutes(server: self).register(on: router)
         NotificationRoutes(server: self).register(on: router)
+        if let dashboard { DashboardRoutes(server: self, access: dashboard, sessions: sessions).register(on: router) }
         return router
     }
 

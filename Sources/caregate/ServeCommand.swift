@@ -46,7 +46,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
         let link = try loaded.ehr.map { try Self.link($0, store: store, config: config) }
-        let server = GatewayServer(store: store, limits: loaded.limits, ehr: link)
+        // Cookies are Secure unless served as plain HTTP on loopback.
+        let dashboard = loaded.adminToken?.read(environment: ProcessInfo.processInfo.environment).map {
+            DashboardAccess(adminToken: $0, secureCookie: loaded.tls != nil || loaded.allowPlainHTTP)
+        }
+        let server = GatewayServer(store: store, limits: loaded.limits, ehr: link, dashboard: dashboard)
         LoggingSystem.bootstrap { JSONLogHandler(label: $0) }
         let logger = Logger(label: "caregate")
         let host = loaded.host
@@ -57,7 +61,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let scheme = tls == nil ? "http" : "https"
         let app = try server.application(host: host, port: loaded.port, tls: tls, logger: logger) { port in
-            StandardError.print("caregate serve: listening on \(scheme)://\(host):\(port) (store \(loaded.store))")
+            let ui = dashboard == nil ? "" : ", dashboard at \(scheme)://\(host):\(port)/ui"
+            StandardError.print("caregate serve: listening on \(scheme)://\(host):\(port) (store \(loaded.store)\(ui))")
         }
         try await app.runService()
         StandardError.print("caregate serve: stopped")

@@ -154,26 +154,13 @@ struct StoreEvents: ParsableCommand {
                 let when = event.scheduleEvent.element.duration == .allDay ? "all day    "
                     : "\(clock.string(from: event.scheduleEvent.start))–\(clock.string(from: event.scheduleEvent.end))"
                 let outcome = event.outcome.map { o in
-                    "done" + (o.values.isEmpty ? "" : ": " + o.values.map(Self.describe).joined(separator: ", "))
+                    "done" + (o.values.isEmpty ? "" : ": " + o.values.map { $0.text(kindSeparator: "=") }.joined(separator: ", "))
                 } ?? "—"
                 print("  \(when)  \(event.task.title ?? event.task.id)  #\(event.occurrence)  \(outcome)")
             }
             if events.isEmpty { print("no events") }
         }
     }
-
-    static func describe(_ value: OutcomeValue) -> String {
-        let text: String = switch value.value {
-        case .integer(let i): String(i)
-        case .double(let d): JSONValue.number(d).serialized()
-        case .boolean(let b): b ? "yes" : "no"
-        case .text(let t): t
-        case .binary(let d): "\(d.count) bytes"
-        case .date(let d): ISO8601DateFormatter().string(from: d)
-        }
-        return (value.kind.map { "\($0)=" } ?? "") + text + (value.units.map { " \($0)" } ?? "")
-    }
-
 }
 
 /// `--from`, `--to` (exclusive) and `--tz`: a range of days or instants.

@@ -4,15 +4,6 @@ import Foundation
 import Testing
 @testable import CarePages
 
-private let newYork = TimeZone(identifier: "America/New_York")!
-private var calendar: Calendar {
-    var calendar = Calendar(identifier: .gregorian)
-    calendar.timeZone = newYork
-    return calendar
-}
-private func day(_ n: Int) -> Date { calendar.date(from: DateComponents(year: 2026, month: 11, day: n))! }
-private func count(_ needle: String, in text: String) -> Int { text.components(separatedBy: needle).count - 1 }
-
 /// A week of a patient with a hostile name: a daily dose taken on 5 days, blood pressure measured on 6.
 private func week() throws -> (SQLiteCarePlanStore, DateInterval) {
     let store = try SQLiteCarePlanStore(inMemory: ())
@@ -50,9 +41,9 @@ struct CarePlanReportTests {
         #expect(summary.days.map(\.adherence.completed) == [2, 2, 2, 1, 2, 1, 1])
         #expect(summary.outcomes.count == 11)
         #expect(summary.outcomes.map(\.event) == summary.outcomes.map(\.event).sorted())
-        #expect(summary.measurements(of: "bp").map(\.kind) == ["systolic", "diastolic"])
-        #expect(summary.measurements(of: "bp").first?.values.map(\.value) == [130, 129, 128, 127, 126, 125])
-        #expect(summary.measurements(of: "dose").isEmpty)
+        #expect(summary.measured.map(\.task.id) == ["bp"])
+        #expect(summary.measured.first?.series.map(\.kind) == ["systolic", "diastolic"])
+        #expect(summary.measured.first?.series.first?.values.map(\.value) == [130, 129, 128, 127, 126, 125])
         #expect(throws: PageError.self) { try store.read { try PatientCareSummary(patientID: "nobody", range: range, calendar: calendar, in: $0) } }
     }
 

@@ -22,10 +22,10 @@ final class RunningServer: @unchecked Sendable {
     let client = CurlTransport()
 
     init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
-         logger: Logger = Logger(label: "caregate-test")) async throws {
+         dashboard: DashboardAccess? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = try GatewayServer(store: store, limits: limits, ehr: ehr).application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
+        let app = try GatewayServer(store: store, limits: limits, ehr: ehr, dashboard: dashboard).application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
             continuation.yield(port)
         }
         group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)

@@ -83,6 +83,25 @@ struct ServeCommandTests {
         #expect(missing.status == 1 && missing.stderr.contains("missing.yaml:3:15: error: ehr.token-file: no token in \(dir.path)/missing.token"), "\(missing.stderr)")
     }
 
+    @Test("the dashboard section's findings: no way to name the token, two ways, a token file that is missing")
+    func dashboardFindings() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (name, text) in [("none.yaml", "dashboard:\n  admin-token: x\n"), ("two.yaml", "dashboard:\n  admin-token-file: a.token\n  admin-token-env: ADMIN\n"),
+                             ("missing.yaml", "store: care.sqlite\ndashboard:\n  admin-token-file: missing.token\n")] {
+            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let none = try await cli.caregate(["serve", "--config", "none.yaml", "--check-config"], directory: dir)
+        #expect(none.stderr.split(separator: "\n").map(String.init) == [
+            "none.yaml:1:1: error: dashboard: needs one of admin-token-file or admin-token-env (the token operators sign in with)",
+            "none.yaml:2:3: error: unknown key 'admin-token' (expected: admin-token-file, admin-token-env)",
+        ], "\(none.stderr)")
+        let two = try await cli.caregate(["serve", "--config", "two.yaml", "--check-config"], directory: dir)
+        #expect(two.status == 1 && two.stderr.contains("two.yaml:1:1: error: dashboard: needs one of admin-token-file or admin-token-env"), "\(two.stderr)")
+        let missing = try await cli.caregate(["serve", "--config", "missing.yaml", "--check-config"], directory: dir)
+        #expect(missing.status == 1 && missing.stderr.contains("missing.yaml:2:1: error: dashboard: no admin token in \(dir.path)/missing.token"), "\(missing.stderr)")
+    }
+
     @Test("the README's gateway.yaml passes --check-config")
     func readmeConfiguration() async throws {
         let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
@@ -94,7 +113,7 @@ struct ServeCommandTests {
         try block.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
         // The secrets it names, owner-only.
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("secrets"), withIntermediateDirectories: true)
-        for name in ["ehr.token", "notify.token"] {
+        for name in ["ehr.token", "notify.token", "admin.token"] {
             let path = dir.appendingPathComponent("secrets/\(name)").path
             _ = FileManager.default.createFile(atPath: path, contents: Data("secret-\(name)\n".utf8), attributes: [.posixPermissions: 0o600])
         }

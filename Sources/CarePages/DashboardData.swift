@@ -1,0 +1,87 @@
+import CareStore
+import Foundation
+
+/// One row of the dashboard's patient list: the patient's plans and tasks, adherence over the
+/// last 7 and 30 days, and their devices' last sync.
+public struct PatientOverview: Sendable {
+    public var patient: Patient
+    public var plans: Int
+    public var tasks: Int
+    public var last7Days: Adherence
+    public var last30Days: Adherence
+    public var devices: Int
+    public var lastSync: Date?
+
+    /// Every patient's row, read in one snapshot: one query for the last 30 days' events of
+    /// every task, grouped by plan and patient. `now` ends both ranges.
+    public static func all(in store: any CarePlanReader, devices: [Device], now: Date) throws(PageError) -> [PatientOverview] {
+        let patients = try PatientCareSummary.read { try store.fetchPatients(EntityQuery()) }
+        let plans = try PatientCareSummary.read { try store.fetchCarePlans(EntityQuery()) }
+        let tasks = try PatientCareSummary.read { try store.fetchTasks(EntityQuery()) }
+        let events = try PatientCareSummary.read { try store.events(from: now.addingTimeInterval(-30 * 86_400), to: now, tasks: EntityQuery()) }
+        let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
+        func patientOf(_ task: CareTask) -> UUID? { task.carePlanUUID.flatMap { patientOfPlan[$0] ?? nil } }
+        let eventsByPatient = Dictionary(grouping: events.filter { patientOf($0.task) != nil }) { patientOf($0.task)! }
+        let weekAgo = now.addingTimeInterval(-7 * 86_400)
+        return patients.sorted { $0.name.displayName < $1.name.displayName }.map { patient in
+            let own = eventsByPatient[patient.uuid] ?? []
+            let ownDevices = devices.filter { $0.patientID == patient.id && $0.revokedAt == nil }
+            return PatientOverview(patient: patient, plans: plans.filter { $0.patientUUID == patient.uuid }.count,
+                                   tasks: tasks.filter { patientOf($0) == patient.uuid }.count,
+                                   last7Days: Adherence(events: own.filter { $0.scheduleEvent.start >= weekAgo }),
+                                   last30Days: Adherence(events: own), devices: ownDevices.count,
+                                   lastSync: ownDevices.compactMap(\.lastSyncAt).max())
+        }
+    }
+}
+
+/// What a patient's dashboard page shows: the last 30 days' summary (charts and outcomes),
+/// today's events as the CareKit app lists them, this week's rings, contacts, every version of
+/// each task, and the patient's devices.
+public struct PatientDashboard: Sendable {
+    public var summary: PatientCareSummary
+    public var today: [TaskEvent]
+    /// The calendar week around today, one adherence per day.
+    public var week: [(day: Date, adherence: Adherence)]
+    public var now: Date
+    public var contacts: [Contact]
+    /// Every version of the patient's tasks, by task id, newest first.
+    public var taskVersions: [CareTask]
+    public var devices: [Device]
+
+    public init(patientID: String, now: Date, calendar: Calendar, devices: [Device], in store: any CarePlanReader) throws(PageError) {
+        let tomorrow = calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: now))!
+        let range = DateInterval(start: calendar.date(byAdding: .day, value: -30, to: tomorrow)!, end: tomorrow)
+        summary = try PatientCareSummary(patientID: patientID, range: range, calendar: calendar, in: store)
+        self.now = now
+        self.devices = devices.filter { $0.patientID == patientID }
+        let planIDs = summary.carePlans.map(\.id)
+        let tasks = EntityQuery(carePlanIDs: planIDs)
+        let week = calendar.dateInterval(of: .weekOfYear, for: now) ?? DateInterval(start: range.start, end: tomorrow)
+        let weekEvents: [TaskEvent] = planIDs.isEmpty ? [] : try PatientCareSummary.read { try store.events(from: week.start, to: week.end, tasks: tasks) }
+        self.week = Adherence.daily(events: weekEvents, from: week.start, to: week.end, calendar: calendar)
+        let todayStart = calendar.startOfDay(for: now)
+        today = weekEvents.filter { $0.scheduleEvent.start >= todayStart && $0.scheduleEvent.start < tomorrow }
+            .sorted { ($0.scheduleEvent.start, $0.task.id) < ($1.scheduleEvent.start, $1.task.id) }
+        contacts = planIDs.isEmpty ? [] : try PatientCareSummary.read { try store.fetchContacts(tasks) }
+        let ids = summary.tasks.map(\.id)
+        taskVersions = ids.isEmpty ? [] : try PatientCareSummary.read { try store.fetchTasks(EntityQuery(versions: .history, ids: ids)) }
+            .sorted { $0.id != $1.id ? $0.id < $1.id : $0.effectiveDate > $1.effectiveDate }
+    }
+}
+
+/// What the outbox page shows: counts, dead letters, the queue's head and the latest pushes.
+public struct OutboxOverview: Sendable {
+    public var counts: OutboxCounts
+    public var failed: [OutboxItem]
+    public var queued: [OutboxItem]
+    public var pushed: [OutboxItem]
+
+    /// At most `limit` items of each state.
+    public init(_ outbox: any Outbox, limit: Int = 100) throws(PageError) {
+        counts = try PatientCareSummary.read { try outbox.outboxCounts() }
+        failed = try PatientCareSummary.read { try outbox.latestOutbox(state: .failed, limit: limit) }
+        queued = try PatientCareSummary.read { try outbox.outbox(state: .queued, limit: limit) }
+        pushed = try PatientCareSummary.read { try outbox.latestOutbox(state: .pushed, limit: limit) }
+    }
+}

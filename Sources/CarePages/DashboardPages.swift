@@ -1,0 +1,172 @@
+import CareCharts
+import CareStore
+import Foundation
+
+/// The dashboard's pages as HTML, from `PatientOverview`, `PatientDashboard` and `OutboxOverview`. Every string from the store
+/// (names, titles, values, errors from the EHR) is escaped where it is written.
+public struct DashboardPages: Sendable {
+    public let frame: DashboardFrame
+    public let calendar: Calendar
+
+    public init(frame: DashboardFrame, calendar: Calendar) {
+        self.frame = frame
+        self.calendar = calendar
+    }
+
+    // MARK: Patients
+
+    public func patients(_ rows: [PatientOverview]) -> String {
+        let head = ["Patient", "Plans", "Tasks", "Adherence, 7 days", "Adherence, 30 days", "Devices", "Last sync"]
+        let body = rows.map { row in
+            [link("/ui/patients/\(Self.pathSegment(row.patient.id))", row.patient.name.displayName), String(row.plans), String(row.tasks),
+             Self.percent(row.last7Days), Self.percent(row.last30Days), String(row.devices), esc(row.lastSync.map(dateTime) ?? "never")]
+        }
+        let table = Self.table(caption: "\(rows.count) patient\(rows.count == 1 ? "" : "s")", head: head, rows: body, id: "patients")
+        return frame.page(title: "Patients", section: .patients, body: rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table)
+    }
+
+    // MARK: A patient
+
+    public func patient(_ page: PatientDashboard) -> String {
+        let summary = page.summary
+        let charts = PatientCharts(summary)
+        var body = "<p class=\"muted\">\(esc(summary.carePlans.map(\.title).joined(separator: ", ")))</p>"
+        body += section("This week", weekStrip(page))
+        body += section("Today", today(page))
+        body += section("Adherence, last 30 days", charts.adherence())
+        if let combined = charts.combined() { body += section("Adherence and measurements", combined) }
+        body += charts.measurements().map { section($0.title, $0.html) }.joined()
+        body += section("Contacts", contacts(page.contacts))
+        body += section("Task history", taskHistory(page.taskVersions))
+        body += section("Devices", devices(page.devices, names: [:]))
+        return frame.page(title: summary.patient.name.displayName, section: .patients, body: body)
+    }
+
+    func weekStrip(_ page: PatientDashboard) -> String {
+        let today = calendar.startOfDay(for: page.now)
+        let days = page.week.map { day in
+            let weekday = calendar.component(.weekday, from: day.day)
+            return WeekStrip.Day(label: Self.weekdays[weekday - 1], done: Int(day.adherence.completed.rounded(.down)), due: day.adherence.expected,
+                                 isToday: day.day == today)
+        }
+        return WeekStrip(days: days).svg(id: "week")
+    }
+
+    /// Today's events by task, as a CareKit app lists them: each task with its instructions and
+    /// each occurrence done (with its values) or not.
+    func today(_ page: PatientDashboard) -> String {
+        guard !page.today.isEmpty else { return "<p>Nothing scheduled today.</p>" }
+        var order: [String] = []
+        var byTask: [String: [TaskEvent]] = [:]
+        for event in page.today {
+            if byTask[event.task.id] == nil { order.append(event.task.id) }
+            byTask[event.task.id, default: []].append(event)
+        }
+        let items = order.map { (id: String) -> String in
+            let events = byTask[id]!
+            let task = events[0].task
+            let occurrences = events.map { (event: TaskEvent) -> String in
+                let time = event.scheduleEvent.element.duration == .allDay ? "all day" : clock(event.scheduleEvent.start)
+                guard let outcome = event.outcome else { return "<li class=\"due\">\(esc(time)): not done</li>" }
+                let values = outcome.values.map { $0.text(number: CartesianChart.number) }.joined(separator: ", ")
+                return "<li class=\"done\">\(esc(time)): done\(values.isEmpty ? "" : ", " + esc(values))</li>"
+            }.joined()
+            let instructions = task.instructions.map { "<br><span class=\"muted\">\(esc($0))</span>" } ?? ""
+            return "<li class=\"task\" data-task=\"\(esc(task.id))\"><strong>\(esc(task.title ?? task.id))</strong>\(instructions)<ul>\(occurrences)</ul></li>"
+        }
+        return "<ul class=\"tasks\">\(items.joined())</ul>"
+    }
+
+    func contacts(_ contacts: [Contact]) -> String {
+        guard !contacts.isEmpty else { return "<p>No contacts.</p>" }
+        let rows = contacts.map { c in
+            [esc(c.name.displayName), esc(c.role ?? c.title ?? ""), esc(c.organization ?? ""),
+             esc(((c.phoneNumbers ?? []) + (c.emailAddresses ?? [])).map(\.value).joined(separator: ", "))]
+        }
+        return Self.table(caption: "Care team", head: ["Name", "Role", "Organization", "Phone, email"], rows: rows, id: "contacts")
+    }
+
+    func taskHistory(_ versions: [CareTask]) -> String {
+        let rows = versions.map { t in
+            [esc(t.title ?? t.id), esc(t.id), esc(dateTime(t.effectiveDate)), t.deletedDate == nil ? "" : "deleted " + esc(dateTime(t.deletedDate!)),
+             "<code>\(esc(t.uuid.uuidString.lowercased()))</code>"]
+        }
+        return Self.table(caption: "\(versions.count) version\(versions.count == 1 ? "" : "s")", head: ["Task", "Id", "In effect from", "Deleted", "Version"],
+                          rows: rows, id: "task-history")
+    }
+
+    // MARK: Devices
+
+    /// Devices with a revoke button for those still enrolled; `names` gives patients' names by id.
+    public func devices(_ devices: [Device], names: [String: String]) -> String {
+        guard !devices.isEmpty else { return "<p>No devices enrolled.</p>" }
+        let rows = devices.map { d in
+            let patient = names[d.patientID].map { link("/ui/patients/\(Self.pathSegment(d.patientID))", $0) } ?? esc(d.patientID)
+            let state = d.revokedAt.map { "revoked " + esc(dateTime($0)) }
+                ?? frame.form(action: "/ui/devices/revoke", fields: ["device": d.id], button: "Revoke")
+            return ["<code>\(esc(d.id))</code>", patient, esc(dateTime(d.enrolledAt)), esc(d.lastSyncAt.map(dateTime) ?? "never"), state]
+        }
+        return Self.table(caption: "\(devices.count) device\(devices.count == 1 ? "" : "s")", head: ["Device", "Patient", "Enrolled", "Last sync", "State"],
+                          rows: rows, id: "devices")
+    }
+
+    public func devicesPage(_ devices: [Device], names: [String: String]) -> String {
+        frame.page(title: "Devices", section: .devices, body: section(nil, self.devices(devices, names: names)))
+    }
+
+    // MARK: Outbox
+
+    public func outbox(_ outbox: OutboxOverview, message: String? = nil) -> String {
+        let c = outbox.counts
+        var body = message.map { "<p role=\"status\">\(esc($0))</p>" } ?? ""
+        body += "<p>\(c.queued) queued, \(c.pushed) pushed, \(c.failed) dead letter\(c.failed == 1 ? "" : "s").</p>"
+        let failed = outbox.failed.map { item in
+            [esc(item.entityID), String(item.attempts), esc(item.finishedAt.map(dateTime) ?? ""), "<pre>\(esc(item.lastError ?? ""))</pre>",
+             frame.form(action: "/ui/outbox/retry", fields: ["version": item.versionUUID.uuidString], button: "Retry")]
+        }
+        body += section("Dead letters", Self.table(caption: "The EHR refused these; retry exports them again with the mappings as they are now",
+                                                   head: ["Outcome", "Attempts", "Given up", "The EHR's answer", ""], rows: failed, id: "failed"))
+        let queued = outbox.queued.map { [esc($0.entityID), String($0.attempts), esc($0.queuedAt.map(dateTime) ?? ""), esc($0.lastError ?? "")] }
+        body += section("Queued", Self.table(caption: "Oldest first", head: ["Outcome", "Attempts", "Queued", "Last error"], rows: queued, id: "queued"))
+        let pushed = outbox.pushed.map { [esc($0.entityID), esc($0.finishedAt.map(dateTime) ?? ""), "<code>\(esc($0.remoteLocation ?? ""))</code>"] }
+        body += section("Pushed", Self.table(caption: "Latest first", head: ["Outcome", "Pushed", "The EHR's resource"], rows: pushed, id: "pushed"))
+        return frame.page(title: "Outbox", section: .outbox, body: body)
+    }
+
+    // MARK: Pieces
+
+    func section(_ title: String?, _ content: String) -> String {
+        "<section>\(title.map { "<h2>\(esc($0))</h2>" } ?? "")\(content)</section>"
+    }
+
+    func link(_ href: String, _ text: String) -> String { "<a href=\"\(esc(href))\">\(esc(text))</a>" }
+
+    func esc(_ text: String) -> String { HTMLText.escaped(text) }
+
+    func dateTime(_ date: Date) -> String { CarePlanReport.dateTime(date, calendar) }
+
+    func clock(_ date: Date) -> String {
+        let c = calendar.dateComponents([.hour, .minute], from: date)
+        return String(format: "%02d:%02d", c.hour ?? 0, c.minute ?? 0)
+    }
+
+    /// A table whose cells are HTML already; an empty one says so.
+    static func table(caption: String, head: [String], rows: [[String]], id: String) -> String {
+        guard !rows.isEmpty else { return "<p class=\"muted\" id=\"\(id)\">None.</p>" }
+        let th = head.map { "<th scope=\"col\">\(HTMLText.escaped($0))</th>" }.joined()
+        let tr = rows.map { "<tr>" + $0.map { "<td>\($0)</td>" }.joined() + "</tr>" }.joined()
+        return "<div class=\"scroll\"><table id=\"\(id)\"><caption>\(HTMLText.escaped(caption))</caption><thead><tr>\(th)</tr></thead><tbody>\(tr)</tbody></table></div>"
+    }
+
+    static func percent(_ adherence: Adherence) -> String {
+        adherence.value.map { "\(Int(($0 * 100).rounded()))%" } ?? "nothing due"
+    }
+
+    /// An id as one path segment: everything but unreserved characters percent-encoded.
+    public static func pathSegment(_ id: String) -> String {
+        id.addingPercentEncoding(withAllowedCharacters: unreserved) ?? id
+    }
+
+    static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+    static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+}

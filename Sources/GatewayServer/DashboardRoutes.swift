@@ -1,0 +1,258 @@
+import CareCharts
+import CarePages
+import CareStore
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// Who may open the dashboard: the admin token's digest (from the configuration, separate from
+/// device tokens), and whether session cookies are marked `Secure` (served over TLS, or behind a
+/// TLS proxy).
+public struct DashboardAccess: Sendable {
+    let tokenDigest: [UInt8]
+    public var secureCookie: Bool
+    /// A session unused this long is signed out.
+    public var idleTimeout: TimeInterval = 30 * 60
+
+    public init(adminToken: String, secureCookie: Bool) {
+        tokenDigest = Array(SHA256.hash(data: Array(adminToken.utf8)))
+        self.secureCookie = secureCookie
+    }
+
+    /// Compares digests, so the time taken says nothing of how much of the token matched.
+    func admits(_ token: String) -> Bool { Array(SHA256.hash(data: Array(token.utf8))) == tokenDigest }
+}
+
+/// Signed-in operators: a random session id (the cookie's value) and its CSRF token, both held
+/// only in memory, so a restart signs everyone out.
+final class DashboardSessions: Sendable {
+    struct Session: Sendable {
+        var csrf: String
+        var lastUsed: Date
+    }
+
+    private let sessions = Mutex<[String: Session]>([:])
+    let idleTimeout: TimeInterval
+
+    init(idleTimeout: TimeInterval) {
+        self.idleTimeout = idleTimeout
+    }
+
+    /// A new session's id and CSRF token.
+    func open(now: Date = Date()) -> (id: String, csrf: String) {
+        let (id, csrf) = (Self.randomToken(), Self.randomToken())
+        sessions.withLock { sessions in
+            if sessions.count > 10_000 { sessions = sessions.filter { now.timeIntervalSince($0.value.lastUsed) < idleTimeout } }
+            sessions[id] = Session(csrf: csrf, lastUsed: now)
+        }
+        return (id, csrf)
+    }
+
+    /// The session's CSRF token when the id is known and not idle too long (its clock restarts).
+    func csrf(for id: String, now: Date = Date()) -> String? {
+        sessions.withLock { sessions in
+            guard let session = sessions[id] else { return nil }
+            guard now.timeIntervalSince(session.lastUsed) < idleTimeout else { sessions[id] = nil; return nil }
+            sessions[id]?.lastUsed = now
+            return session.csrf
+        }
+    }
+
+    func close(_ id: String) { sessions.withLock { $0[id] = nil } }
+
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<4).map { _ in String(generator.next() as UInt64, radix: 16).leftPadded(to: 16) }.joined()
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
+
+/// `/ui`: the operator's dashboard. Pages are server-rendered HTML (`CarePages`) behind a
+/// sign-in with the admin token; the session lives in an HttpOnly, SameSite=Strict cookie and
+/// every form carries the session's CSRF token. Responses are never cached and forbid scripts,
+/// framing and loads from anywhere but the gateway.
+struct DashboardRoutes: Sendable {
+    let server: GatewayServer
+    let access: DashboardAccess
+    let sessions: DashboardSessions
+    static let cookie = "caregate_session"
+    /// Largest form body (bytes).
+    static let formLimit = 4 << 10
+
+    func register(on router: Router<GatewayRequestContext>) {
+        router.get("ui/style.css") { _, _ in
+            Response(status: .ok, headers: [.contentType: "text/css; charset=utf-8", .cacheControl: "max-age=3600"],
+                     body: ResponseBody(byteBuffer: ByteBuffer(string: DashboardFrame.stylesheet)))
+        }
+        router.get("ui/login") { _, _ in Self.html(.ok, DashboardFrame.login(message: nil)) }
+        router.post("ui/login") { request, context in try await login(request, context) }
+        router.post("ui/logout") { request, _ in try await signedIn(request, form: true) { _, _ in logout(request) } }
+        router.get("ui") { request, _ in try await signedIn(request) { pages, _ in try await patients(pages) } }
+        router.get("ui/patients/:id") { request, context in
+            // Store ids of imported patients hold a slash (Patient/maria-lopez): links encode it.
+            let id = context.parameters.get("id").flatMap { $0.removingPercentEncoding } ?? ""
+            return try await signedIn(request) { pages, _ in try await patient(id, pages) }
+        }
+        router.get("ui/outbox") { request, _ in try await signedIn(request) { pages, _ in try await outbox(pages, message: nil) } }
+        router.post("ui/outbox/retry") { request, _ in try await signedIn(request, form: true) { pages, form in try await retry(form, pages) } }
+        router.get("ui/devices") { request, _ in try await signedIn(request) { pages, _ in try await devices(pages) } }
+        router.post("ui/devices/revoke") { request, _ in try await signedIn(request, form: true) { _, form in try await revoke(form) } }
+    }
+
+    /// Runs `page` for a signed-in operator (for forms, with the body read and its CSRF token
+    /// checked); anyone else is sent to the sign-in page.
+    func signedIn(_ request: Request, form: Bool = false,
+                  _ page: @Sendable (DashboardPages, [String: String]) async throws -> Response) async throws -> Response {
+        guard let id = Self.cookieValue(request), let csrf = sessions.csrf(for: id) else {
+            return Self.redirect("/ui/login")
+        }
+        var fields: [String: String] = [:]
+        if form {
+            switch await RequestBody.bytes(request, limit: Self.formLimit) {
+            case .success(let body): fields = Self.formFields(body)
+            case .failure: return Self.html(.contentTooLarge, Self.message("The form is larger than \(Self.formLimit) bytes."))
+            }
+            guard let given = fields["csrf"], Array(SHA256.hash(data: Array(given.utf8))) == Array(SHA256.hash(data: Array(csrf.utf8))) else {
+                return Self.html(.forbidden, Self.message("The form's CSRF token is missing or wrong: reload the page and try again."))
+            }
+        }
+        return try await page(DashboardPages(frame: DashboardFrame(csrf: csrf), calendar: Calendar.current), fields)
+    }
+
+    func login(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
+        let address = context.remoteAddress
+        if let wait = await server.throttle.retryAfter("ui:" + address) {
+            return Self.html(.tooManyRequests, DashboardFrame.login(message: "Too many wrong tokens from this address: try again in \(wait) seconds."),
+                             headers: [.retryAfter: String(wait)])
+        }
+        guard case .success(let body) = await RequestBody.bytes(request, limit: Self.formLimit),
+              let token = Self.formFields(body)["token"], access.admits(token) else {
+            await server.throttle.recordFailure("ui:" + address)
+            return Self.html(.unauthorized, DashboardFrame.login(message: "That is not the admin token."))
+        }
+        let session = sessions.open()
+        var cookie = "\(Self.cookie)=\(session.id); Path=/ui; HttpOnly; SameSite=Strict"
+        if access.secureCookie { cookie += "; Secure" }
+        return Self.redirect("/ui", headers: [.setCookie: cookie])
+    }
+
+    func logout(_ request: Request) -> Response {
+        if let id = Self.cookieValue(request) { sessions.close(id) }
+        return Self.redirect("/ui/login", headers: [.setCookie: "\(Self.cookie)=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"])
+    }
+
+    func patients(_ pages: DashboardPages) async throws -> Response {
+        let store = server.store
+        let html = try await Blocking.run {
+            let devices = try store.devices(patientID: nil)
+            return pages.patients(try store.read { try PatientOverview.all(in: $0, devices: devices, now: Date()) })
+        }
+        return Self.html(.ok, html)
+    }
+
+    func patient(_ id: String, _ pages: DashboardPages) async throws -> Response {
+        let store = server.store
+        do {
+            let html = try await Blocking.run {
+                let devices = try store.devices(patientID: id)
+                return pages.patient(try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) })
+            }
+            return Self.html(.ok, html)
+        } catch PageError.noSuchPatient {
+            return Self.html(.notFound, Self.message("No patient with that id in the store."))
+        }
+    }
+
+    func outbox(_ pages: DashboardPages, message: String?) async throws -> Response {
+        let store = server.store
+        return Self.html(.ok, try await Blocking.run { pages.outbox(try OutboxOverview(store), message: message) })
+    }
+
+    /// Takes one dead letter out so the push worker exports and sends its outcome again, and
+    /// wakes the worker.
+    func retry(_ form: [String: String], _ pages: DashboardPages) async throws -> Response {
+        guard let version = form["version"].flatMap(UUID.init(uuidString:)) else {
+            return Self.html(.badRequest, Self.message("The form names no outcome version."))
+        }
+        let store = server.store
+        let gone = try await Blocking.run { try store.forgetFailed(versions: [version]) }
+        if gone > 0 { server.activity.pushSoon() }
+        return Self.redirect("/ui/outbox")
+    }
+
+    func devices(_ pages: DashboardPages) async throws -> Response {
+        let store = server.store
+        let html = try await Blocking.run {
+            let devices = try store.devices(patientID: nil)
+            let names = Dictionary(try store.fetchPatients().map { ($0.id, $0.name.displayName) }, uniquingKeysWith: { a, _ in a })
+            return pages.devicesPage(devices, names: names)
+        }
+        return Self.html(.ok, html)
+    }
+
+    func revoke(_ form: [String: String]) async throws -> Response {
+        guard let device = form["device"], !device.isEmpty else { return Self.html(.badRequest, Self.message("The form names no device.")) }
+        let store = server.store
+        _ = try await Blocking.run { try store.revokeDevice(id: device, at: Date()) }
+        return Self.redirect("/ui/devices")
+    }
+
+    // MARK: HTTP pieces
+
+    /// What every dashboard response carries: no caching of PHI, no scripts, no framing, nothing
+    /// loaded from elsewhere.
+    static let headers: HTTPFields = [
+        .cacheControl: "no-store",
+        .contentSecurityPolicy: "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        HTTPField.Name("X-Content-Type-Options")!: "nosniff",
+        HTTPField.Name("Referrer-Policy")!: "no-referrer",
+    ]
+
+    static func html(_ status: HTTPResponse.Status, _ html: String, headers extra: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.contentType] = "text/html; charset=utf-8"
+        fields.append(contentsOf: extra)
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(string: html)))
+    }
+
+    static func redirect(_ location: String, headers extra: HTTPFields = [:]) -> Response {
+        var fields = headers
+        fields[.location] = location
+        fields.append(contentsOf: extra)
+        return Response(status: .seeOther, headers: fields)
+    }
+
+    /// A short page for refusals (the text is plain, escaped by the frame).
+    static func message(_ text: String) -> String {
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>CareGate</title><link rel=\"stylesheet\" href=\"/ui/style.css\"></head>"
+            + "<body><main><p>\(HTMLText.escaped(text))</p><p><a href=\"/ui\">Back to the dashboard</a></p></main></body></html>"
+    }
+
+    static func cookieValue(_ request: Request) -> String? {
+        for header in request.headers[values: .cookie] {
+            for pair in header.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces) == cookie { return String(parts[1]).trimmingCharacters(in: .whitespaces) }
+            }
+        }
+        return nil
+    }
+
+    /// `application/x-www-form-urlencoded` fields (the first of a repeated name wins).
+    static func formFields(_ body: [UInt8]) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decoded(_ s: Substring) -> String? { s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+            guard let name = decoded(parts[0]), fields[name] == nil else { continue }
+            fields[name] = parts.count > 1 ? decoded(parts[1]) ?? "" : ""
+        }
+        return fields
+    }
+}

@@ -1,0 +1,138 @@
+import CareStore
+import FHIRClient
+import Foundation
+import Gateway
+@testable import GatewayServer
+import Testing
+
+/// A browser's side of the dashboard: libcurl with a cookie header kept by hand, no redirects followed.
+struct DashboardBrowser {
+    let server: RunningServer
+    var session: String?
+
+    func send(_ method: String, _ path: String, form: [(String, String)]? = nil) async throws -> (status: Int, headers: [String: String], html: String) {
+        var headers: [(String, String)] = []
+        if let session { headers.append(("Cookie", "caregate_session=\(session)")) }
+        var body: [UInt8]?
+        if let form {
+            headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+            body = Array(form.map { "\(Self.encoded($0.0))=\(Self.encoded($0.1))" }.joined(separator: "&").utf8)
+        }
+        let response = try await server.client.send(HTTPRequest(method: method, url: "http://127.0.0.1:\(server.port)\(path)", headers: headers, body: body))
+        return (response.status, response.headers, String(decoding: response.body, as: UTF8.self))
+    }
+
+    static func encoded(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+    }
+
+    /// The CSRF token in a page's forms.
+    static func csrf(in html: String) -> String? {
+        guard let range = html.range(of: "name=\"csrf\" value=\"") else { return nil }
+        return String(html[range.upperBound...].prefix { $0 != "\"" })
+    }
+}
+
+extension GatewayServerSuites {
+@Suite("The operator's dashboard over HTTP")
+struct DashboardRouteTests {
+    static let adminToken = "dashboard-admin-4d1f9c"
+
+    /// Two patients (one with a hostile name), a dead letter whose error holds markup, and an enrolled device.
+    func fixture() throws -> (SQLiteCarePlanStore, deviceToken: String, dead: UUID) {
+        let (store, _) = try twoPatientStore()
+        let hostile = Patient(id: "Patient/x 1", name: PersonName(givenName: "<script>alert(1)</script>"), effectiveDate: Date(), timezone: .current)
+        try store.add([.patient(hostile)])
+        let dead = UUID(), pushed = UUID()
+        try store.enqueue([OutboxItem(versionUUID: dead, entityID: "outcome-1", idempotencyKey: "urn:caregate:outcome|outcome-1", payload: []),
+                           OutboxItem(versionUUID: pushed, entityID: "outcome-2", idempotencyKey: "urn:caregate:outcome|outcome-2", payload: [])])
+        try store.markAttempt(dead, error: "422 <b>OperationOutcome</b>: Observation.subject is required", dead: true)
+        try store.markPushed(pushed, location: "https://ehr.example.org/fhir/Observation/77/_history/1")
+        let enrollment = DeviceEnrollment(store: store)
+        let token = try enrollment.redeem(code: try enrollment.issueCode(patientID: "maria").code).token
+        return (store, token, dead)
+    }
+
+    @Test("sign-in with the admin token sets an HttpOnly, SameSite=Strict cookie; pages escape PHI and forbid scripts; forms without the CSRF token are refused; retry and revoke work; sign-out ends the session")
+    func dashboard() async throws {
+        let (store, deviceToken, dead) = try fixture()
+        let server = try await RunningServer(store: store, dashboard: DashboardAccess(adminToken: Self.adminToken, secureCookie: false))
+        defer { Task { try? await server.stop() } }
+        var browser = DashboardBrowser(server: server)
+
+        // Signed out: every page sends to the sign-in page; a wrong token is 401.
+        for path in ["/ui", "/ui/outbox", "/ui/devices", "/ui/patients/maria"] {
+            let page = try await browser.send("GET", path)
+            #expect(page.status == 303 && page.headers["location"] == "/ui/login", "\(path)")
+        }
+        #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("version", dead.uuidString)]).status == 303)
+        #expect(try await browser.send("POST", "/ui/login", form: [("token", "wrong")]).status == 401)
+        #expect(try await browser.send("GET", "/ui/login").html.contains("type=\"password\""))
+
+        // Signed in.
+        let login = try await browser.send("POST", "/ui/login", form: [("token", Self.adminToken)])
+        #expect(login.status == 303 && login.headers["location"] == "/ui")
+        let cookie = try #require(login.headers["set-cookie"])
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/ui") && !cookie.contains("Secure"))
+        browser.session = String(cookie.dropFirst("caregate_session=".count).prefix { $0 != ";" })
+
+        let patients = try await browser.send("GET", "/ui")
+        #expect(patients.status == 200)
+        #expect(patients.html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !patients.html.contains("<script"))
+        #expect(patients.html.contains("href=\"/ui/patients/maria\""))
+        #expect(patients.headers["content-security-policy"]?.contains("default-src 'none'") == true)
+        #expect(patients.headers["cache-control"] == "no-store")
+        #expect(try await browser.send("GET", "/ui/patients/maria").html.contains("class=\"week-strip\""))
+        #expect(try await browser.send("GET", "/ui/patients/nobody").status == 404)
+        // An imported patient's id holds a slash: the list links to it encoded, and the page opens.
+        #expect(patients.html.contains("href=\"/ui/patients/Patient%2Fx%201\""))
+        #expect(try await browser.send("GET", "/ui/patients/Patient%2Fx%201").html.contains("<h1>&lt;script&gt;alert(1)&lt;/script&gt;</h1>"))
+        #expect(try await browser.send("GET", "/ui/style.css").status == 200)
+
+        // The outbox: the dead letter with the EHR's answer escaped, the pushed item with its URL.
+        let outbox = try await browser.send("GET", "/ui/outbox")
+        #expect(outbox.html.contains("422 &lt;b&gt;OperationOutcome&lt;/b&gt;") && outbox.html.contains("Observation/77/_history/1"))
+        let csrf = try #require(DashboardBrowser.csrf(in: outbox.html))
+        // No token, or a wrong one: 403, nothing changes.
+        #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("version", dead.uuidString)]).status == 403)
+        #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("csrf", "forged"), ("version", dead.uuidString)]).status == 403)
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 1, failed: 1))
+        let retried = try await browser.send("POST", "/ui/outbox/retry", form: [("csrf", csrf), ("version", dead.uuidString)])
+        #expect(retried.status == 303 && retried.headers["location"] == "/ui/outbox")
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 1, failed: 0))
+
+        // Devices: revoking Maria's device ends its sync.
+        let device = try #require(try store.devices(patientID: "maria").first)
+        #expect(try await browser.send("GET", "/ui/devices").html.contains(device.id))
+        #expect(try await server.send("GET", "/carekit/v1/revisions", token: deviceToken).status == 200)
+        #expect(try await browser.send("POST", "/ui/devices/revoke", form: [("device", device.id)]).status == 403)
+        #expect(try await browser.send("POST", "/ui/devices/revoke", form: [("csrf", csrf), ("device", device.id)]).status == 303)
+        #expect(try await server.send("GET", "/carekit/v1/revisions", token: deviceToken).status == 401)
+        #expect(try await browser.send("GET", "/ui/devices").html.contains("revoked"))
+
+        // Sign-out ends the session on the server, not only in the browser.
+        let logout = try await browser.send("POST", "/ui/logout", form: [("csrf", csrf)])
+        #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)
+        #expect(try await browser.send("GET", "/ui").status == 303)
+    }
+
+    @Test("a Secure cookie when served over TLS; wrong admin tokens from one address are refused with 429 past the limit, even the right one; no admin token, no /ui")
+    func throttleAndAbsence() async throws {
+        let (store, _, _) = try fixture()
+        var limits = GatewayServer.Limits()
+        limits.wrongCodes = 3
+        let server = try await RunningServer(store: store, limits: limits, dashboard: DashboardAccess(adminToken: Self.adminToken, secureCookie: true))
+        let browser = DashboardBrowser(server: server)
+        // Served over TLS (or behind a TLS proxy), the cookie is Secure too.
+        #expect(try await browser.send("POST", "/ui/login", form: [("token", Self.adminToken)]).headers["set-cookie"]?.hasSuffix("; Secure") == true)
+        for _ in 0..<3 { #expect(try await browser.send("POST", "/ui/login", form: [("token", "guess")]).status == 401) }
+        let blocked = try await browser.send("POST", "/ui/login", form: [("token", Self.adminToken)])
+        #expect(blocked.status == 429 && Int(blocked.headers["retry-after"] ?? "") ?? 0 > 0)
+        try await server.stop()
+
+        let plain = try await RunningServer(store: store)
+        defer { Task { try? await plain.stop() } }
+        #expect(try await DashboardBrowser(server: plain).send("GET", "/ui").status == 404)
+    }
+}
+}
