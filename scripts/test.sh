@@ -3,7 +3,7 @@
 # ../shared when it is present beside the clone and print a SKIPPED notice when it is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-system-packages.sh --browser
+./scripts/install-system-packages.sh --renderers
 swift build --build-tests "$@"
 # The tests' temporary files (stores, fixtures, keys) go to a folder removed afterwards; the
 # FHIR server's virtual environment is kept between runs in a cache folder.

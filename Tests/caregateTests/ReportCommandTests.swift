@@ -31,4 +31,27 @@ struct ReportCommandTests {
         #expect(backwards.stderr.contains("--from must be before --to"))
         #expect(!FileManager.default.fileExists(atPath: output))
     }
+
+    @Test("--format pdf renders the same report through WeasyPrint, owner-only; without WeasyPrint it says how to get it and writes nothing")
+    func pdf() async throws {
+        let store = cli.temporaryPath("report-pdf.sqlite")
+        let output = cli.temporaryPath("report.pdf")
+        defer { for path in [store, output] { try? FileManager.default.removeItem(atPath: path) } }
+        #expect(try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", store, "--tz", "America/New_York"]).status == 0)
+        let arguments = ["report", "--store", store, "--patient", "Patient/maria-lopez", "--from", "2026-10-20", "--to", "2026-11-23",
+                         "--tz", "America/New_York", "--format", "pdf", "-o", output]
+        let missing = try await cli.caregate(arguments, environment: ["PATH": "/nonexistent"])
+        #expect(missing.status == 1 && missing.stderr.contains("--format pdf needs WeasyPrint (Debian: apt-get install weasyprint)"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: output))
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/weasyprint") else {
+            print("SKIPPED caregate report --format pdf: no weasyprint (apt-get install weasyprint)")
+            return
+        }
+        let written = try await cli.caregate(arguments)
+        #expect(written.status == 0, "\(written.stderr)")
+        let pdf = try FileBytes.read(output)
+        #expect(pdf.starts(with: Array("%PDF-".utf8)) && pdf.count > 10_000)
+        #expect(String(decoding: pdf.suffix(32), as: UTF8.self).contains("%%EOF"))
+        #expect((try FileManager.default.attributesOfItem(atPath: output)[.posixPermissions] as? Int) == 0o600)
+    }
 }
