@@ -81,7 +81,7 @@ let package = Package(
             ]
         ),
         // A patient's care as pages: the report, and the dashboard's patient pages.
-        .target(name: "CarePages", dependencies: ["CareStore", "CareCharts"]),
+        .target(name: "CarePages", dependencies: ["JSON", "CareStore", "CareCharts"]),
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",

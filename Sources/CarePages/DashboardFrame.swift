@@ -13,7 +13,7 @@ import Foundation
 public struct DashboardFrame: Sendable {
     /// The navigation's sections.
     public enum Section: String, Sendable, CaseIterable {
-        case patients, outbox, devices
+        case patients, outbox, imports, devices
 
         var path: String { self == .patients ? "/ui" : "/ui/\(rawValue)" }
         var label: String { rawValue.prefix(1).uppercased() + rawValue.dropFirst() }

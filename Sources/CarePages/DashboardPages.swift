@@ -1,6 +1,7 @@
 import CareCharts
 import CareStore
 import Foundation
+import JSON
 
 /// The dashboard's pages as HTML, from `PatientOverview`, `PatientDashboard` and `OutboxOverview`. Every string from the store
 /// (names, titles, values, errors from the EHR) is escaped where it is written.
@@ -131,6 +132,39 @@ public struct DashboardPages: Sendable {
         let pushed = outbox.pushed.map { [esc($0.entityID), esc($0.finishedAt.map(dateTime) ?? ""), "<code>\(esc($0.remoteLocation ?? ""))</code>"] }
         body += section("Pushed", Self.table(caption: "Latest first", head: ["Outcome", "Pushed", "The EHR's resource"], rows: pushed, id: "pushed"))
         return frame.page(title: "Outbox", section: .outbox, body: body)
+    }
+
+    // MARK: Imports
+
+    /// The latest import runs, newest first, each linking to its report.
+    public func imports(_ runs: [ImportRun]) -> String {
+        let columns = ["files", "resources", "create", "update", "end", "delete", "skipped", "loss", "error", "failedPatients"]
+        let rows = runs.map { run in
+            [link("/ui/imports/\(run.id)", dateTime(run.startedAt)), esc(run.source)] + columns.map { String(run.counts[$0] ?? 0) }
+        }
+        let head = ["Started", "Source", "Files", "Resources", "Created", "Updated", "Ended", "Deleted", "Skipped", "Losses", "Errors", "Patients failed"]
+        return frame.page(title: "Imports", section: .imports, body: section(nil, Self.table(
+            caption: "Imports from files (caregate import) and EHR refreshes that changed something, newest first", head: head, rows: rows, id: "imports")))
+    }
+
+    /// One run: its counts, the patients whose transaction failed, and every note (skips,
+    /// losses, approximations, errors) from its report.
+    public func importRun(_ run: ImportRun) -> String {
+        let report = try? JSONValue.parse(run.report)
+        let counts = run.counts.sorted { $0.key < $1.key }.map { "\(esc($0.key)) \($0.value)" }.joined(separator: " · ")
+        var body = "<p>\(esc(run.source))</p><p class=\"muted\">\(counts)</p>"
+        let failed = (report?["patients"]?.arrayValue ?? []).compactMap { p -> [String]? in
+            guard let failure = p["failure"]?.stringValue else { return nil }
+            return [esc(p["patient"]?.stringValue ?? ""), esc(failure)]
+        }
+        body += section("Patients not written", Self.table(caption: "Each patient is one transaction: these kept nothing of the run",
+                                                         head: ["Patient", "Why"], rows: failed, id: "failed-patients"))
+        let notes = (report?["notes"]?.arrayValue ?? []).map { n in
+            [esc(n["kind"]?.stringValue ?? ""), esc(n["resource"]?.stringValue ?? ""), esc(n["path"]?.stringValue ?? ""), esc(n["message"]?.stringValue ?? "")]
+        }
+        body += section("Loss report", Self.table(caption: "What was skipped, ended, approximated or lost, by resource",
+                                                  head: ["Kind", "Resource", "Where", "What"], rows: notes, id: "notes"))
+        return frame.page(title: "Import of \(dateTime(run.startedAt))", section: .imports, body: body)
     }
 
     // MARK: Pieces

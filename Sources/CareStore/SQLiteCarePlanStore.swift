@@ -173,6 +173,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
         registerPatientSync(&migrator)
         registerDevices(&migrator)
+        registerImportLog(&migrator)
         return migrator
     }
 

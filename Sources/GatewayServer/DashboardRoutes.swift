@@ -101,6 +101,11 @@ struct DashboardRoutes: Sendable {
         }
         router.get("ui/outbox") { request, _ in try await signedIn(request) { pages, _ in try await outbox(pages, message: nil) } }
         router.post("ui/outbox/retry") { request, _ in try await signedIn(request, form: true) { pages, form in try await retry(form, pages) } }
+        router.get("ui/imports") { request, _ in try await signedIn(request) { pages, _ in try await imports(pages) } }
+        router.get("ui/imports/:id") { request, context in
+            let id = context.parameters.get("id").flatMap { Int64($0) }
+            return try await signedIn(request) { pages, _ in try await importRun(id, pages) }
+        }
         router.get("ui/devices") { request, _ in try await signedIn(request) { pages, _ in try await devices(pages) } }
         router.post("ui/devices/revoke") { request, _ in try await signedIn(request, form: true) { _, form in try await revoke(form) } }
     }
@@ -184,6 +189,19 @@ struct DashboardRoutes: Sendable {
         let gone = try await Blocking.run { try store.forgetFailed(versions: [version]) }
         if gone > 0 { server.activity.pushSoon() }
         return Self.redirect("/ui/outbox")
+    }
+
+    func imports(_ pages: DashboardPages) async throws -> Response {
+        let store = server.store
+        return Self.html(.ok, try await Blocking.run { pages.imports(try store.importRuns(limit: 200)) })
+    }
+
+    func importRun(_ id: Int64?, _ pages: DashboardPages) async throws -> Response {
+        let store = server.store
+        guard let id, let run = try await Blocking.run({ try store.importRun(id: id) }) else {
+            return Self.html(.notFound, Self.message("No import run with that id."))
+        }
+        return Self.html(.ok, pages.importRun(run))
     }
 
     func devices(_ pages: DashboardPages) async throws -> Response {

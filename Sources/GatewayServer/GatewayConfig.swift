@@ -345,14 +345,15 @@ extension GatewayConfig.EHR {
     /// The workers' link to this EHR over `store`: the mappings loaded (`root`: where they may
     /// read), the client made, the notification token read. Throws the mapping files' findings
     /// or the client's error.
-    public func link(store: any CarePlanStore & DeviceRegistry & Outbox, root: String, environment: [String: String] = [:],
+    public func link(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, root: String, environment: [String: String] = [:],
                      warn: (String) -> Void = { _ in }) throws -> EHRLink {
         let mappings = try MappingSet.load(site: self.mappings, root: root)
         let client = try connection.client(defaultScope: Self.scope, environment: environment, warn: warn)
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize
-        let refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
+        var refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
+        refresh.log = store
         return EHRLink(push: push, refresh: refresh, pushInterval: TimeInterval(pushSeconds), refreshInterval: TimeInterval(refreshSeconds),
                        notifyToken: notifyToken?.read(environment: environment))
     }

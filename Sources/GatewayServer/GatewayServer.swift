@@ -34,7 +34,7 @@ public struct GatewayRequestContext: RequestContext {
 /// try await server.application(host: "127.0.0.1", port: 8080).runService()
 /// ```
 public struct GatewayServer: Sendable {
-    public let store: any CarePlanStore & DeviceRegistry & Outbox
+    public let store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
     public let ehr: EHRLink?
@@ -82,7 +82,7 @@ public struct GatewayServer: Sendable {
         public init() {}
     }
 
-    public init(store: any CarePlanStore & DeviceRegistry & Outbox, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
+    public init(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
         self.store = store
         self.limits = limits
         self.ehr = ehr

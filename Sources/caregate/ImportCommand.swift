@@ -81,11 +81,11 @@ struct ImportCommand: AsyncParsableCommand {
         let store: any CarePlanStore = dryRun && !FileManager.default.fileExists(atPath: options.path)
             ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
         let bar = ProgressBar(plainLines: true)
+        let started = Date()
         let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
         let result: ImportReport
         if let from {
             let pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs"))
-            let started = Date()
             let pulled: PatientPull.Result
             do { pulled = try await pull.pull(patients: patient) } catch {
                 throw CommandError.message("\(error); nothing was imported")
@@ -102,7 +102,13 @@ struct ImportCommand: AsyncParsableCommand {
             }
         }
         bar.finish()
-        let json = ImportCommand.json(result, dryRun: dryRun)
+        let json = result.json(dryRun: dryRun)
+        if !dryRun, let log = store as? any ImportLog {
+            let source = from.map { "\($0) (Patient \(patient.joined(separator: ", ")))" } ?? paths.joined(separator: ", ")
+            do { try log.recordImport(result.importRun(source: source, startedAt: started, json: json)) } catch {
+                StandardError.print("warning: the import is stored, but its run was not logged: \(error)")
+            }
+        }
         if let report {
             // The report names patients and their resources: owner-only, like the store.
             do {
@@ -148,29 +154,6 @@ struct ImportCommand: AsyncParsableCommand {
         case .end: "ended"
         case .delete: "deleted"
         }
-    }
-
-    static func json(_ report: ImportReport, dryRun: Bool) -> String {
-        let patients = report.patients.map { p -> JSONValue in
-            var patient: [(String, JSONValue)] = [("patient", .init(p.patientID)), ("changes", .array(p.changes.map { c in
-                var change: [(String, JSONValue)] = [("action", .init(c.action.rawValue)), ("type", .init(c.type.rawValue)), ("id", .init(c.id))]
-                if let detail = c.detail { change.append(("detail", .init(detail))) }
-                return .object(change)
-            }))]
-            if let failure = p.failure { patient.append(("failure", .init(failure))) }
-            return .object(patient)
-        }
-        let notes = report.notes.map { n -> JSONValue in
-            var note: [(String, JSONValue)] = [("kind", .init(n.kind.rawValue)), ("resource", .init(n.resource)), ("origin", .init(n.origin)), ("message", .init(n.message))]
-            if let path = n.path { note.append(("path", .init(path))) }
-            return .object(note)
-        }
-        let object: JSONValue = [
-            "dryRun": .init(dryRun), "files": .init(report.files), "resources": .init(report.resources), "repeated": .init(report.repeated),
-            "patients": .array(patients), "notes": .array(notes),
-            "unmapped": .object(report.unmapped.map { ($0.key, .init($0.value)) }),
-        ]
-        return object.serialized(sortedKeys: true)
     }
 }
 

@@ -110,6 +110,16 @@ struct DashboardRouteTests {
         #expect(try await server.send("GET", "/carekit/v1/revisions", token: deviceToken).status == 401)
         #expect(try await browser.send("GET", "/ui/devices").html.contains("revoked"))
 
+        // Imports: the log's runs, newest first; a run's loss report with its notes escaped.
+        let run = try store.recordImport(ImportRun(startedAt: Date(), source: "bundle <b>.json", counts: ["files": 1, "skipped": 1],
+            report: Array(#"{"notes":[{"kind":"skipped","resource":"CarePlan/x","message":"activity <i>2</i> has no schedule"}],"patients":[]}"#.utf8)))
+        let imports = try await browser.send("GET", "/ui/imports")
+        #expect(imports.status == 200 && imports.html.contains("href=\"/ui/imports/\(run)\"") && imports.html.contains("bundle &lt;b&gt;.json"))
+        let detail = try await browser.send("GET", "/ui/imports/\(run)")
+        #expect(detail.html.contains("activity &lt;i&gt;2&lt;/i&gt; has no schedule") && detail.html.contains("CarePlan/x"))
+        #expect(try await browser.send("GET", "/ui/imports/999").status == 404)
+        #expect(try await browser.send("GET", "/ui/imports/abc").status == 404)
+
         // Sign-out ends the session on the server, not only in the browser.
         let logout = try await browser.send("POST", "/ui/logout", form: [("csrf", csrf)])
         #expect(logout.status == 303 && logout.headers["set-cookie"]?.contains("Max-Age=0") == true)

@@ -72,14 +72,14 @@ struct DashboardBrowserTests {
         let server = try ServedGateway(config: dir.appendingPathComponent("gateway.yaml"), environment: ["TZ": "America/New_York"])
         defer { server.stop() }
 
-        let paths = ["/ui", "/ui/patients/Patient%2Fmaria-lopez", "/ui/outbox", "/ui/devices"]
+        let paths = ["/ui", "/ui/patients/Patient%2Fmaria-lopez", "/ui/outbox", "/ui/imports", "/ui/imports/1", "/ui/devices"]
         // CAREGATE_SCREENSHOTS=folder keeps a PNG of each page and width (the README's come from here).
         let screenshots = ProcessInfo.processInfo.environment["CAREGATE_SCREENSHOTS"].map { ["--screenshots", $0] } ?? []
         let run = try await cli.run(["/usr/bin/env", "python3", "scripts/browser.py", "--base", "http://127.0.0.1:\(server.port)", "--token-file", token]
                                     + screenshots + paths)
         try #require(run.status == 0, "\(run.stderr)")
         let report = try #require(try JSONValue.parse(Array(run.stdout.utf8)).arrayValue)
-        #expect(report.count == 8)
+        #expect(report.count == 12)
         for page in report {
             let label = "\(page["path"]?.stringValue ?? "?") at \(page["width"]?.int ?? 0) px"
             #expect(page["status"]?.int == 200, "\(label)")
@@ -92,6 +92,9 @@ struct DashboardBrowserTests {
         }
         let patients = try #require(report.first { $0["path"]?.stringValue == "/ui" })
         #expect(patients["text"]?.stringValue?.contains("<script>alert(1)</script>") == true)  // shown as text, never run
+        // The demo's import is in the log, its loss report one click away.
+        #expect(report.first { $0["path"]?.stringValue == "/ui/imports" }?["text"]?.stringValue?.contains("FHIRSamples/bundle/maria-lopez-demo-bundle.json") == true)
+        #expect(report.first { $0["path"]?.stringValue == "/ui/imports/1" }?["text"]?.stringValue?.contains("Loss report") == true)
         let patient = try #require(report.first { $0["path"]?.stringValue == "/ui/patients/Patient%2Fmaria-lopez" })
         #expect(patient["rings"]?.int == 7)
         let charts = patient["charts"]?.arrayValue ?? []

@@ -32,6 +32,8 @@ public struct PatientRefresh: Sendable {
     public let devices: any DeviceRegistry
     /// Clocks differ: changes are looked for from this long before the last refresh began.
     public var clockSkew: TimeInterval = 300
+    /// Where refreshes that changed something (or failed, or lost data) are logged for operators.
+    public var log: (any ImportLog)?
 
     /// The resource types a pull reads by patient, and their patient search parameter.
     static let patientSearches = [("Patient", "_id"), ("CarePlan", "subject"), ("CareTeam", "subject"), ("MedicationRequest", "subject")]
@@ -73,7 +75,12 @@ public struct PatientRefresh: Sendable {
             importer.now = Date()
             var report = ImportReport()
             report.notes = pulled.notes
-            return .imported(importer.run(resources: pulled.resources, report: report))
+            report = importer.run(resources: pulled.resources, report: report)
+            if report.isWorthLogging {
+                // The import is stored whether or not its log line is.
+                try? log?.recordImport(report.importRun(source: "EHR refresh of \(patient.storeID)", startedAt: importer.now))
+            }
+            return .imported(report)
         } catch {
             throw PatientRefreshError(patient: patient.storeID, cause: error.description)
         }
