@@ -23,7 +23,7 @@ public struct DashboardPages: Sendable {
              Self.percent(row.last7Days), Self.percent(row.last30Days), String(row.devices), esc(row.lastSync.map(dateTime) ?? "never")]
         }
         let table = Self.table(caption: "\(rows.count) patient\(rows.count == 1 ? "" : "s")", head: head, rows: body, id: "patients")
-        return frame.page(title: "Patients", section: .patients, body: rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table)
+        return frame.page(title: "Patients", section: .patients, body: section(nil, rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table))
     }
 
     // MARK: A patient
