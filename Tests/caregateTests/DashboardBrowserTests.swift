@@ -20,8 +20,6 @@ struct DashboardBrowserTests {
         try #require(imported.status == 0, "\(imported.stderr)")
         let store = try SQLiteCarePlanStore(path: path)
         let now = Date()
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = Self.zone
         var outcomes: [CareEntity] = []
         for (i, event) in try store.events(from: now.addingTimeInterval(-7 * 86_400), to: now, tasks: EntityQuery()).enumerated() where i % 5 != 4 {
             let title = event.task.title ?? ""
@@ -39,13 +37,26 @@ struct DashboardBrowserTests {
         return path
     }
 
+    /// The days of the page's 30 with an event that counts toward adherence.
+    func daysWithSomethingDue(store path: String) throws -> Int {
+        let (calendar, range) = Self.pageRange()
+        let events = try SQLiteCarePlanStore(path: path).events(from: range.start, to: range.end, tasks: EntityQuery())
+        return Adherence.daily(events: events, from: range.start, to: range.end, calendar: calendar).filter { $0.adherence.value != nil }.count
+    }
+
+    /// The patient page's range: 30 days up to the end of today, in New York.
+    static func pageRange() -> (Calendar, DateInterval) {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone
+        let tomorrow = calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: Date()))!
+        return (calendar, DateInterval(start: calendar.date(byAdding: .day, value: -30, to: tomorrow)!, end: tomorrow))
+    }
+
     /// The points a task's chart should have over the page's 30 days: one per day and kind of
     /// numeric value (the demo's imported Observations included).
     func points(of title: String, store path: String) throws -> Int {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = Self.zone
-        let tomorrow = calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: Date()))!
-        let events = try SQLiteCarePlanStore(path: path).events(from: calendar.date(byAdding: .day, value: -30, to: tomorrow)!, to: tomorrow, tasks: EntityQuery())
+        let (calendar, range) = Self.pageRange()
+        let events = try SQLiteCarePlanStore(path: path).events(from: range.start, to: range.end, tasks: EntityQuery())
         var points = Set<String>()
         for event in events where event.task.title == title {
             for value in event.outcome?.values ?? [] where value.value.numericValue != nil {
@@ -99,7 +110,9 @@ struct DashboardBrowserTests {
         #expect(patient["rings"]?.int == 7)
         let charts = patient["charts"]?.arrayValue ?? []
         let adherence = try #require(charts.first { $0["title"]?.stringValue == "Adherence" })
-        #expect(adherence["bars"]?.int ?? 0 >= 7, "\(adherence)")
+        // A bar per day with something due (a 0% day is a bar of no height, a day with nothing due none).
+        let due = try daysWithSomethingDue(store: storePath)
+        #expect(adherence["bars"]?.int == due && due >= 7, "\(adherence): \(due) expected")
         // A point per day and kind measured (a day's values are averaged): weights; systolic and diastolic on one scale.
         for title in ["Weight check", "Blood pressure"] {
             let chart = try #require(charts.first { $0["title"]?.stringValue == title }, "\(charts)")
