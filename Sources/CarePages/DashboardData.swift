@@ -2,7 +2,7 @@ import CareStore
 import Foundation
 
 /// One row of the dashboard's patient list: the patient's plans and tasks, adherence over the
-/// last 7 and 30 days, and their devices' last sync.
+/// last 7 and 30 days, their devices' last sync, and the last push to the EHR of their outcomes.
 public struct PatientOverview: Sendable {
     public var patient: Patient
     public var plans: Int
@@ -11,6 +11,10 @@ public struct PatientOverview: Sendable {
     public var last30Days: Adherence
     public var devices: Int
     public var lastSync: Date?
+    /// The latest delivery to the EHR of an outcome of the last 30 days (`withLastPushes`).
+    public var lastPush: Date?
+    /// The outcomes of the last 30 days, whose pushes `withLastPushes` looks up.
+    var recentOutcomeIDs: [String] = []
 
     /// Every patient's row, read in one snapshot: one query for the last 30 days' events of
     /// every task, grouped by plan and patient. `now` ends both ranges.
@@ -30,7 +34,19 @@ public struct PatientOverview: Sendable {
                                    tasks: tasks.filter { patientOf($0) == patient.uuid }.count,
                                    last7Days: Adherence(events: own.filter { $0.scheduleEvent.start >= weekAgo }),
                                    last30Days: Adherence(events: own), devices: ownDevices.count,
-                                   lastSync: ownDevices.compactMap(\.lastSyncAt).max())
+                                   lastSync: ownDevices.compactMap(\.lastSyncAt).max(), recentOutcomeIDs: own.compactMap { $0.outcome?.id })
+        }
+    }
+
+    /// The rows with their last push, from one outbox lookup of their outcomes (after the
+    /// store read the rows came from: reads do not nest).
+    public static func withLastPushes(_ rows: [PatientOverview], from outbox: any Outbox) throws(PageError) -> [PatientOverview] {
+        let ids = rows.flatMap(\.recentOutcomeIDs)
+        let pushed = ids.isEmpty ? [:] : try PatientCareSummary.read { try outbox.lastPushed(entityIDs: ids) }
+        return rows.map { row in
+            var row = row
+            row.lastPush = row.recentOutcomeIDs.compactMap { pushed[$0] }.max()
+            return row
         }
     }
 }

@@ -17,10 +17,11 @@ public struct DashboardPages: Sendable {
     // MARK: Patients
 
     public func patients(_ rows: [PatientOverview]) -> String {
-        let head = ["Patient", "Plans", "Tasks", "Adherence, 7 days", "Adherence, 30 days", "Devices", "Last sync"]
+        let head = ["Patient", "Plans", "Tasks", "Adherence, 7 days", "Adherence, 30 days", "Devices", "Last sync", "Last push"]
         let body = rows.map { row in
             [link("/ui/patients/\(Self.pathSegment(row.patient.id))", row.patient.name.displayName), String(row.plans), String(row.tasks),
-             Self.percent(row.last7Days), Self.percent(row.last30Days), String(row.devices), esc(row.lastSync.map(dateTime) ?? "never")]
+             Self.percent(row.last7Days), Self.percent(row.last30Days), String(row.devices), esc(row.lastSync.map(dateTime) ?? "never"),
+             esc(row.lastPush.map(dateTime) ?? "none in 30 days")]
         }
         let table = Self.table(caption: "\(rows.count) patient\(rows.count == 1 ? "" : "s")", head: head, rows: body, id: "patients")
         return frame.page(title: "Patients", section: .patients, body: section(nil, rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table))

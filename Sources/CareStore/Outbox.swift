@@ -71,6 +71,8 @@ public protocol Outbox: Sendable {
     func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
     /// Items in `state`, most recently finished (or queued) first: what an operator looks at.
     func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
+    /// When each of these entities (outcome ids) was last delivered; those never pushed are absent.
+    func lastPushed(entityIDs: [String]) throws(StoreError) -> [String: Date]
     /// Records the results of a batch in one transaction: all of them or, on error, none.
     func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
     func outboxCounts() throws(StoreError) -> OutboxCounts
@@ -148,6 +150,26 @@ extension SQLiteCarePlanStore: Outbox {
     public func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {
         try outboxItems(sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY COALESCE(finished_at, queued_at) DESC, rowid DESC LIMIT ?",
                         state: state, limit: limit)
+    }
+
+    public func lastPushed(entityIDs: [String]) throws(StoreError) -> [String: Date] {
+        do {
+            return try pool.read { db in
+                var times: [String: Date] = [:]
+                for start in stride(from: 0, to: entityIDs.count, by: 500) {
+                    let chunk = Array(entityIDs[start..<min(start + 500, entityIDs.count)])
+                    let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                    let sql = "SELECT entity_id, MAX(finished_at) AS at FROM push_outbox WHERE state = 'pushed' AND entity_id IN (\(marks)) GROUP BY entity_id"
+                    for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk)) {
+                        guard let seconds = row["at"] as Double? else { continue }
+                        times[row["entity_id"]] = Date(timeIntervalSinceReferenceDate: seconds)
+                    }
+                }
+                return times
+            }
+        } catch {
+            throw wrap(error)
+        }
     }
 
     func outboxItems(sql: String, state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {

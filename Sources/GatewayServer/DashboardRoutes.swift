@@ -156,7 +156,8 @@ struct DashboardRoutes: Sendable {
         let store = server.store
         let html = try await Blocking.run {
             let devices = try store.devices(patientID: nil)
-            return pages.patients(try store.read { try PatientOverview.all(in: $0, devices: devices, now: Date()) })
+            let rows = try store.read { try PatientOverview.all(in: $0, devices: devices, now: Date()) }
+            return pages.patients(try PatientOverview.withLastPushes(rows, from: store))
         }
         return Self.html(.ok, html)
     }

@@ -69,15 +69,21 @@ struct DashboardPagesTests {
         #expect(count("href=\"", in: html) == count("href=\"/", in: html) + count("href=\"data:,\"", in: html) && !html.contains("src=") && !html.contains("<script"))
     }
 
-    @Test("the patient list: adherence over 7 and 30 days and the devices' last sync; an empty store says what to do")
+    @Test("the patient list: adherence over 7 and 30 days, the devices' last sync, the last push of an outcome; an empty store says what to do")
     func patientList() throws {
         let store = try store()
         let synced = day(25, hour: 10)
         let devices = [Device(id: "d1", patientID: "maria", tokenHash: "x", enrolledAt: day(16), lastSyncAt: synced),
                        Device(id: "d2", patientID: "maria", tokenHash: "y", enrolledAt: day(16), revokedAt: day(17))]
-        let rows = try store.read { try PatientOverview.all(in: $0, devices: devices, now: day(25, hour: 12)) }
+        // One of the week's weights was delivered to the EHR; another outcome is still queued.
+        let weights = try store.fetchOutcomes().filter { $0.values.first?.units == "kg" }
+        try store.enqueue(weights.prefix(2).map { OutboxItem(versionUUID: $0.uuid, entityID: $0.id, idempotencyKey: "urn:caregate:outcome|\($0.id)", payload: []) })
+        let before = Date()
+        try store.markPushed(weights[0].uuid, location: "https://ehr.example.org/fhir/Observation/1")
+        let rows = try PatientOverview.withLastPushes(try store.read { try PatientOverview.all(in: $0, devices: devices, now: day(25, hour: 12)) }, from: store)
         #expect(rows.count == 1)
         #expect(rows[0].plans == 1 && rows[0].tasks == 2 && rows[0].devices == 1 && rows[0].lastSync == synced)
+        #expect(try #require(rows[0].lastPush) >= before.addingTimeInterval(-1))
         // Nov 18 12:00 to Nov 25 12:00: 7 walks + 7 weights due (walks done on the 25th), 8 weights done (the 18th's 07:00 is before).
         #expect(rows[0].last7Days.expected == 14)
         let html = pages.patients(rows)
