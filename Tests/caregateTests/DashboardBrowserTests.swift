@@ -32,7 +32,13 @@ struct DashboardBrowserTests {
             outcomes.append(.outcome(Outcome(taskUUID: event.task.uuid, taskOccurrenceIndex: event.occurrence, values: values,
                                              effectiveDate: event.scheduleEvent.start, timezone: Self.zone)))
         }
-        try store.add(outcomes)
+        let stored = try store.add(outcomes).compactMap { entity -> Outcome? in if case .outcome(let o) = entity { o } else { nil } }
+        // One outcome the EHR refused for good, one it took; and a device enrolled for Maria.
+        try store.enqueue(stored.prefix(2).map { OutboxItem(versionUUID: $0.uuid, entityID: $0.id, idempotencyKey: "urn:caregate:outcome|\($0.id)", payload: []) })
+        try store.markAttempt(stored[0].uuid, error: "422 Unprocessable Entity: <issue>Observation.subject is required</issue>", dead: true)
+        try store.markPushed(stored[1].uuid, location: "http://ehr.example.org/fhir/Observation/77/_history/1")
+        try store.addEnrollment(codeHash: "code", patientID: "Patient/maria-lopez", expires: now.addingTimeInterval(600))
+        _ = try store.redeemEnrollment(codeHash: "code", device: Device(id: "d1a2b3c4", patientID: "Patient/maria-lopez", tokenHash: "token", enrolledAt: now), now: now)
         try store.add([.patient(Patient(id: "x1", name: PersonName(givenName: "<script>alert(1)</script>"), timezone: Self.zone))])
         return path
     }
@@ -101,6 +107,9 @@ struct DashboardBrowserTests {
             #expect(page["sideways"] == .bool(false), "\(label) scrolls sideways")
             for form in page["forms"]?.arrayValue ?? [] { #expect(form["csrf"] == .bool(true), "\(label): \(form)") }
         }
+        // The outbox's Retry and the devices' Revoke are forms carrying the session's token (checked above).
+        #expect(report.first { $0["path"]?.stringValue == "/ui/outbox" }?["forms"]?.arrayValue?.contains { $0["action"]?.stringValue == "/ui/outbox/retry" } == true)
+        #expect(report.first { $0["path"]?.stringValue == "/ui/devices" }?["forms"]?.arrayValue?.contains { $0["action"]?.stringValue == "/ui/devices/revoke" } == true)
         let patients = try #require(report.first { $0["path"]?.stringValue == "/ui" })
         #expect(patients["text"]?.stringValue?.contains("<script>alert(1)</script>") == true)  // shown as text, never run
         // The demo's import is in the log, its loss report one click away.
