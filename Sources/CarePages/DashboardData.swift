@@ -86,12 +86,15 @@ public struct PatientDashboard: Sendable {
     }
 }
 
-/// What the outbox page shows: counts, dead letters, the queue's head and the latest pushes.
+/// What the outbox page shows: counts, dead letters, the queue's head and the latest pushes,
+/// each with the patient and task its outcome belongs to.
 public struct OutboxOverview: Sendable {
     public var counts: OutboxCounts
     public var failed: [OutboxItem]
     public var queued: [OutboxItem]
     public var pushed: [OutboxItem]
+    /// By outcome version: its patient (id and name) and task title (`naming(in:)`).
+    public var owners: [UUID: (patientID: String, patient: String, task: String)] = [:]
 
     /// At most `limit` items of each state.
     public init(_ outbox: any Outbox, limit: Int = 100) throws(PageError) {
@@ -99,5 +102,24 @@ public struct OutboxOverview: Sendable {
         failed = try PatientCareSummary.read { try outbox.latestOutbox(state: .failed, limit: limit) }
         queued = try PatientCareSummary.read { try outbox.outbox(state: .queued, limit: limit) }
         pushed = try PatientCareSummary.read { try outbox.latestOutbox(state: .pushed, limit: limit) }
+    }
+
+    /// Finds each item's outcome version, its task, plan and patient (in a store read of its
+    /// own: the outbox's reads are done by then).
+    public mutating func naming(in store: any CarePlanReader) throws(PageError) {
+        let versions = (failed + queued + pushed).map(\.versionUUID)
+        guard !versions.isEmpty else { return }
+        let outcomes = try PatientCareSummary.read { try store.fetchOutcomes(EntityQuery(versions: .history, uuids: versions)) }
+        let tasks = try PatientCareSummary.read { try store.fetchTasks(EntityQuery(versions: .history, uuids: Array(Set(outcomes.map(\.taskUUID))))) }
+        let taskByUUID = Dictionary(tasks.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
+        let plans = try PatientCareSummary.read { try store.fetchCarePlans(EntityQuery(versions: .history, uuids: Array(Set(tasks.compactMap(\.carePlanUUID))))) }
+        let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
+        let patients = try PatientCareSummary.read { try store.fetchPatients(EntityQuery(versions: .history, uuids: Array(Set(plans.compactMap(\.patientUUID))))) }
+        let patientByUUID = Dictionary(patients.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
+        for outcome in outcomes {
+            guard let task = taskByUUID[outcome.taskUUID], let plan = task.carePlanUUID, let patientUUID = patientOfPlan[plan] ?? nil,
+                  let patient = patientByUUID[patientUUID] else { continue }
+            owners[outcome.uuid] = (patient.id, patient.name.displayName, task.title ?? task.id)
+        }
     }
 }

@@ -123,16 +123,22 @@ public struct DashboardPages: Sendable {
         var body = message.map { "<p role=\"status\">\(esc($0))</p>" } ?? ""
         body += "<p>\(c.queued) queued, \(c.pushed) pushed, \(c.failed) dead letter\(c.failed == 1 ? "" : "s").</p>"
         let failed = outbox.failed.map { item in
-            [esc(item.entityID), String(item.attempts), esc(item.finishedAt.map(dateTime) ?? ""), "<pre>\(esc(item.lastError ?? ""))</pre>",
+            [owner(item, outbox), String(item.attempts), esc(item.finishedAt.map(dateTime) ?? ""), "<pre>\(esc(item.lastError ?? ""))</pre>",
              frame.form(action: "/ui/outbox/retry", fields: ["version": item.versionUUID.uuidString], button: "Retry")]
         }
         body += section("Dead letters", Self.table(caption: "The EHR refused these; retry exports them again with the mappings as they are now",
-                                                   head: ["Outcome", "Attempts", "Given up", "The EHR's answer", ""], rows: failed, id: "failed"))
-        let queued = outbox.queued.map { [esc($0.entityID), String($0.attempts), esc($0.queuedAt.map(dateTime) ?? ""), esc($0.lastError ?? "")] }
-        body += section("Queued", Self.table(caption: "Oldest first", head: ["Outcome", "Attempts", "Queued", "Last error"], rows: queued, id: "queued"))
-        let pushed = outbox.pushed.map { [esc($0.entityID), esc($0.finishedAt.map(dateTime) ?? ""), "<code>\(esc($0.remoteLocation ?? ""))</code>"] }
-        body += section("Pushed", Self.table(caption: "Latest first", head: ["Outcome", "Pushed", "The EHR's resource"], rows: pushed, id: "pushed"))
+                                                   head: ["Patient and task", "Attempts", "Given up", "The EHR's answer", ""], rows: failed, id: "failed"))
+        let queued = outbox.queued.map { [owner($0, outbox), String($0.attempts), esc($0.queuedAt.map(dateTime) ?? ""), esc($0.lastError ?? "")] }
+        body += section("Queued", Self.table(caption: "Oldest first", head: ["Patient and task", "Attempts", "Queued", "Last error"], rows: queued, id: "queued"))
+        let pushed = outbox.pushed.map { [owner($0, outbox), esc($0.finishedAt.map(dateTime) ?? ""), "<code>\(esc($0.remoteLocation ?? ""))</code>"] }
+        body += section("Pushed", Self.table(caption: "Latest first", head: ["Patient and task", "Pushed", "The EHR's resource"], rows: pushed, id: "pushed"))
         return frame.page(title: "Outbox", section: .outbox, body: body)
+    }
+
+    /// An outbox item's patient (linked) and task, or its outcome id when the store no longer has it.
+    func owner(_ item: OutboxItem, _ outbox: OutboxOverview) -> String {
+        guard let owner = outbox.owners[item.versionUUID] else { return "<code>\(esc(item.entityID))</code>" }
+        return link("/ui/patients/\(Self.pathSegment(owner.patientID))", owner.patient) + "<br>" + esc(owner.task)
     }
 
     // MARK: Imports

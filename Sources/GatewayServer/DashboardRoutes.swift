@@ -177,7 +177,11 @@ struct DashboardRoutes: Sendable {
 
     func outbox(_ pages: DashboardPages, message: String?) async throws -> Response {
         let store = server.store
-        return Self.html(.ok, try await Blocking.run { pages.outbox(try OutboxOverview(store), message: message) })
+        return Self.html(.ok, try await Blocking.run {
+            var overview = try OutboxOverview(store)
+            try store.read { try overview.naming(in: $0) }
+            return pages.outbox(overview, message: message)
+        })
     }
 
     /// Takes one dead letter out so the push worker exports and sends its outcome again, and

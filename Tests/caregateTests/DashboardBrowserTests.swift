@@ -109,6 +109,7 @@ struct DashboardBrowserTests {
         }
         // The outbox's Retry and the devices' Revoke are forms carrying the session's token (checked above).
         #expect(report.first { $0["path"]?.stringValue == "/ui/outbox" }?["forms"]?.arrayValue?.contains { $0["action"]?.stringValue == "/ui/outbox/retry" } == true)
+        #expect(report.first { $0["path"]?.stringValue == "/ui/outbox" }?["text"]?.stringValue?.contains("María Elena López") == true)  // each item's patient
         #expect(report.first { $0["path"]?.stringValue == "/ui/devices" }?["forms"]?.arrayValue?.contains { $0["action"]?.stringValue == "/ui/devices/revoke" } == true)
         let patients = try #require(report.first { $0["path"]?.stringValue == "/ui" })
         #expect(patients["text"]?.stringValue?.contains("<script>alert(1)</script>") == true)  // shown as text, never run
