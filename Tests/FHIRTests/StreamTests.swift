@@ -89,6 +89,29 @@ struct StreamTests {
         #expect(throws: FHIRFormatError.self) { let stream = try BundleEntryStream(path: empty); while try stream.next() != nil {} }
     }
 
+    @Test("an XML Bundle libxml2 warns about (version 1.5) is refused when streamed, as when read whole (found by fuzz-fhir-stream)")
+    func xmlWarningStreamed() throws {
+        let bundle = #"<?xml version="1.5"?><Bundle xmlns="http://hl7.org/fhir"><type value="batch"/><entry><request><method value="GET"/><url value="/Patient/example"/></request></entry></Bundle>"#
+        let path = try temporaryFile("version.xml", bundle)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(throws: FHIRFormatError.self) { _ = try FHIRXMLReader().read(contentsOf: path) }
+        do {
+            let stream = try BundleEntryStream(path: path)
+            while try stream.next() != nil {}
+            Issue.record("streamed a document libxml2 warned about")
+        } catch {
+            #expect(error.issues.first?.message == "Unsupported version '1.5'")
+            #expect(error.issues.first?.location.line == 1)
+        }
+        // Version 1.0 streams.
+        let good = try temporaryFile("version-1.0.xml", bundle.replacingOccurrences(of: "1.5", with: "1.0"))
+        defer { try? FileManager.default.removeItem(atPath: good) }
+        let stream = try BundleEntryStream(path: good)
+        var entries = 0
+        while try stream.next() != nil { entries += 1 }
+        #expect(entries == 1)
+    }
+
     @Test("a JSON narrative that is not well-formed XHTML is an error (a warning when lenient), so it never becomes XML no reader takes (found by fuzz-fhir-json)")
     func narrativeWellFormed() throws {
         func patient(_ div: String) -> String { #"{"resourceType":"Patient","text":{"status":"generated","div":"\#(div)"}}"# }

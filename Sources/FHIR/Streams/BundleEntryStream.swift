@@ -70,6 +70,7 @@ public final class BundleEntryStream {
     private func nextXML(_ parser: inout XMLResourceParser) throws(FHIRFormatError) -> Element? {
         parser.streamedEntry = nil
         let root = try parser.run()
+        if let error = parser.reportedError() { throw error }
         parser.resolveColumns()
         if parser.issues.contains(where: { $0.severity == .error }) {
             let issues = parser.issues

@@ -385,6 +385,12 @@ struct XMLResourceParser {
         noteColumn(attribute: attribute)
     }
 
+    /// Anything libxml2 reported, even when reading went on (a warning such as an XML version
+    /// other than 1.0 included), or what the markup scan refused: an error, whole or streamed.
+    func reportedError() -> FHIRFormatError? {
+        errors.message != nil || handle.scan.refusal != nil ? syntaxError("malformed XML") : nil
+    }
+
     func syntaxError(_ fallback: String) -> FHIRFormatError {
         if let refusal = fileRefusal() { return refusal }
         if let message = errors.message {
@@ -412,8 +418,7 @@ struct XMLResourceParser {
         guard let root = try run() else {
             throw syntaxError(frames.isEmpty ? "the document has no root element" : "the document ends before <\(frames[0].element.name)> is closed")
         }
-        // Any error libxml2 reported is an error, even when reading went on.
-        if errors.message != nil || handle.scan.refusal != nil { throw syntaxError("malformed XML") }
+        if let error = reportedError() { throw error }
         resolveColumns()
         if issues.contains(where: { $0.severity == .error }) { throw .invalid(issues) }
         return ParsedResource(resource: root, warnings: issues)
