@@ -69,7 +69,7 @@ struct StreamTests {
         }
     }
 
-    @Test("content after the Bundle's closing brace is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
+    @Test("content after the Bundle's closing brace, or a trailing comma among its entries, is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
     func trailingContent() throws {
         for trailer in [", \"subject\": {}", "}", "x", "{\"resourceType\":\"Patient\"}"] {
             let path = try temporaryFile("trailing.json", #"{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1"}]}"# + "\n" + trailer)
@@ -82,6 +82,22 @@ struct StreamTests {
             } catch {
                 #expect(error.issues.first?.message.hasPrefix("unexpected content after the resource") == true)
                 #expect(error.issues.first?.location.line == 2)
+            }
+        }
+        // A trailing comma among the entries or the Bundle's properties (found by fuzz-fhir-stream): refused both ways.
+        for (text, message) in [("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\"entry\":[{\"fullUrl\":\"urn:uuid:1\"},\n  \n]}", "expected an entry after ','"),
+                                ("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\n\n}", "expected a property after ','"),
+                                ("{\"resourceType\":\"Bundle\",\"entry\":[],\n\n}", "expected a property after ','")] {
+            let comma = try temporaryFile("comma.json", text)
+            defer { try? FileManager.default.removeItem(atPath: comma) }
+            #expect(throws: FHIRFormatError.self) { _ = try FHIRJSONReader().read(contentsOf: comma) }
+            do {
+                let stream = try BundleEntryStream(path: comma)
+                while try stream.next() != nil {}
+                Issue.record("streamed a trailing comma: \(text)")
+            } catch {
+                #expect(error.issues.first?.message.hasPrefix(message) == true, "\(error)")
+                #expect(error.issues.first?.location.line == 3)
             }
         }
         let empty = try temporaryFile("empty-then.json", #"{} []"#)

@@ -267,7 +267,13 @@ final class JSONBundleScanner {
         }
         entryIndex += 1
         guard let next = try peek() else { throw syntax("unterminated entry array") }
-        if next == 0x2C { pos += 1 } else if next != 0x5D { throw syntax("expected ',' or ']' after an entry") }
+        if next == 0x2C {
+            pos += 1
+            // JSON has no trailing comma: `[{…}, ]` is refused, as the whole read refuses it.
+            if try peek() == 0x5D { throw syntax("expected an entry after ','") }
+        } else if next != 0x5D {
+            throw syntax("expected ',' or ']' after an entry")
+        }
         compact()
         return entry
     }
@@ -320,7 +326,12 @@ final class JSONBundleScanner {
 
     private func afterProperty() throws(FHIRFormatError) {
         guard let b = try peek() else { throw syntax("unterminated Bundle object") }
-        if b == 0x2C { pos += 1 } else if b != 0x7D { throw syntax("expected ',' or '}'") }
+        if b == 0x2C {
+            pos += 1
+            if try peek() == 0x7D { throw syntax("expected a property after ','") }
+        } else if b != 0x7D {
+            throw syntax("expected ',' or '}'")
+        }
     }
 
     /// Parses the shell (the Bundle without entries) once the file is done.
