@@ -69,7 +69,7 @@ struct StreamTests {
         }
     }
 
-    @Test("content after the Bundle's closing brace, or a trailing comma among its entries, is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
+    @Test("content after the Bundle's closing brace, a trailing comma, or an empty entry array is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
     func trailingContent() throws {
         for trailer in [", \"subject\": {}", "}", "x", "{\"resourceType\":\"Patient\"}"] {
             let path = try temporaryFile("trailing.json", #"{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1"}]}"# + "\n" + trailer)
@@ -84,10 +84,11 @@ struct StreamTests {
                 #expect(error.issues.first?.location.line == 2)
             }
         }
-        // A trailing comma among the entries or the Bundle's properties (found by fuzz-fhir-stream): refused both ways.
+        // A trailing comma among the entries or the Bundle's properties, an empty entry array (found by fuzz-fhir-stream): refused both ways.
         for (text, message) in [("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\"entry\":[{\"fullUrl\":\"urn:uuid:1\"},\n  \n]}", "expected an entry after ','"),
                                 ("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\n\n}", "expected a property after ','"),
-                                ("{\"resourceType\":\"Bundle\",\"entry\":[],\n\n}", "expected a property after ','")] {
+                                ("{\"resourceType\":\"Bundle\",\"entry\":[{\"fullUrl\":\"urn:uuid:1\"}],\n\n}", "expected a property after ','"),
+                                ("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\n\n\"entry\": [ ]}", "Bundle.entry: empty array")] {
             let comma = try temporaryFile("comma.json", text)
             defer { try? FileManager.default.removeItem(atPath: comma) }
             #expect(throws: FHIRFormatError.self) { _ = try FHIRJSONReader().read(contentsOf: comma) }

@@ -109,6 +109,8 @@ final class JSONBundleScanner {
     private var shellHasMembers = false
     private var inEntries = false
     private var entryIndex = 0
+    /// Entries read from the entry array in hand (an empty one is refused).
+    private var entriesInArray = 0
     private var started = false
     private var warnings: [ParseIssue] = []
     private let entryType = ModelInfo.r4.type(named: "Bundle.entry")!
@@ -245,6 +247,12 @@ final class JSONBundleScanner {
         // Inside the entry array: `[` already consumed; at an item or `]`.
         guard let b = try peek() else { throw syntax("unterminated entry array") }
         if b == 0x5D {
+            if entriesInArray == 0 {
+                // `"entry": []`: an error, as in a whole read (a warning when lenient).
+                let issue = ParseIssue(options.lenient ? .warning : .error, .structure, "Bundle.entry: empty array (FHIR JSON has no empty arrays)", at: location())
+                guard options.lenient else { throw .invalid([issue]) }
+                warnings.append(issue)
+            }
             pos += 1
             inEntries = false
             try afterProperty()
@@ -266,6 +274,7 @@ final class JSONBundleScanner {
             return element
         }
         entryIndex += 1
+        entriesInArray += 1
         guard let next = try peek() else { throw syntax("unterminated entry array") }
         if next == 0x2C {
             pos += 1
@@ -305,6 +314,7 @@ final class JSONBundleScanner {
                 guard try peek() == 0x5B else { throw syntax("Bundle.entry must be an array") }
                 pos += 1
                 inEntries = true
+                entriesInArray = 0
                 return true
             }
             let valueRange = try valueExtent()
