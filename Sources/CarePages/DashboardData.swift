@@ -19,19 +19,21 @@ public struct PatientOverview: Sendable {
     /// Every patient's row, read in one snapshot: one query for the last 30 days' events of
     /// every task, grouped by plan and patient. `now` ends both ranges.
     public static func all(in store: any CarePlanReader, devices: [Device], now: Date) throws(PageError) -> [PatientOverview] {
-        let patients = try PatientCareSummary.read { try store.fetchPatients(EntityQuery()) }
-        let plans = try PatientCareSummary.read { try store.fetchCarePlans(EntityQuery()) }
-        let tasks = try PatientCareSummary.read { try store.fetchTasks(EntityQuery()) }
-        let events = try PatientCareSummary.read { try store.events(from: now.addingTimeInterval(-30 * 86_400), to: now, tasks: EntityQuery()) }
+        let patients = try PageError.reading { try store.fetchPatients(EntityQuery()) }
+        let plans = try PageError.reading { try store.fetchCarePlans(EntityQuery()) }
+        let tasks = try PageError.reading { try store.fetchTasks(EntityQuery()) }
+        let events = try PageError.reading { try store.events(from: now.addingTimeInterval(-30 * 86_400), to: now, tasks: EntityQuery()) }
         let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
         func patientOf(_ task: CareTask) -> UUID? { task.carePlanUUID.flatMap { patientOfPlan[$0] ?? nil } }
         let eventsByPatient = Dictionary(grouping: events.filter { patientOf($0.task) != nil }) { patientOf($0.task)! }
+        let plansByPatient = Dictionary(plans.compactMap { plan in plan.patientUUID.map { ($0, 1) } }, uniquingKeysWith: +)
+        let tasksByPatient = Dictionary(tasks.compactMap { task in patientOf(task).map { ($0, 1) } }, uniquingKeysWith: +)
+        let devicesByPatient = Dictionary(grouping: devices.filter { $0.revokedAt == nil }, by: \.patientID)
         let weekAgo = now.addingTimeInterval(-7 * 86_400)
         return patients.sorted { $0.name.displayName < $1.name.displayName }.map { patient in
             let own = eventsByPatient[patient.uuid] ?? []
-            let ownDevices = devices.filter { $0.patientID == patient.id && $0.revokedAt == nil }
-            return PatientOverview(patient: patient, plans: plans.filter { $0.patientUUID == patient.uuid }.count,
-                                   tasks: tasks.filter { patientOf($0) == patient.uuid }.count,
+            let ownDevices = devicesByPatient[patient.id] ?? []
+            return PatientOverview(patient: patient, plans: plansByPatient[patient.uuid] ?? 0, tasks: tasksByPatient[patient.uuid] ?? 0,
                                    last7Days: Adherence(events: own.filter { $0.scheduleEvent.start >= weekAgo }),
                                    last30Days: Adherence(events: own), devices: ownDevices.count,
                                    lastSync: ownDevices.compactMap(\.lastSyncAt).max(), recentOutcomeIDs: own.compactMap { $0.outcome?.id })
@@ -42,7 +44,7 @@ public struct PatientOverview: Sendable {
     /// store read the rows came from: reads do not nest).
     public static func withLastPushes(_ rows: [PatientOverview], from outbox: any Outbox) throws(PageError) -> [PatientOverview] {
         let ids = rows.flatMap(\.recentOutcomeIDs)
-        let pushed = ids.isEmpty ? [:] : try PatientCareSummary.read { try outbox.lastPushed(entityIDs: ids) }
+        let pushed = ids.isEmpty ? [:] : try PageError.reading { try outbox.lastPushed(entityIDs: ids) }
         return rows.map { row in
             var row = row
             row.lastPush = row.recentOutcomeIDs.compactMap { pushed[$0] }.max()
@@ -74,14 +76,18 @@ public struct PatientDashboard: Sendable {
         let planIDs = summary.carePlans.map(\.id)
         let tasks = EntityQuery(carePlanIDs: planIDs)
         let week = calendar.dateInterval(of: .weekOfYear, for: now) ?? DateInterval(start: range.start, end: tomorrow)
-        let weekEvents: [TaskEvent] = planIDs.isEmpty ? [] : try PatientCareSummary.read { try store.events(from: week.start, to: week.end, tasks: tasks) }
+        // The summary holds the week up to today; only the days after today are read (events
+        // overlap a range: those begun by tomorrow are the summary's).
+        let laterThisWeek: [TaskEvent] = planIDs.isEmpty || week.end <= tomorrow ? []
+            : try PageError.reading { try store.events(from: tomorrow, to: week.end, tasks: tasks) }.filter { $0.scheduleEvent.start >= tomorrow }
+        let weekEvents = summary.events.filter { $0.scheduleEvent.start >= week.start && $0.scheduleEvent.start < week.end } + laterThisWeek
         self.week = Adherence.daily(events: weekEvents, from: week.start, to: week.end, calendar: calendar)
         let todayStart = calendar.startOfDay(for: now)
         today = weekEvents.filter { $0.scheduleEvent.start >= todayStart && $0.scheduleEvent.start < tomorrow }
             .sorted { ($0.scheduleEvent.start, $0.task.id) < ($1.scheduleEvent.start, $1.task.id) }
-        contacts = planIDs.isEmpty ? [] : try PatientCareSummary.read { try store.fetchContacts(tasks) }
+        contacts = planIDs.isEmpty ? [] : try PageError.reading { try store.fetchContacts(tasks) }
         let ids = summary.tasks.map(\.id)
-        taskVersions = ids.isEmpty ? [] : try PatientCareSummary.read { try store.fetchTasks(EntityQuery(versions: .history, ids: ids)) }
+        taskVersions = ids.isEmpty ? [] : try PageError.reading { try store.fetchTasks(EntityQuery(versions: .history, ids: ids)) }
             .sorted { $0.id != $1.id ? $0.id < $1.id : $0.effectiveDate > $1.effectiveDate }
     }
 }
@@ -98,10 +104,10 @@ public struct OutboxOverview: Sendable {
 
     /// At most `limit` items of each state.
     public init(_ outbox: any Outbox, limit: Int = 100) throws(PageError) {
-        counts = try PatientCareSummary.read { try outbox.outboxCounts() }
-        failed = try PatientCareSummary.read { try outbox.latestOutbox(state: .failed, limit: limit) }
-        queued = try PatientCareSummary.read { try outbox.outbox(state: .queued, limit: limit) }
-        pushed = try PatientCareSummary.read { try outbox.latestOutbox(state: .pushed, limit: limit) }
+        counts = try PageError.reading { try outbox.outboxCounts() }
+        failed = try PageError.reading { try outbox.latestOutbox(state: .failed, limit: limit) }
+        queued = try PageError.reading { try outbox.outbox(state: .queued, limit: limit) }
+        pushed = try PageError.reading { try outbox.latestOutbox(state: .pushed, limit: limit) }
     }
 
     /// Finds each item's outcome version, its task, plan and patient (in a store read of its
@@ -109,12 +115,12 @@ public struct OutboxOverview: Sendable {
     public mutating func naming(in store: any CarePlanReader) throws(PageError) {
         let versions = (failed + queued + pushed).map(\.versionUUID)
         guard !versions.isEmpty else { return }
-        let outcomes = try PatientCareSummary.read { try store.fetchOutcomes(EntityQuery(versions: .history, uuids: versions)) }
-        let tasks = try PatientCareSummary.read { try store.fetchTasks(EntityQuery(versions: .history, uuids: Array(Set(outcomes.map(\.taskUUID))))) }
+        let outcomes = try PageError.reading { try store.fetchOutcomes(EntityQuery(versions: .history, uuids: versions)) }
+        let tasks = try PageError.reading { try store.fetchTasks(EntityQuery(versions: .history, uuids: Array(Set(outcomes.map(\.taskUUID))))) }
         let taskByUUID = Dictionary(tasks.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
-        let plans = try PatientCareSummary.read { try store.fetchCarePlans(EntityQuery(versions: .history, uuids: Array(Set(tasks.compactMap(\.carePlanUUID))))) }
+        let plans = try PageError.reading { try store.fetchCarePlans(EntityQuery(versions: .history, uuids: Array(Set(tasks.compactMap(\.carePlanUUID))))) }
         let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
-        let patients = try PatientCareSummary.read { try store.fetchPatients(EntityQuery(versions: .history, uuids: Array(Set(plans.compactMap(\.patientUUID))))) }
+        let patients = try PageError.reading { try store.fetchPatients(EntityQuery(versions: .history, uuids: Array(Set(plans.compactMap(\.patientUUID))))) }
         let patientByUUID = Dictionary(patients.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
         for outcome in outcomes {
             guard let task = taskByUUID[outcome.taskUUID], let plan = task.carePlanUUID, let patientUUID = patientOfPlan[plan] ?? nil,

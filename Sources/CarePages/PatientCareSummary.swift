@@ -32,36 +32,33 @@ public struct PatientCareSummary: Sendable {
     public var calendar: Calendar
     /// One entry per calendar day of the range.
     public var days: [Day]
-    /// In event order.
+    /// Every event of the range (done or not), in event order.
+    public var events: [TaskEvent]
+    /// The events' outcomes that carry values, in event order.
     public var outcomes: [RecordedOutcome]
     /// Tasks that record numbers (measurements), with their values over the range.
     public var measured: [MeasuredTask]
 
     public init(patientID: String, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
-        guard let patient = try Self.read({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first else {
+        guard let patient = try PageError.reading({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first else {
             throw .noSuchPatient(patientID)
         }
-        let plans: [CarePlan] = try Self.read { try store.fetchCarePlans(EntityQuery(patientIDs: [patientID])) }
+        let plans: [CarePlan] = try PageError.reading { try store.fetchCarePlans(EntityQuery(patientIDs: [patientID])) }
         let taskQuery = EntityQuery(carePlanIDs: plans.map(\.id))
-        let tasks: [CareTask] = plans.isEmpty ? [] : try Self.read { try store.fetchTasks(taskQuery) }
-        let events: [TaskEvent] = plans.isEmpty ? [] : try Self.read { try store.events(from: range.start, to: range.end, tasks: taskQuery) }
+        let tasks: [CareTask] = plans.isEmpty ? [] : try PageError.reading { try store.fetchTasks(taskQuery) }
+        let events: [TaskEvent] = plans.isEmpty ? [] : try PageError.reading { try store.events(from: range.start, to: range.end, tasks: taskQuery) }
         self.patient = patient
         self.carePlans = plans
         self.tasks = tasks
         self.range = range
         self.calendar = calendar
+        self.events = events
         self.days = Adherence.daily(events: events, from: range.start, to: range.end, calendar: calendar).map { Day(start: $0.day, adherence: $0.adherence) }
         self.outcomes = events.compactMap { event in
             guard let outcome = event.outcome, !outcome.values.isEmpty else { return nil }
             return RecordedOutcome(event: event.scheduleEvent.start, taskID: event.task.id, taskTitle: event.task.title ?? event.task.id, values: outcome.values)
         }
         self.measured = Self.measurements(of: tasks, in: outcomes)
-    }
-
-    static func read<T>(_ body: () throws -> T) throws(PageError) -> T {
-        do { return try body() } catch let error as StoreError { throw .store(error) } catch {
-            throw .store(.database(path: "", message: "\(error)"))
-        }
     }
 
     /// The numeric values of each task over the range, per value kind, worked out once: tasks in
@@ -127,6 +124,14 @@ public enum PageError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .noSuchPatient(let id): "no patient \(id) in the store"
         case .store(let error): "\(error)"
+        }
+    }
+
+    /// Runs a store read, its error as a page's. (The body's errors are untyped: closures do not
+    /// infer typed throws; the store's are all `StoreError`.)
+    static func reading<T>(_ body: () throws -> T) throws(PageError) -> T {
+        do { return try body() } catch let error as StoreError { throw .store(error) } catch {
+            throw .store(.database(path: "", message: "\(error)"))
         }
     }
 }

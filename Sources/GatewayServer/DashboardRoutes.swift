@@ -1,7 +1,7 @@
 import CareCharts
 import CarePages
 import CareStore
-import Crypto
+import Gateway
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -18,12 +18,11 @@ public struct DashboardAccess: Sendable {
     public var idleTimeout: TimeInterval = 30 * 60
 
     public init(adminToken: String, secureCookie: Bool) {
-        tokenDigest = Array(SHA256.hash(data: Array(adminToken.utf8)))
+        tokenDigest = SecretDigest.of(adminToken)
         self.secureCookie = secureCookie
     }
 
-    /// Compares digests, so the time taken says nothing of how much of the token matched.
-    func admits(_ token: String) -> Bool { Array(SHA256.hash(data: Array(token.utf8))) == tokenDigest }
+    func admits(_ token: String) -> Bool { SecretDigest.matches(token, tokenDigest) }
 }
 
 /// Signed-in operators: a random session id (the cookie's value) and its CSRF token, both held
@@ -123,7 +122,7 @@ struct DashboardRoutes: Sendable {
             case .success(let body): fields = Self.formFields(body)
             case .failure: return Self.html(.contentTooLarge, Self.message("The form is larger than \(Self.formLimit) bytes."))
             }
-            guard let given = fields["csrf"], Array(SHA256.hash(data: Array(given.utf8))) == Array(SHA256.hash(data: Array(csrf.utf8))) else {
+            guard let given = fields["csrf"], SecretDigest.matches(given, secret: csrf) else {
                 return Self.html(.forbidden, Self.message("The form's CSRF token is missing or wrong: reload the page and try again."))
             }
         }
@@ -152,36 +151,37 @@ struct DashboardRoutes: Sendable {
         return Self.redirect("/ui/login", headers: [.setCookie: "\(Self.cookie)=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"])
     }
 
-    func patients(_ pages: DashboardPages) async throws -> Response {
+    /// A page rendered from the store, off the cooperative threads (the store blocks).
+    func page(_ render: @escaping @Sendable (GatewayServer.Store) throws -> String) async throws -> Response {
         let store = server.store
-        let html = try await Blocking.run {
+        return Self.html(.ok, try await Blocking.run { try render(store) })
+    }
+
+    func patients(_ pages: DashboardPages) async throws -> Response {
+        try await page { store in
             let devices = try store.devices(patientID: nil)
             let rows = try store.read { try PatientOverview.all(in: $0, devices: devices, now: Date()) }
             return pages.patients(try PatientOverview.withLastPushes(rows, from: store))
         }
-        return Self.html(.ok, html)
     }
 
     func patient(_ id: String, _ pages: DashboardPages) async throws -> Response {
-        let store = server.store
         do {
-            let html = try await Blocking.run {
+            return try await page { store in
                 let devices = try store.devices(patientID: id)
                 return pages.patient(try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) })
             }
-            return Self.html(.ok, html)
         } catch PageError.noSuchPatient {
             return Self.html(.notFound, Self.message("No patient with that id in the store."))
         }
     }
 
     func outbox(_ pages: DashboardPages, message: String?) async throws -> Response {
-        let store = server.store
-        return Self.html(.ok, try await Blocking.run {
+        try await page { store in
             var overview = try OutboxOverview(store)
             try store.read { try overview.naming(in: $0) }
             return pages.outbox(overview, message: message)
-        })
+        }
     }
 
     /// Takes one dead letter out so the push worker exports and sends its outcome again, and
@@ -197,8 +197,7 @@ struct DashboardRoutes: Sendable {
     }
 
     func imports(_ pages: DashboardPages) async throws -> Response {
-        let store = server.store
-        return Self.html(.ok, try await Blocking.run { pages.imports(try store.importRuns(limit: 200)) })
+        try await page { store in pages.imports(try store.importRuns(limit: 200)) }
     }
 
     func importRun(_ id: Int64?, _ pages: DashboardPages) async throws -> Response {
@@ -210,13 +209,10 @@ struct DashboardRoutes: Sendable {
     }
 
     func devices(_ pages: DashboardPages) async throws -> Response {
-        let store = server.store
-        let html = try await Blocking.run {
-            let devices = try store.devices(patientID: nil)
+        try await page { store in
             let names = Dictionary(try store.fetchPatients().map { ($0.id, $0.name.displayName) }, uniquingKeysWith: { a, _ in a })
-            return pages.devicesPage(devices, names: names)
+            return pages.devicesPage(try store.devices(patientID: nil), names: names)
         }
-        return Self.html(.ok, html)
     }
 
     func revoke(_ form: [String: String]) async throws -> Response {

@@ -34,7 +34,9 @@ public struct GatewayRequestContext: RequestContext {
 /// try await server.application(host: "127.0.0.1", port: 8080).runService()
 /// ```
 public struct GatewayServer: Sendable {
-    public let store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog
+    /// What the server needs of its store: care plans, devices, the outbox and the import log.
+    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog
+    public let store: Store
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
     public let ehr: EHRLink?
@@ -82,7 +84,7 @@ public struct GatewayServer: Sendable {
         public init() {}
     }
 
-    public init(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
+    public init(store: Store, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
         self.store = store
         self.limits = limits
         self.ehr = ehr
@@ -104,7 +106,7 @@ public struct GatewayServer: Sendable {
         router.add(middleware: RouteLogMiddleware())
         router.add(middleware: AddressConcurrencyMiddleware(limit: perAddress))
         router.get("metrics") { [store] _, _ in
-            let text = try await Blocking.run { metrics.scrape(store) }
+            let text = await Blocking.run { metrics.scrape(store) }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
                             body: ResponseBody(byteBuffer: ByteBuffer(bytes: text)))
         }
@@ -272,15 +274,6 @@ struct AddressConcurrencyMiddleware: RouterMiddleware {
 public struct GatewayTLSError: Error, CustomStringConvertible {
     public var reason: String
     public var description: String { reason }
-}
-
-/// Store work off Swift's cooperative threads: SQLite blocks.
-enum Blocking {
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global(qos: .userInitiated).async { continuation.resume(with: Result { try body() }) }
-        }
-    }
 }
 
 /// Wrong enrollment codes counted per address over a sliding window.

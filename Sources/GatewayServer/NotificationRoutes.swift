@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Gateway
 import HTTPTypes
@@ -43,10 +42,10 @@ struct NotificationRoutes: Sendable {
         return JSONBody.response(.ok, #"{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"notification received"}]}"#)
     }
 
-    /// Compares digests, so the time taken says nothing of how much of the token matched.
+    /// Whether the header is `Bearer <token>`.
     static func matches(_ header: String?, token: String) -> Bool {
         guard let header, header.hasPrefix("Bearer ") else { return false }
         let given = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
-        return Array(SHA256.hash(data: Array(given.utf8))) == Array(SHA256.hash(data: Array(token.utf8)))
+        return SecretDigest.matches(given, secret: token)
     }
 }

@@ -71,18 +71,26 @@ public struct PatientRefresh: Sendable {
                 return .unchanged
             }
             let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID, capabilities: capabilities)
-            var importer = importer
-            importer.now = Date()
+            return .imported(await importAndLog(pulled, of: patient))
+        } catch {
+            throw PatientRefreshError(patient: patient.storeID, cause: error.description)
+        }
+    }
+
+    /// Imports what was pulled, with the current time as the import's `now`, off the cooperative
+    /// threads (the store blocks), and logs the run when it is worth it.
+    func importAndLog(_ pulled: PatientPull.Result, of patient: EnrolledPatient) async -> ImportReport {
+        var importer = importer
+        importer.now = Date()
+        return await Blocking.run { [importer, log] in
             var report = ImportReport()
             report.notes = pulled.notes
             report = importer.run(resources: pulled.resources, report: report)
             if report.isWorthLogging {
                 // The import is stored whether or not its log line is.
-                try? log?.recordImport(report.importRun(source: "EHR refresh of \(patient.storeID)", startedAt: importer.now))
+                _ = try? log?.recordImport(report.importRun(source: "EHR refresh of \(patient.storeID)", startedAt: importer.now))
             }
-            return .imported(report)
-        } catch {
-            throw PatientRefreshError(patient: patient.storeID, cause: error.description)
+            return report
         }
     }
 
