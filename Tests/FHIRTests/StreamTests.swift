@@ -10,6 +10,23 @@ struct StreamTests {
         return path
     }
 
+    /// The error streaming `text`'s entries stops with, once a whole read has refused it too
+    /// (nil, and an issue recorded, when it streams).
+    func refusal(_ name: String, _ text: String, wholeRead: (String) throws -> Void = { _ = try FHIRJSONReader().read(contentsOf: $0) },
+                 sourceLocation: SourceLocation = #_sourceLocation) throws -> FHIRFormatError? {
+        let path = try temporaryFile(name, text)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(throws: FHIRFormatError.self, sourceLocation: sourceLocation) { try wholeRead(path) }
+        do {
+            let stream = try BundleEntryStream(path: path)
+            while try stream.next() != nil {}
+        } catch {
+            return error
+        }
+        Issue.record("streamed: \(text)", sourceLocation: sourceLocation)
+        return nil
+    }
+
     @Test("a bad NDJSON line is reported with its line number and the next lines still read")
     func ndjsonBadLine() throws {
         let path = try temporaryFile("bad.ndjson", """
@@ -72,34 +89,18 @@ struct StreamTests {
     @Test("content after the Bundle's closing brace, a trailing comma, or an empty entry array is an error when streamed, as when read whole (found by fuzz-fhir-stream)")
     func trailingContent() throws {
         for trailer in [", \"subject\": {}", "}", "x", "{\"resourceType\":\"Patient\"}"] {
-            let path = try temporaryFile("trailing.json", #"{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1"}]}"# + "\n" + trailer)
-            defer { try? FileManager.default.removeItem(atPath: path) }
-            #expect(throws: FHIRFormatError.self) { _ = try FHIRJSONReader().read(contentsOf: path) }
-            let stream = try BundleEntryStream(path: path)
-            do {
-                while try stream.next() != nil {}
-                Issue.record("streamed past \(trailer)")
-            } catch {
-                #expect(error.issues.first?.message.hasPrefix("unexpected content after the resource") == true)
-                #expect(error.issues.first?.location.line == 2)
-            }
+            let error = try refusal("trailing.json", #"{"resourceType":"Bundle","type":"collection","entry":[{"fullUrl":"urn:uuid:1"}]}"# + "\n" + trailer)
+            #expect(error?.issues.first?.message.hasPrefix("unexpected content after the resource") == true)
+            #expect(error?.issues.first?.location.line == 2)
         }
         // A trailing comma among the entries or the Bundle's properties, an empty entry array (found by fuzz-fhir-stream): refused both ways.
         for (text, message) in [("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\"entry\":[{\"fullUrl\":\"urn:uuid:1\"},\n  \n]}", "expected an entry after ','"),
                                 ("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\n\n}", "expected a property after ','"),
                                 ("{\"resourceType\":\"Bundle\",\"entry\":[{\"fullUrl\":\"urn:uuid:1\"}],\n\n}", "expected a property after ','"),
                                 ("{\"resourceType\":\"Bundle\",\"type\":\"batch\",\n\n\"entry\": [ ]}", "Bundle.entry: empty array")] {
-            let comma = try temporaryFile("comma.json", text)
-            defer { try? FileManager.default.removeItem(atPath: comma) }
-            #expect(throws: FHIRFormatError.self) { _ = try FHIRJSONReader().read(contentsOf: comma) }
-            do {
-                let stream = try BundleEntryStream(path: comma)
-                while try stream.next() != nil {}
-                Issue.record("streamed a trailing comma: \(text)")
-            } catch {
-                #expect(error.issues.first?.message.hasPrefix(message) == true, "\(error)")
-                #expect(error.issues.first?.location.line == 3)
-            }
+            let error = try refusal("comma.json", text)
+            #expect(error?.issues.first?.message.hasPrefix(message) == true, "\(String(describing: error))")
+            #expect(error?.issues.first?.location.line == 3)
         }
         let empty = try temporaryFile("empty-then.json", #"{} []"#)
         defer { try? FileManager.default.removeItem(atPath: empty) }
@@ -109,17 +110,9 @@ struct StreamTests {
     @Test("an XML Bundle libxml2 warns about (version 1.5) is refused when streamed, as when read whole (found by fuzz-fhir-stream)")
     func xmlWarningStreamed() throws {
         let bundle = #"<?xml version="1.5"?><Bundle xmlns="http://hl7.org/fhir"><type value="batch"/><entry><request><method value="GET"/><url value="/Patient/example"/></request></entry></Bundle>"#
-        let path = try temporaryFile("version.xml", bundle)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        #expect(throws: FHIRFormatError.self) { _ = try FHIRXMLReader().read(contentsOf: path) }
-        do {
-            let stream = try BundleEntryStream(path: path)
-            while try stream.next() != nil {}
-            Issue.record("streamed a document libxml2 warned about")
-        } catch {
-            #expect(error.issues.first?.message == "Unsupported version '1.5'")
-            #expect(error.issues.first?.location.line == 1)
-        }
+        let error = try refusal("version.xml", bundle, wholeRead: { _ = try FHIRXMLReader().read(contentsOf: $0) })
+        #expect(error?.issues.first?.message == "Unsupported version '1.5'")
+        #expect(error?.issues.first?.location.line == 1)
         // Version 1.0 streams.
         let good = try temporaryFile("version-1.0.xml", bundle.replacingOccurrences(of: "1.5", with: "1.0"))
         defer { try? FileManager.default.removeItem(atPath: good) }
