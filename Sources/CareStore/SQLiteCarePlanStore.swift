@@ -174,6 +174,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         registerPatientSync(&migrator)
         registerDevices(&migrator)
         registerImportLog(&migrator)
+        registerBulkFetchLog(&migrator)
         return migrator
     }
 

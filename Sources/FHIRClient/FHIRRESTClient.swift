@@ -123,6 +123,8 @@ public struct FHIRRESTClient: Sendable {
         public var status: Int
         public var headers: [String: String]
         public var resource: Element?
+        /// The body as it came (for answers that are not resources: a Bulk Data manifest).
+        public var body: [UInt8] = []
         /// `Location`, for creates.
         public var location: String? { headers["location"] ?? headers["content-location"] }
     }
@@ -288,15 +290,39 @@ public struct FHIRRESTClient: Sendable {
 
     /// One interaction with retries; the answer's body read as a resource when it is one.
     public func execute(_ method: String, _ url: String, body: Element? = nil, headers extra: [(String, String)] = []) async throws(FHIRClientError) -> Answer {
-        // Requests (and so credentials) go to this server only.
-        guard let target = URL(string: url), FHIRRESTClient.isUnder(target, base) else { throw .outsideServer(url: url, base: base) }
         var headers: [(String, String)] = [("Accept", "application/fhir+json")]
         var bytes: [UInt8]?
         if let body {
             headers.append(("Content-Type", "application/fhir+json"))
             bytes = FHIRJSONWriter(pretty: false).write(body)
         }
-        headers += extra
+        return try await exchange(method, url, headers: headers + extra, body: bytes) { [transport] request throws(TransportError) in
+            try await transport.send(request)
+        }
+    }
+
+    /// Downloads `url` into the file at `path` as it arrives (at most `limit` bytes), with retries
+    /// (each starts the file again). Credentials go only with `authenticated` and only to this
+    /// server; without them, any http or https URL may be fetched (a Bulk Data file on storage
+    /// elsewhere whose manifest says it needs no token).
+    public func download(_ url: String, to path: String, limit: Int, authenticated: Bool, headers: [(String, String)] = []) async throws(FHIRClientError) -> Answer {
+        var client = self
+        if !authenticated {
+            guard let target = URL(string: url), let scheme = target.scheme?.lowercased(), ["http", "https"].contains(scheme), target.user == nil else {
+                throw .outsideServer(url: url, base: base)
+            }
+            client.authentication = .none
+        }
+        return try await client.exchange("GET", url, headers: headers, body: nil, anywhere: !authenticated) { [transport] request throws(TransportError) in
+            try await transport.download(request, to: path, limit: limit)
+        }
+    }
+
+    /// One exchange with retries and authentication, through `send`.
+    func exchange(_ method: String, _ url: String, headers: [(String, String)], body bytes: [UInt8]?, anywhere: Bool = false,
+                  send: (HTTPRequest) async throws(TransportError) -> HTTPResponse) async throws(FHIRClientError) -> Answer {
+        // Requests (and so credentials) go to this server only.
+        guard let target = URL(string: url), anywhere || FHIRRESTClient.isUnder(target, base) else { throw .outsideServer(url: url, base: base) }
         let started = Date()
         var attempt = 0
         var lastError: FHIRClientError?
@@ -313,7 +339,7 @@ public struct FHIRRESTClient: Sendable {
             if let token { request.headers.append(("Authorization", "Bearer \(token)")) }
             var retryAfter: TimeInterval?
             do {
-                let response = try await transport.send(request)
+                let response = try await send(request)
                 if response.status == 401, case .provider(let provider) = authentication, let token, !renewedAfter401 {
                     // The token expired early or was revoked: one more try with a new one.
                     await provider.invalidate(token)
@@ -323,7 +349,7 @@ public struct FHIRRESTClient: Sendable {
                 }
                 let resource = response.body.isEmpty ? nil : try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(response.body).resource
                 if (200...299).contains(response.status) || response.status == 304 {
-                    return Answer(status: response.status, headers: response.headers, resource: resource)
+                    return Answer(status: response.status, headers: response.headers, resource: resource, body: response.body)
                 }
                 let error = FHIRClientError.http(status: response.status, method: method, url: url, outcome: resource.flatMap(FHIRRESTClient.outcomeSummary))
                 guard error.isTransient else { throw error }

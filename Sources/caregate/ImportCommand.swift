@@ -25,6 +25,15 @@ struct ImportCommand: AsyncParsableCommand {
             (MedicationRequests, ServiceRequests...), the CareTeams and their Practitioners and \
             PractitionerRoles. They are imported exactly as the same files would be.
 
+            With --bulk-from, the resources come from a FHIR Bulk Data export: of every patient \
+            (Patient/$export), of a Group's members (--group), or of the whole server \
+            (--system-level); --type narrows it, --since asks only for what changed after an \
+            instant (--since last: after the last export of the same request imported into this \
+            store). The files are downloaded next to the store (--download-dir), then imported; \
+            an interrupted run resumes when run again (the export's status URL and the files \
+            done are kept in the store). When the import is done, the export's transaction time \
+            is kept for --since last, and the export is deleted on the server.
+
             Exit status: 0 when everything imported, 1 when any resource or patient failed \
             (the others are imported), the server could not be read, or the mappings have errors.
 
@@ -34,6 +43,8 @@ struct ImportCommand: AsyncParsableCommand {
               caregate import bundle.xml --mappings site-mappings/ --format json
               caregate import --from https://ehr.example.org/fhir --patient maria-lopez \\
                   --smart-client-id caregate --smart-key keys/caregate-es384.pem
+              caregate import --bulk-from https://ehr.example.org/fhir --group heart-failure-cohort \\
+                  --since last --token-file ehr.token
             """)
 
     @Argument(help: "FHIR files or directories.", completion: .file())
@@ -44,6 +55,24 @@ struct ImportCommand: AsyncParsableCommand {
 
     @Option(name: .long, parsing: .singleValue, help: "The id of a Patient on the --from server (repeatable).")
     var patient: [String] = []
+
+    @Option(name: .customLong("bulk-from"), help: "Import a Bulk Data export of this FHIR server (base URL).")
+    var bulkFrom: String?
+
+    @Option(name: .long, help: "With --bulk-from: export the members of this Group (its id).")
+    var group: String?
+
+    @Flag(name: .customLong("system-level"), help: "With --bulk-from: export every resource of the server ($export), not the patients' compartments.")
+    var systemLevel = false
+
+    @Option(name: .long, help: "With --bulk-from: only resources changed after this instant (2026-11-01T00:00:00Z), or 'last': after the last imported export of the same request.")
+    var since: String?
+
+    @Option(name: .long, help: "With --bulk-from: only these resource types (Patient,CarePlan,...).")
+    var type: String?
+
+    @Option(name: .customLong("download-dir"), help: "With --bulk-from: where the export's files go until imported (default: the store's path + .bulk).", completion: .directory)
+    var downloadDirectory: String?
 
     @OptionGroup var server: ServerOptions
 
@@ -67,7 +96,16 @@ struct ImportCommand: AsyncParsableCommand {
     var verbose = false
 
     func validate() throws {
-        if from == nil && paths.isEmpty { throw ValidationError("give FHIR files or directories, or --from URL --patient ID") }
+        if bulkFrom != nil {
+            if from != nil || !paths.isEmpty || !patient.isEmpty { throw ValidationError("--bulk-from imports an export: give no files, --from or --patient with it") }
+            if group != nil && systemLevel { throw ValidationError("give either --group or --system-level, not both") }
+            if let since, since != "last", !Self.isInstant(since) { throw ValidationError("--since must be an instant with a time zone (2026-11-01T00:00:00Z) or 'last'") }
+            return
+        }
+        if group != nil || systemLevel || since != nil || type != nil || downloadDirectory != nil {
+            throw ValidationError("--group, --system-level, --since, --type and --download-dir go with --bulk-from")
+        }
+        if from == nil && paths.isEmpty { throw ValidationError("give FHIR files or directories, --from URL --patient ID, or --bulk-from URL") }
         if from != nil && !paths.isEmpty { throw ValidationError("give either files or --from, not both") }
         if from != nil && patient.isEmpty { throw ValidationError("--from needs --patient ID (the Patient's id on that server)") }
         if from == nil && !patient.isEmpty { throw ValidationError("--patient needs --from URL") }
@@ -96,6 +134,27 @@ struct ImportCommand: AsyncParsableCommand {
             result = importer.run(resources: pulled.resources, report: report, dryRun: dryRun) { progress in
                 bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
             }
+        } else if let bulkFrom {
+            let fetch = try bulkFetch(bulkFrom, store: store)
+            let fetched: BulkExportFetch.Fetched
+            do { fetched = try await fetch.fetch(try bulkRequest(fetch)) } catch {
+                throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
+            }
+            let report: ImportReport
+            do {
+                report = try await fetch.importFetched(fetched, into: importer, dryRun: dryRun) { progress in
+                    bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
+                }
+            } catch {
+                throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
+            }
+
+            result = report
+            StandardError.print("bulk export: \(Self.seconds(fetched.seconds.export)) on the server, \(Self.seconds(fetched.seconds.download)) downloading, "
+                                + "\(Self.seconds(report.seconds.reading + report.seconds.mapping + report.seconds.storing)) importing")
+            if !dryRun {
+                for problem in await fetch.finish(fetched) { StandardError.print("warning: \(problem)") }
+            }
         } else {
             result = importer.run(paths, dryRun: dryRun) { progress in
                 bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
@@ -104,7 +163,7 @@ struct ImportCommand: AsyncParsableCommand {
         bar.finish()
         let json = result.json(dryRun: dryRun)
         if !dryRun, let log = store as? any ImportLog {
-            let source = from.map { "\($0) (Patient \(patient.joined(separator: ", ")))" } ?? paths.joined(separator: ", ")
+            let source = from.map { "\($0) (Patient \(patient.joined(separator: ", ")))" } ?? bulkFrom.map { "Bulk Data export of \($0)" } ?? paths.joined(separator: ", ")
             do { try log.recordImport(result.importRun(source: source, startedAt: started, json: json)) } catch {
                 StandardError.print("warning: the import is stored, but its run was not logged: \(error)")
             }
@@ -138,13 +197,42 @@ struct ImportCommand: AsyncParsableCommand {
             }
             let counts = result.counts
             let summary = ImportChange.Action.allCasesInOrder.compactMap { a in counts[a].map { "\($0) \(dryRun ? "to \(a.rawValue)" : ImportCommand.pastTense(a))" } }
-            let source = from.map { "\($0): " } ?? "\(result.files) file\(result.files == 1 ? "" : "s"), "
+            let source = (from ?? bulkFrom).map { "\($0): " } ?? "\(result.files) file\(result.files == 1 ? "" : "s"), "
             let repeated = result.repeated > 0 ? " (and \(result.repeated) repeated cop\(result.repeated == 1 ? "y" : "ies"))" : ""
             print("\(dryRun ? "dry run: " : "")\(source)\(result.resources) resources\(repeated), \(result.patients.count) patient\(result.patients.count == 1 ? "" : "s"): "
                 + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
         }
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
     }
+
+    /// The fetch of `--bulk-from`'s export, its state kept in the store.
+    func bulkFetch(_ base: String, store: any CarePlanStore) throws -> BulkExportFetch {
+        guard let log = store as? any BulkFetchLog else { throw CommandError.message("this store cannot keep a Bulk Data fetch") }
+        let client = try server.client(base, defaultScope: "system/*.rs")
+        var fetch = BulkExportFetch(bulk: BulkDataClient(client: client), log: log, root: downloadDirectory ?? options.path + ".bulk")
+        fetch.progress = { StandardError.print($0) }
+        return fetch
+    }
+
+    /// The export the options ask for; `--since last` looks up the request's last transaction time.
+    func bulkRequest(_ fetch: BulkExportFetch) throws -> BulkExportRequest {
+        let level: BulkExportRequest.Level = group.map { .group($0) } ?? (systemLevel ? .system : .patients)
+        var request = BulkExportRequest(level: level, types: (type ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty })
+        if since == "last" {
+            do { request.since = try fetch.log.lastTransactionTime(source: fetch.source(of: request)) } catch { throw CommandError.store(error) }
+            if request.since == nil { StandardError.print("--since last: no earlier export of this request in the store; exporting everything") }
+        } else {
+            request.since = since
+        }
+        return request
+    }
+
+    /// `2026-11-01T00:00:00Z`, `2026-11-01T00:00:00.5+01:00`: a FHIR instant.
+    static func isInstant(_ text: String) -> Bool {
+        text.range(of: #"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$"#, options: .regularExpression) != nil
+    }
+
+    static func seconds(_ value: Double) -> String { String(format: "%.1f s", value) }
 
     static func pastTense(_ action: ImportChange.Action) -> String {
         switch action {

@@ -30,6 +30,25 @@ let demoBundle = projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lo
 
 @Suite("Import into the store")
 struct ImportTests {
+    @Test("a plan that changes while it gains a care team: the new contacts belong to the plan's new version (found by the Bulk Data tests: the contacts were added before the plan version they named)")
+    func newChildrenOfAnUpdatedPlan() throws {
+        let store = try temporaryStore()
+        let withoutTeam = sampleFiles.filter { !$0.hasSuffix("CareTeam-maria-lopez-care-team.json") }
+        #expect(try importer(store).run(withoutTeam).failedPatients.isEmpty)
+        #expect(try store.fetchContacts().isEmpty)
+        var plan = try FHIRDocument.read(contentsOf: sampleFiles.first { $0.hasSuffix("CarePlan-maria-lopez-home-care.json") }!).resource
+        plan.setValue("Home care, revised at the clinic visit", for: "title")
+        let changed = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString)-CarePlan.json").path
+        try Data(FHIRJSONWriter().write(plan)).write(to: URL(fileURLWithPath: changed))
+        defer { try? FileManager.default.removeItem(atPath: changed) }
+        let report = try importer(store, now: local("2026-11-02 09:00")).run(sampleFiles.filter { !$0.contains("CarePlan-") } + [changed])
+        #expect(report.failedPatients.isEmpty, "\(report.failedPatients.map { $0.failure ?? "" })")
+        #expect(report.counts[.update] == 1 && report.counts[.create] == 3, "\(report.counts)")
+        let current = try #require(try store.fetchCarePlans().first { $0.id == "CarePlan/maria-lopez-home-care" })
+        #expect(current.title == "Home care, revised at the clinic visit")
+        #expect(try store.fetchContacts().map(\.carePlanUUID) == Array(repeating: current.uuid, count: 3))
+    }
+
     @Test("the demo Bundle: one patient, the plan, 8 tasks, 3 contacts, and the 2 results that have a task attached to its occurrences")
     func demo() throws {
         let store = try temporaryStore()

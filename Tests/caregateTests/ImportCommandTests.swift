@@ -1,3 +1,4 @@
+import FHIRClient
 import Foundation
 import Testing
 
@@ -52,5 +53,38 @@ struct ImportCommandTests {
         #expect(run.status == 1)
         #expect(run.stdout.contains("broken.json"))
         #expect(run.stdout.contains("15 created"))
+    }
+}
+
+@Suite("caregate import --bulk-from", .serialized)
+struct BulkImportCommandTests {
+    let cli = CommandLineTests()
+
+    @Test("imports a system-level Bulk Data export of a real FHIR server, says how long the server, the downloads and the import took, cleans up; --since last then finds nothing new")
+    func bulkFromServer() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, timeout: 20)
+        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
+        _ = try await client.transaction(try seedTransaction(samples, base: server.base))
+        let store = cli.temporaryPath("bulk.sqlite")
+        let arguments = ["import", "--bulk-from", server.base, "--system-level", "--type", "Patient,CarePlan,MedicationRequest,CareTeam,Practitioner,PractitionerRole",
+                         "--store", store, "--tz", "America/New_York"]
+        let first = try await cli.caregate(arguments)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("export started: \(server.base)/"))
+        #expect(first.stderr.contains("downloaded CarePlan ("))
+        #expect(first.stderr.contains(" on the server, ") && first.stderr.contains(" downloading, ") && first.stderr.contains(" importing"))
+        #expect(first.stdout.hasSuffix("\(server.base): 11 resources, 1 patient: 13 created\n"), "\(first.stdout)")
+        #expect(try !FileManager.default.fileExists(atPath: store + ".bulk/") || FileManager.default.contentsOfDirectory(atPath: store + ".bulk").isEmpty)
+
+        let again = try await cli.caregate(arguments + ["--since", "last"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stderr.contains("changes for 0 patients"), "\(again.stderr)")
+        #expect(again.stdout.hasSuffix("\(server.base): 0 resources, 0 patients: nothing to do\n"), "\(again.stdout)")
+
+        let wrong = try await cli.caregate(["import", "--bulk-from", server.base, "--since", "yesterday", "--store", store])
+        #expect(wrong.status != 0 && wrong.stderr.contains("--since must be an instant with a time zone"))
+        let mixed = try await cli.caregate(["import", "FHIRSamples/json", "--group", "g", "--store", store])
+        #expect(mixed.status != 0 && mixed.stderr.contains("--group, --system-level, --since, --type and --download-dir go with --bulk-from"))
     }
 }

@@ -45,12 +45,15 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case timedOut(url: String)
     /// The answer (decompressed) passed the transport's size limit; reading stopped there.
     case tooLarge(url: String, limit: Int)
+    /// A download's file could not be made or written.
+    case file(path: String, message: String)
 
     public var description: String {
         switch self {
         case .network(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
         case .timedOut(let url): "\(url): no answer in time (or too slow an answer)"
         case .tooLarge(let url, let limit): "\(url): the answer is larger than \(limit) bytes once decompressed; not read further (see --max-response-size)"
+        case .file(let path, let message): "\(path): \(message)"
         }
     }
 
@@ -59,6 +62,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     /// cut, and for timeouts.
     public var isTransient: Bool {
         if case .tooLarge = self { return false }
+        if case .file = self { return false }
         guard case .network(let code, _, _) = self else { return true }
         // 1 unsupported protocol, 3 malformed URL, 58 client certificate, 59 cipher, 60 peer
         // verification, 77 CA bundle, 80 TLS shutdown, 83 issuer, 90 pinned key, 91 certificate status.
@@ -69,6 +73,24 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
 /// Sends HTTP requests: libcurl in production, other transports in tests.
 public protocol HTTPTransport: Sendable {
     func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse
+    /// Sends the request and writes a 2xx answer's (decompressed) body to the file at `path`
+    /// (made or emptied) as it arrives, at most `limit` bytes; the response's body is empty.
+    /// Another status's body comes back in the response instead (an OperationOutcome).
+    func download(_ request: HTTPRequest, to path: String, limit: Int) async throws(TransportError) -> HTTPResponse
+}
+
+extension HTTPTransport {
+    /// For transports that hold answers in memory anyway: the answer, then the file.
+    public func download(_ request: HTTPRequest, to path: String, limit: Int) async throws(TransportError) -> HTTPResponse {
+        var response = try await send(request)
+        guard (200...299).contains(response.status) else { return response }
+        guard response.body.count <= limit else { throw .tooLarge(url: request.url, limit: limit) }
+        guard FileManager.default.createFile(atPath: path, contents: Data(response.body)) else {
+            throw .file(path: path, message: String(cString: strerror(errno)))
+        }
+        response.body = []
+        return response
+    }
 }
 
 /// TLS settings: verification is on unless turned off; a CA bundle, and a client certificate
@@ -122,25 +144,73 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
         let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: self.perform(request)) }
+            queue.async { continuation.resume(returning: self.perform(request, collector: Collector(limit: self.maximumResponseSize))) }
         }
         return try result.get()
     }
 
-    /// Collects what libcurl hands back.
+    /// Streams a 2xx body to the file (Bulk Data's NDJSON files: gigabytes, never held).
+    public func download(_ request: HTTPRequest, to path: String, limit: Int) async throws(TransportError) -> HTTPResponse {
+        let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
+            queue.async {
+                let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return continuation.resume(returning: .failure(.file(path: path, message: String(cString: strerror(errno))))) }
+                let collector = Collector(limit: limit)
+                collector.file = (fd, path)
+                var result = self.perform(request, collector: collector)
+                if close(fd) != 0, case .success = result { result = .failure(.file(path: path, message: String(cString: strerror(errno)))) }
+                continuation.resume(returning: result)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Collects what libcurl hands back: in memory, or a 2xx body into a file.
     final class Collector {
         var body: [UInt8] = []
         var headers: [String: String] = [:]
-        var limit = Int.max
+        var status = 0
+        let limit: Int
         /// The body passed `limit`: libcurl was told to stop.
         var exceeded = false
+        /// Where a download's 2xx body goes, and how much of it was written.
+        var file: (fd: Int32, path: String)?
+        var written = 0
+        /// A write to the file failed (errno's text): libcurl was told to stop.
+        var fileError: String?
+
+        init(limit: Int) {
+            self.limit = limit
+        }
+
+        /// Takes one piece of the body; false stops the transfer.
+        func take(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard written + body.count + bytes.count <= limit else {
+                exceeded = true
+                return false
+            }
+            guard let file, (200...299).contains(status) else {
+                body.append(contentsOf: bytes)
+                return true
+            }
+            var offset = 0
+            while offset < bytes.count {
+                let n = write(file.fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    fileError = String(cString: strerror(errno))
+                    return false
+                }
+                offset += n
+            }
+            written += bytes.count
+            return true
+        }
     }
 
-    private func perform(_ request: HTTPRequest) -> Result<HTTPResponse, TransportError> {
+    private func perform(_ request: HTTPRequest, collector: Collector) -> Result<HTTPResponse, TransportError> {
         let h = handle
         curl_easy_reset(h)
-        let collector = Collector()
-        collector.limit = maximumResponseSize
         let context = Unmanaged.passUnretained(collector).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
@@ -169,12 +239,8 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             let n = size * count
             guard let data, let context else { return n }
             let collector = Unmanaged<Collector>.fromOpaque(context).takeUnretainedValue()
-            guard collector.body.count + n <= collector.limit else {
-                collector.exceeded = true
-                return 0  // libcurl stops with a write error
-            }
-            data.withMemoryRebound(to: UInt8.self, capacity: n) { collector.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: n)) }
-            return n
+            // 0 makes libcurl stop with a write error.
+            return data.withMemoryRebound(to: UInt8.self, capacity: n) { collector.take(UnsafeBufferPointer(start: $0, count: n)) } ? n : 0
         }
         _ = caregate_curl_setopt_pointer(h, CURLOPT_WRITEDATA, context)
         _ = caregate_curl_setopt_callback(h, CURLOPT_HEADERFUNCTION) { data, size, count, context in
@@ -184,6 +250,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             let line = data.withMemoryRebound(to: UInt8.self, capacity: n) { String(decoding: UnsafeBufferPointer(start: $0, count: n), as: UTF8.self) }
             if line.hasPrefix("HTTP/") {
                 collector.headers = [:]  // a new response (after a 100 Continue or a redirect)
+                collector.status = line.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             } else if let colon = line.firstIndex(of: ":") {
                 let name = line[..<colon].lowercased()
                 let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
@@ -213,7 +280,8 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
             code = curl_easy_perform(h)
         }
         guard code == CURLE_OK else {
-            if collector.exceeded { return .failure(.tooLarge(url: request.url, limit: maximumResponseSize)) }
+            if collector.exceeded { return .failure(.tooLarge(url: request.url, limit: collector.limit)) }
+            if let message = collector.fileError, let file = collector.file { return .failure(.file(path: file.path, message: message)) }
             if code == CURLE_OPERATION_TIMEDOUT { return .failure(.timedOut(url: request.url)) }
             let detail = String(cString: errorBuffer)
             return .failure(.network(code: Int32(code.rawValue), message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail, url: request.url))

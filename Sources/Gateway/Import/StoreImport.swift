@@ -185,8 +185,13 @@ public struct StoreImport: Sendable {
                 outcomeAdds.append(.outcome(outcome))
                 change(.create, .outcome, id, "task \(task.id) occurrence \(event.occurrence)")
             }
-            if !adds.isEmpty { operations.append(.add(adds)) }
-            if !updates.isEmpty { operations.append(.update(updates)) }
+            // Parents first: a new contact or task may belong to a plan version this import makes
+            // (an updated plan), and an updated task to a new plan.
+            for level in [[EntityType.patient], [.carePlan], [.task, .healthKitTask, .contact]] {
+                let added = adds.filter { level.contains($0.entityType) }, updated = updates.filter { level.contains($0.entityType) }
+                if !added.isEmpty { operations.append(.add(added)) }
+                if !updated.isEmpty { operations.append(.update(updated)) }
+            }
             if !outcomeAdds.isEmpty { operations.append(.add(outcomeAdds)) }
             // Ends: tombstones after the newest recorded outcome.
             for end in batch.ends {

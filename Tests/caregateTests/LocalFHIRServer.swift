@@ -1,0 +1,1 @@
+../GatewayTests/LocalFHIRServer.swift
