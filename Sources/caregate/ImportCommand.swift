@@ -142,7 +142,7 @@ struct ImportCommand: AsyncParsableCommand {
             }
             let report: ImportReport
             do {
-                report = try await fetch.importFetched(fetched, into: importer, dryRun: dryRun) { progress in
+                report = try await fetch.importFetched(fetched, into: importer, staging: try staging(), dryRun: dryRun) { progress in
                     bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
                 }
             } catch {
@@ -156,9 +156,12 @@ struct ImportCommand: AsyncParsableCommand {
                 for problem in await fetch.finish(fetched) { StandardError.print("warning: \(problem)") }
             }
         } else {
-            result = importer.run(paths, dryRun: dryRun) { progress in
-                bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
-            }
+            let staging = try staging()
+            do {
+                result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun) { progress in
+                    bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
+                }
+            } catch { throw CommandError.store(error) }
         }
         bar.finish()
         let json = result.json(dryRun: dryRun)
@@ -203,6 +206,13 @@ struct ImportCommand: AsyncParsableCommand {
                 + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
         }
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
+    }
+
+    /// Where files are staged before they are mapped: a scratch database beside the store (as
+    /// large as what is imported; not the temporary directory, often memory).
+    func staging() throws -> ImportStaging {
+        let directory = (options.path as NSString).deletingLastPathComponent
+        do { return try ImportStaging(directory: directory.isEmpty ? "." : directory) } catch { throw CommandError.store(error) }
     }
 
     /// The fetch of `--bulk-from`'s export, its state kept in the store.

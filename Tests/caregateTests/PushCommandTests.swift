@@ -37,7 +37,7 @@ struct ServerOptionTests {
     @Test("files and --from exclude each other; --from needs --patient; the SMART options need a client id and one key")
     func usage() async throws {
         let cases: [([String], String)] = [
-            (["import"], "give FHIR files or directories, or --from URL --patient ID"),
+            (["import"], "give FHIR files or directories, --from URL --patient ID, or --bulk-from URL"),
             (["import", "--from", "http://127.0.0.1:9/fhir"], "--from needs --patient ID"),
             (["import", "x.json", "--from", "http://127.0.0.1:9/fhir", "--patient", "p"], "give either files or --from, not both"),
             (["import", "x.json", "--patient", "p"], "--patient needs --from URL"),

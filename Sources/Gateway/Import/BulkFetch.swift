@@ -129,14 +129,17 @@ public struct BulkExportFetch: Sendable {
         return problems
     }
 
-    /// Imports what was fetched: a whole export's files as they are; for an incremental one, the
+    /// Imports what was fetched: a whole export's files as they are (staged, one patient at a
+    /// time); for an incremental one, the
     /// patients it shows changes for, pulled whole (`changedPatients`). The server's own errors
     /// come first among the notes.
-    public func importFetched(_ fetched: Fetched, into importer: FHIRImporter, dryRun: Bool = false,
+    public func importFetched(_ fetched: Fetched, into importer: FHIRImporter, staging: ImportStaging, dryRun: Bool = false,
                               progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(BulkFetchError) -> ImportReport {
         var report: ImportReport
         if fetched.since == nil {
-            report = importer.run(fetched.files, dryRun: dryRun, progress: progress)
+            do { report = try await StagedImport(importer: importer).run(fetched.files, staging: staging, dryRun: dryRun, progress: progress) } catch {
+                throw BulkFetchError(step: "store", cause: error.description)
+            }
         } else {
             let changed = Self.changedPatients(fetched)
             self.progress?("changes for \(changed.ids.count) patient\(changed.ids.count == 1 ? "" : "s"): pulling them whole")

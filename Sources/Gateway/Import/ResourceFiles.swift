@@ -32,6 +32,16 @@ public struct ResourceFiles: Sendable {
     /// The resources in one file, why any part of it could not be read, and what reading let
     /// through with a warning.
     public func read(_ path: String) -> (resources: [SourcedResource], problems: [ImportNote]) {
+        var resources: [SourcedResource] = []
+        let problems = forEach(path) { resource, _ in resources.append(resource) }
+        return (resources, problems)
+    }
+
+    /// Hands each resource of one file to `body` as it is read (an NDJSON file line by line, so
+    /// that a file of any size needs memory for one line; a Bundle whole, with each entry's
+    /// `fullUrl`), and returns what could not be read and what reading let through with a warning.
+    @discardableResult
+    public func forEach(_ path: String, _ body: (SourcedResource, _ fullURL: String?) -> Void) -> [ImportNote] {
         var problems: [ImportNote] = []
         func problem(_ error: FHIRFormatError, _ where_: String? = nil) {
             let first = error.issues.first { $0.severity == .error } ?? error.issues.first
@@ -51,33 +61,34 @@ public struct ResourceFiles: Sendable {
         do {
             let format = try FHIRFormat.detect(path: path)
             if format == .ndjson {
-                var resources: [SourcedResource] = []
                 let reader = try NDJSONReader(path: path, options: options)
                 while true {
                     do {
                         guard let parsed = try reader.next() else { break }
                         parsed.warnings.forEach { warning($0, in: parsed.resource) }
-                        resources.append(SourcedResource(resource: parsed.resource, origin: "\(path):\(reader.lineNumber)"))
+                        body(SourcedResource(resource: parsed.resource, origin: "\(path):\(reader.lineNumber)"), nil)
                     } catch {
                         problem(error, "line \(reader.lineNumber)")
                     }
                 }
-                return (resources, problems)
+                return problems
             }
             let parsed = try FHIRDocument.read(contentsOf: path, format: format, options: options)
             parsed.warnings.forEach { warning($0, in: parsed.resource) }
             let resource = parsed.resource
-            guard resource.resourceType == "Bundle" else { return ([SourcedResource(resource: resource, origin: path)], problems) }
+            guard resource.resourceType == "Bundle" else {
+                body(SourcedResource(resource: resource, origin: path), nil)
+                return problems
+            }
             let index = BundleIndex(resource)
-            var resources: [SourcedResource] = []
             for (i, entry) in resource.children.filter({ $0.name == "entry" }).enumerated() {
                 guard let inner = entry["resource"] else { continue }
-                resources.append(SourcedResource(resource: inner, container: resource, index: index, origin: "\(path)#entry[\(i)]"))
+                body(SourcedResource(resource: inner, container: resource, index: index, origin: "\(path)#entry[\(i)]"), entry.string("fullUrl"))
             }
-            return (resources, problems)
+            return problems
         } catch {
             problem(error)
-            return ([], problems)
+            return problems
         }
     }
 }

@@ -1,0 +1,168 @@
+import Foundation
+import GRDB
+
+/// One item waiting to be imported: its bytes, the group it is imported with (a patient), its
+/// identity and full URL when it has them, where it was read, and which container it came in.
+/// The staging area keeps items as they come; it knows nothing of FHIR.
+public struct StagedItem: Sendable, Hashable {
+    /// The order items were first staged in.
+    public var sequence: Int64
+    /// The group it is imported with; the empty group holds items imported with any group
+    /// that refers to them.
+    public var group: String
+    public var identity: String?
+    public var fullURL: String?
+    /// Which container (a file's Bundle) it came in, 0 for none.
+    public var container: Int
+    public var origin: String
+    public var bytes: [UInt8]
+
+    public init(sequence: Int64 = 0, group: String, identity: String?, fullURL: String?, container: Int, origin: String, bytes: [UInt8]) {
+        self.sequence = sequence
+        self.group = group
+        self.identity = identity
+        self.fullURL = fullURL
+        self.container = container
+        self.origin = origin
+        self.bytes = bytes
+    }
+}
+
+/// Where an import puts what it reads before it maps anything, so that it holds one group at a
+/// time, not the whole run: a SQLite file of its own (removed when the staging area goes), or
+/// memory for tests.
+///
+/// ```swift
+/// let staging = try ImportStaging(directory: "/var/tmp")
+/// try staging.write { try $0.insert(StagedItem(group: "Patient/p1", identity: "Patient/p1", fullURL: nil, container: 0, origin: "a.ndjson:1", bytes: json)) }
+/// for group in try staging.groups() { let items = try staging.items(group: group) }
+/// ```
+public final class ImportStaging: Sendable {
+    let queue: DatabaseQueue
+    let path: String?
+
+    /// A staging area in a new file under `directory` (a temporary directory by default).
+    public init(directory: String = NSTemporaryDirectory()) throws(StoreError) {
+        let path = (directory as NSString).appendingPathComponent("caregate-staging-\(getpid())-\(UUID().uuidString).sqlite")
+        self.path = path
+        do {
+            var configuration = Configuration()
+            configuration.prepareDatabase { db in
+                // Scratch data: a crash loses nothing that is not read again from the files.
+                try db.execute(sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -16384")
+            }
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            try Self.create(queue)
+        } catch {
+            throw .database(path: path, message: "\(error)")
+        }
+    }
+
+    /// A staging area in memory (tests).
+    public init(inMemory: Void) throws(StoreError) {
+        path = nil
+        do {
+            queue = try DatabaseQueue()
+            try Self.create(queue)
+        } catch {
+            throw .database(path: ":memory:", message: "\(error)")
+        }
+    }
+
+    deinit {
+        guard let path else { return }
+        try? queue.close()
+        for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
+    }
+
+    static func create(_ queue: DatabaseQueue) throws {
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE item (
+                    sequence INTEGER PRIMARY KEY,
+                    grp TEXT NOT NULL,
+                    identity TEXT UNIQUE,
+                    full_url TEXT,
+                    container INTEGER NOT NULL,
+                    origin TEXT NOT NULL,
+                    bytes BLOB NOT NULL
+                );
+                CREATE INDEX item_group ON item(grp, sequence);
+                CREATE INDEX item_full_url ON item(full_url) WHERE full_url IS NOT NULL;
+                """)
+        }
+    }
+
+    /// Changes made together (one file's items): one transaction.
+    public func write<T>(_ body: (Writer) throws -> T) throws(StoreError) -> T {
+        do { return try queue.write { db in try body(Writer(db: db)) } } catch let error as StoreError { throw error } catch {
+            throw .database(path: path ?? ":memory:", message: "\(error)")
+        }
+    }
+
+    /// What a `write` may do.
+    public struct Writer {
+        let db: Database
+
+        /// Stages an item; returns its sequence.
+        @discardableResult
+        public func insert(_ item: StagedItem) throws -> Int64 {
+            try db.execute(sql: "INSERT INTO item (grp, identity, full_url, container, origin, bytes) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [item.group, item.identity, item.fullURL, item.container, item.origin, Data(item.bytes)])
+            return db.lastInsertedRowID
+        }
+
+        /// The item staged with this identity.
+        public func item(identity: String) throws -> StagedItem? {
+            try Row.fetchOne(db, sql: "SELECT * FROM item WHERE identity = ?", arguments: [identity]).map(ImportStaging.item)
+        }
+
+        /// Replaces an item's content, origin and container, keeping its place and group.
+        public func replace(_ sequence: Int64, with item: StagedItem) throws {
+            try db.execute(sql: "UPDATE item SET full_url = ?, container = ?, origin = ?, bytes = ? WHERE sequence = ?",
+                           arguments: [item.fullURL, item.container, item.origin, Data(item.bytes), sequence])
+        }
+    }
+
+    /// The groups, in the order their first items were staged (the empty group left out).
+    public func groups() throws(StoreError) -> [String] {
+        try read { db in try String.fetchAll(db, sql: "SELECT grp FROM item WHERE grp != '' GROUP BY grp ORDER BY MIN(sequence)") }
+    }
+
+    /// A group's items in the order staged.
+    public func items(group: String) throws(StoreError) -> [StagedItem] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM item WHERE grp = ? ORDER BY sequence", arguments: [group]).map(Self.item) }
+    }
+
+    /// The items with these identities or full URLs (any group).
+    public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
+        guard !identities.isEmpty || !fullURLs.isEmpty else { return [] }
+        return try read { db in
+            var found: [StagedItem] = []
+            for chunk in stride(from: 0, to: identities.count, by: 500).map({ Array(identities[$0..<min($0 + 500, identities.count)]) }) {
+                found += try Row.fetchAll(db, sql: "SELECT * FROM item WHERE identity IN (\(databaseQuestionMarks(count: chunk.count)))",
+                                          arguments: StatementArguments(chunk)).map(Self.item)
+            }
+            for chunk in stride(from: 0, to: fullURLs.count, by: 500).map({ Array(fullURLs[$0..<min($0 + 500, fullURLs.count)]) }) {
+                found += try Row.fetchAll(db, sql: "SELECT * FROM item WHERE full_url IN (\(databaseQuestionMarks(count: chunk.count)))",
+                                          arguments: StatementArguments(chunk)).map(Self.item)
+            }
+            return found
+        }
+    }
+
+    /// How many items are staged.
+    public func count() throws(StoreError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
+    }
+
+    func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try queue.read(body) } catch { throw .database(path: path ?? ":memory:", message: "\(error)") }
+    }
+
+    static func item(_ row: Row) -> StagedItem {
+        let bytes: Data = row["bytes"]
+        return StagedItem(sequence: row["sequence"], group: row["grp"], identity: row["identity"], fullURL: row["full_url"],
+                          container: row["container"], origin: row["origin"], bytes: [UInt8](bytes))
+    }
+}

@@ -1,0 +1,260 @@
+import CareStore
+import FHIR
+import FHIRPath
+import Foundation
+import Mapping
+
+/// `caregate import` of files in bounded memory: every resource is first staged on disk (`ImportStaging`)
+/// under its patient (the Patient itself, or the patient its `subject`, `patient` or
+/// `beneficiary` names), repeated copies collapsed as they come (`RepeatedResources`' rule); then
+/// each patient's resources are read back, with the resources they refer to that belong to no
+/// patient (Practitioners, Organizations, Medications), mapped and stored, one patient at a time.
+/// Memory is bounded by the largest file's Bundle and the largest patient, not by the run; the
+/// store ends up as a whole-run import leaves it (a test compares snapshots).
+public struct StagedImport: Sendable {
+    public var importer: FHIRImporter
+    /// Patients mapped at once (each mapped on its own task; the store has one writer).
+    public var window: Int
+
+    public init(importer: FHIRImporter, window: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
+        self.importer = importer
+        self.window = window
+    }
+
+    /// Imports files and directories through `staging`.
+    public func run(_ paths: [String], staging: ImportStaging, dryRun: Bool = false,
+                    progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(StoreError) -> ImportReport {
+        var report = ImportReport()
+        let clock = ContinuousClock()
+        var start = clock.now
+        let list = importer.files.files(paths)
+        report.files = list.count
+        for (i, path) in list.enumerated() {
+            progress?(ImportProgress(stage: .reading, done: i, total: list.count, item: path))
+            try stage(path, container: i + 1, into: staging, report: &report)
+        }
+        progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
+        report.resources = try staging.count()
+        report.seconds.reading = (clock.now - start).seconds
+        start = clock.now
+        let groups = try staging.groups()
+        let engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
+        let mapped = try await mapGroups(groups, staging: staging, engine: engine) { i, unit in
+            // In group order, one at a time: the store's one writer.
+            progress?(ImportProgress(stage: .storing, done: i, total: groups.count, item: groups[i]))
+            report.notes += unit.notes + unit.output.notes
+            report.dispositions += unit.output.dispositions
+            for (type, n) in unit.output.unmapped { report.unmapped[type, default: 0] += n }
+            let store = StoreImport(store: importer.store, timeZone: importer.timeZone, now: importer.now)
+            for batch in unit.output.batches { report.patients.append(store.apply(batch, dryRun: dryRun, notes: &report.notes)) }
+        }
+        report.seconds.mapping = mapped
+        report.seconds.storing = max(0, (clock.now - start).seconds - mapped)
+        progress?(ImportProgress(stage: .storing, done: groups.count, total: groups.count, item: ""))
+        return report
+    }
+
+    // MARK: Staging
+
+    /// Stages one file's resources (one transaction), collapsing copies of resources staged before.
+    func stage(_ path: String, container: Int, into staging: ImportStaging, report: inout ImportReport) throws(StoreError) {
+        var notes: [ImportNote] = []
+        var repeated = 0
+        var unmapped: [String: Int] = [:]
+        try staging.write { writer in
+            var failure: (any Error)?
+            let problems = importer.files.forEach(path) { source, fullURL in
+                guard failure == nil else { return }
+                do {
+                    try stage(source, fullURL: fullURL, container: source.container == nil ? 0 : container, writer, notes: &notes, repeated: &repeated, unmapped: &unmapped)
+                } catch {
+                    failure = error
+                }
+            }
+            if let failure { throw failure }
+            report.notes += problems
+        }
+        report.notes += notes
+        report.repeated += repeated
+        for (type, n) in unmapped { report.unmapped[type, default: 0] += n }
+    }
+
+    func stage(_ source: SourcedResource, fullURL: String?, container: Int, _ writer: ImportStaging.Writer,
+               notes: inout [ImportNote], repeated: inout Int, unmapped: inout [String: Int]) throws {
+        let bytes = FHIRJSONWriter(pretty: false).write(source.resource)
+        let identity = Self.identity(source.resource)
+        var item = StagedItem(group: group(of: source, identity: identity, fullURL: fullURL), identity: identity, fullURL: fullURL,
+                              container: container, origin: source.origin, bytes: bytes)
+        guard let identity, let earlier = try writer.item(identity: identity) else {
+            if identity == nil, item.group.isEmpty { item.group = "~\(source.origin)" }
+            // Shared resources are counted here, once; in each patient's mapping they are context.
+            if item.group.isEmpty, let type = source.resource.resourceType { unmapped[type, default: 0] += 1 }
+            try writer.insert(item)
+            return
+        }
+        repeated += 1
+        if earlier.bytes == bytes { return }
+        let earlierSource = SourcedResource(resource: try FHIRJSONReader(options: ParseOptions(lenient: true)).read(earlier.bytes).resource, origin: earlier.origin)
+        let (replaces, reason) = RepeatedResources.isNewer(source, than: earlierSource)
+        let winner = replaces ? source.origin : earlier.origin
+        notes.append(ImportNote(kind: .warning, resource: identity, path: nil, origin: source.origin,
+                                message: "read again with different contents (also in \(earlier.origin)); \(reason), so the copy from \(winner) is imported"))
+        if replaces { try writer.replace(earlier.sequence, with: item) }
+    }
+
+    /// The group a resource is imported with: its patient's (`Patient/id`); for a resource of a
+    /// type the mappings map but that names no patient, a group of its own; else the shared group
+    /// (empty), whose resources go with every patient that refers to them.
+    /// A Patient without an id (in a Bundle) is grouped by its `fullUrl`, as references name it.
+    func group(of source: SourcedResource, identity: String?, fullURL: String?) -> String {
+        let resource = source.resource
+        if resource.resourceType == "Patient", let key = identity ?? fullURL.map({ "url:" + $0 }) { return key }
+        for field in ["subject", "patient", "beneficiary"] {
+            guard let reference = resource.first("\(field).reference")?.value else { continue }
+            if let target = source.index?.resource(for: reference), target.resourceType == "Patient" {
+                return Self.identity(target) ?? "url:" + reference
+            }
+            var parts = reference.split(separator: "/")
+            if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
+            if parts.count >= 2, parts[parts.count - 2] == "Patient" { return "Patient/\(parts[parts.count - 1])" }
+        }
+        if let type = resource.resourceType, importer.mappings.files[type] != nil { return "~" + (identity ?? source.origin) }
+        return ""
+    }
+
+    // MARK: Mapping
+
+    /// One group mapped: the engine's output, with the reading notes of its resources.
+    struct MappedGroup: Sendable {
+        var output: MappingOutput
+        var notes: [ImportNote]
+    }
+
+    /// Maps the groups, `window` at a time, handing each result to `store` in group order.
+    func mapGroups(_ groups: [String], staging: ImportStaging, engine: MappingEngine,
+                   store: (Int, MappedGroup) -> Void) async throws(StoreError) -> Double {
+        let clock = ContinuousClock()
+        var mappingTime = Duration.zero
+        let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, Result<MappedGroup, StoreError>, Duration).self) { tasks in
+            var next = 0
+            var ready: [Int: MappedGroup] = [:]
+            var stored = 0
+            func submit() {
+                let i = next
+                next += 1
+                tasks.addTask {
+                    let start = clock.now
+                    let result = Result(catching: { () throws(StoreError) -> MappedGroup in try Self.map(groups[i], staging: staging, engine: engine) })
+                    return (i, result, clock.now - start)
+                }
+            }
+            while next < min(window, groups.count) { submit() }
+            while let (i, result, took) = await tasks.next() {
+                mappingTime += took
+                switch result {
+                case .failure(let error):
+                    tasks.cancelAll()
+                    return .failure(error)
+                case .success(let mapped): ready[i] = mapped
+                }
+                while let mapped = ready.removeValue(forKey: stored) {
+                    store(stored, mapped)
+                    stored += 1
+                }
+                if next < groups.count { submit() }
+            }
+            return .success(())
+        }
+        try result.get()
+        // Mapping time per core in use: the wall-clock share of the mapping.
+        return mappingTime.seconds / Double(max(1, min(window, ProcessInfo.processInfo.activeProcessorCount)))
+    }
+
+    /// Reads a group back with the shared resources it refers to (and those they refer to), and
+    /// maps it. Resources of a Bundle go back into a Bundle of their own entries, so that
+    /// `urn:uuid` references between them resolve as they did in the file.
+    static func map(_ group: String, staging: ImportStaging, engine: MappingEngine) throws(StoreError) -> MappedGroup {
+        let own = try staging.items(group: group)
+        var items = own
+        var seen = Set(own.map(\.sequence))
+        var frontier = own
+        // The shared resources referred to, and theirs in turn (a PractitionerRole's Practitioner).
+        for _ in 0..<4 where !frontier.isEmpty {
+            let named = Set(frontier.flatMap { Self.references(in: $0.bytes) })
+            let keys = Set(named.compactMap(Self.relativeKey))
+            let found = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
+                .filter { $0.group.isEmpty && seen.insert($0.sequence).inserted }
+            items += found
+            frontier = found
+        }
+        items.sort { $0.sequence < $1.sequence }
+        let shared = Set(items.filter { $0.group.isEmpty }.map(\.sequence))
+        var notes: [ImportNote] = []
+        var sources: [SourcedResource] = []
+        var containers: [Int: [(item: StagedItem, resource: Element)]] = [:]
+        var order: [(Int, Element, StagedItem)] = []
+        for item in items {
+            guard let resource = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(item.bytes).resource else {
+                notes.append(ImportNote(kind: .error, resource: item.identity ?? "resource", path: nil, origin: item.origin, message: "the staged copy could not be read back"))
+                continue
+            }
+            if item.container != 0 { containers[item.container, default: []].append((item, resource)) }
+            order.append((item.container, resource, item))
+        }
+        var bundles: [Int: (Element, BundleIndex)] = [:]
+        for (container, entries) in containers {
+            var bundle = Element(resourceType: "Bundle")
+            for (item, resource) in entries {
+                var entry = Element(name: "entry", type: "Bundle.entry")
+                if let url = item.fullURL { entry.append(Element(name: "fullUrl", type: "uri", value: url)) }
+                var inner = resource
+                inner.name = "resource"
+                entry.append(inner)
+                bundle.append(entry)
+            }
+            bundles[container] = (bundle, BundleIndex(bundle))
+        }
+        for (container, resource, item) in order {
+            let bundle = bundles[container]
+            var resource = resource
+            // As it was read: a Bundle's entry resource is named `resource` (notes name an id-less one so).
+            if bundle != nil { resource.name = "resource" }
+            sources.append(SourcedResource(resource: resource, container: bundle?.0, index: bundle?.1, origin: item.origin))
+        }
+        var output = engine.map(sources)
+        // Shared resources are context here, counted once by the run (below), not per patient.
+        for (source, item) in zip(sources, order.map(\.2)) where shared.contains(item.sequence) {
+            guard let type = source.resource.resourceType, let n = output.unmapped[type] else { continue }
+            output.unmapped[type] = n > 1 ? n - 1 : nil
+        }
+        return MappedGroup(output: output, notes: notes)
+    }
+
+    /// Every `reference` string in a resource's JSON.
+    static func references(in json: [UInt8]) -> [String] {
+        guard let resource = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(json).resource else { return [] }
+        var found: [String] = []
+        func walk(_ element: Element) {
+            for child in element.children {
+                if child.name == "reference", let value = child.value { found.append(value) }
+                if !child.isResource { walk(child) }
+            }
+        }
+        walk(resource)
+        return found
+    }
+
+    /// A resource's identity across files: `Type/id`.
+    static func identity(_ resource: Element) -> String? {
+        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
+        return "\(type)/\(id)"
+    }
+
+    /// `Type/id` of a reference (relative, absolute or versioned).
+    static func relativeKey(_ reference: String) -> String? {
+        var parts = reference.split(separator: "/")
+        if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
+        guard parts.count >= 2 else { return nil }
+        return "\(parts[parts.count - 2])/\(parts[parts.count - 1])"
+    }
+}

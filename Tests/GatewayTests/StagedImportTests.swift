@@ -1,0 +1,67 @@
+import CareStore
+import FHIR
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+/// Staged imports against whole-run imports of the same files: the stores must say the same.
+@Suite("Staged import: one patient at a time, in bounded memory")
+struct StagedImportTests {
+    /// Both ways into fresh stores; the snapshots (every entity, notes left out), the reports'
+    /// figures and notes must be equal. `exactly`: the changes counted and the patients' order
+    /// too (see the official examples below for when they differ).
+    func compare(_ paths: [String], window: Int = 2, exactly: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let whole = try temporaryStore()
+        let wholeReport = try importer(whole).run(paths)
+        let staged = try temporaryStore()
+        let stagedReport = try await StagedImport(importer: try importer(staged), window: window).run(paths, staging: try ImportStaging(inMemory: ()))
+        #expect(try StoreSnapshot.json(staged, notes: [], timeZone: newYork) == StoreSnapshot.json(whole, notes: [], timeZone: newYork), sourceLocation: sourceLocation)
+        #expect(stagedReport.files == wholeReport.files && stagedReport.resources == wholeReport.resources && stagedReport.repeated == wholeReport.repeated,
+                "\(stagedReport.resources) \(wholeReport.resources) \(stagedReport.repeated) \(wholeReport.repeated)", sourceLocation: sourceLocation)
+        #expect(stagedReport.unmapped == wholeReport.unmapped, sourceLocation: sourceLocation)
+        #expect(stagedReport.dispositions.count == wholeReport.dispositions.count, sourceLocation: sourceLocation)
+        #expect(Set(stagedReport.notes.map(\.description)) == Set(wholeReport.notes.map(\.description)),
+                "\(Set(stagedReport.notes.map(\.description)).symmetricDifference(Set(wholeReport.notes.map(\.description))))", sourceLocation: sourceLocation)
+        #expect(Set(stagedReport.patients.map(\.patientID)) == Set(wholeReport.patients.map(\.patientID)), sourceLocation: sourceLocation)
+        if exactly {
+            #expect(stagedReport.counts == wholeReport.counts, sourceLocation: sourceLocation)
+            #expect(stagedReport.patients.map(\.patientID) == wholeReport.patients.map(\.patientID), sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Staged one patient at a time and four at once: the same store, the same report, in order.
+    func serialEqualsParallel(_ paths: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let serial = try temporaryStore(), parallel = try temporaryStore()
+        let one = try await StagedImport(importer: try importer(serial), window: 1).run(paths, staging: try ImportStaging())
+        let four = try await StagedImport(importer: try importer(parallel), window: 4).run(paths, staging: try ImportStaging())
+        #expect(try StoreSnapshot.json(serial, notes: one.notes, timeZone: newYork) == StoreSnapshot.json(parallel, notes: four.notes, timeZone: newYork), sourceLocation: sourceLocation)
+        #expect(one.patients.map { "\($0.patientID) \($0.changes.map(\.description))" } == four.patients.map { "\($0.patientID) \($0.changes.map(\.description))" }, sourceLocation: sourceLocation)
+        #expect(one.counts == four.counts && one.unmapped == four.unmapped && one.resources == four.resources, sourceLocation: sourceLocation)
+    }
+
+    @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import")
+    func samples() async throws {
+        try await compare(sampleFiles)
+        try await compare([demoBundle])
+        try await compare([projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.xml").path])
+        try await compare([projectRoot.appendingPathComponent("FHIRSamples/ndjson").path])
+        // Everything at once: each resource read several times, collapsed as the whole run does.
+        try await compare([projectRoot.appendingPathComponent("FHIRSamples").path], window: 1)
+    }
+
+    @Test("the Synthea bundles and the official examples: the same store as a whole-run import; one patient at a time or four at once, the same store and report")
+    func sharedData() async throws {
+        guard let shared = sharedRoot else { return skipNotice("staged import of ../shared") }
+        let synthea = try FileManager.default.contentsOfDirectory(atPath: shared.appendingPathComponent("synthea").path).sorted()
+            .prefix(5).map { shared.appendingPathComponent("synthea/\($0)").path }
+        try await compare(Array(synthea))
+        try await serialEqualsParallel(Array(synthea))
+        // The examples hold Patients without an id in several Bundles: the Patient mapping makes
+        // each of them the store patient `Patient/`, which a whole run imports as one batch and a
+        // staged one as several (one per Bundle): the same store, other changes counted.
+        let examples = shared.appendingPathComponent("fhir-r4/examples/json").path
+        try await compare([examples], exactly: false)
+        try await serialEqualsParallel([examples])
+    }
+}
