@@ -1,3 +1,4 @@
+import CareStore
 import FHIRClient
 import Foundation
 import Testing
@@ -53,6 +54,44 @@ struct ImportCommandTests {
         #expect(run.status == 1)
         #expect(run.stdout.contains("broken.json"))
         #expect(run.stdout.contains("15 created"))
+    }
+}
+
+@Suite("caregate import of a population")
+struct PopulationImportTests {
+    let cli = CommandLineTests()
+
+    @Test("a population in NDJSON (scripts/population.py) with two malformed lines: each reported with its file and line, skipped; every patient imported; exit status 1")
+    func badLinesInAPopulation() async throws {
+        guard FileManager.default.fileExists(atPath: "../shared/synthea") else {
+            return print("SKIPPED the population import: ../shared/synthea is not present beside the project")
+        }
+        let directory = cli.temporaryPath("population")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "scripts/population.py", directory, "--copies", "1", "--bad-lines", "2"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let badLines = try #require(printed.split(separator: "\n").first { $0.hasPrefix("bad lines") }).split(separator: ":")[1].split(separator: " ").map(String.init)
+        #expect(badLines.count == 2)
+        let storeDirectory = cli.temporaryPath("population-store")
+        try FileManager.default.createDirectory(atPath: storeDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: storeDirectory) }
+        let store = storeDirectory + "/care.sqlite"
+        let run = try await cli.caregate(["import", directory, "--store", store, "--tz", "America/New_York"])
+        #expect(run.status == 1)
+        for line in badLines {
+            #expect(run.stdout.contains("\(directory)/Observation.ndjson:\(line):36: line \(line) Observation: error: expected a value, found the end of input"), "\(run.stdout)")
+        }
+        #expect(run.stdout.contains(", 20 patients: "), "\(run.stdout.suffix(300))")
+        #expect(try SQLiteCarePlanStore(path: store).fetchPatients().count == 20)
+        #expect(try SQLiteCarePlanStore(path: store).fetchCarePlans().count > 20)
+        // The staging database beside the store is gone.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: storeDirectory).filter { $0.hasPrefix("caregate-staging-") }.isEmpty)
     }
 }
 

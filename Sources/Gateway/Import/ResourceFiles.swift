@@ -43,10 +43,14 @@ public struct ResourceFiles: Sendable {
     @discardableResult
     public func forEach(_ path: String, _ body: (SourcedResource, _ fullURL: String?) -> Void) -> [ImportNote] {
         var problems: [ImportNote] = []
+        /// `Observation.ndjson:98:36: line 98: error: Observation: expected a value, …`: the
+        /// place once, in the origin.
         func problem(_ error: FHIRFormatError, _ where_: String? = nil) {
             let first = error.issues.first { $0.severity == .error } ?? error.issues.first
-            problems.append(ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: nil, origin: path,
-                                       message: first?.description ?? "\(error)"))
+            let location = first?.location
+            let origin = location.map { $0.line > 0 ? "\(path):\($0.line):\($0.column)" : path } ?? path
+            problems.append(ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: location.flatMap { $0.path.isEmpty ? nil : $0.path },
+                                       origin: origin, message: first?.message ?? "\(error)"))
         }
         // What a lenient read let through or changed (invalid UTF-8, control characters, unknown
         // elements) is reported where it is, so nothing changes without a word.
