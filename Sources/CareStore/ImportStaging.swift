@@ -29,15 +29,40 @@ public struct StagedItem: Sendable, Hashable {
 }
 
 /// Where an import puts what it reads before it maps anything, so that it holds one group at a
-/// time, not the whole run: a SQLite file of its own (removed when the staging area goes), or
-/// memory for tests.
+/// time, not the whole run.
 ///
 /// ```swift
-/// let staging = try ImportStaging(directory: "/var/tmp")
+/// let staging = try SQLiteImportStaging(directory: "/var/tmp")
 /// try staging.write { try $0.insert(StagedItem(group: "Patient/p1", identity: "Patient/p1", fullURL: nil, container: 0, origin: "a.ndjson:1", bytes: json)) }
 /// for group in try staging.groups() { let items = try staging.items(group: group) }
 /// ```
-public final class ImportStaging: Sendable {
+public protocol ImportStaging: Sendable {
+    /// Changes made together (one file's items): one transaction.
+    func write<T>(_ body: (any ImportStagingWriter) throws -> T) throws(StoreError) -> T
+    /// The groups, in the order their first items were staged (the empty group left out).
+    func groups() throws(StoreError) -> [String]
+    /// A group's items in the order staged.
+    func items(group: String) throws(StoreError) -> [StagedItem]
+    /// The items with these identities or full URLs (any group).
+    func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem]
+    /// How many items are staged.
+    func count() throws(StoreError) -> Int
+}
+
+/// What a staging area's `write` may do.
+public protocol ImportStagingWriter {
+    /// Stages an item; returns its sequence.
+    @discardableResult
+    func insert(_ item: StagedItem) throws -> Int64
+    /// The item staged with this identity.
+    func item(identity: String) throws -> StagedItem?
+    /// Replaces an item's content, origin and container, keeping its place and group.
+    func replace(_ sequence: Int64, with item: StagedItem) throws
+}
+
+/// A staging area in a SQLite file of its own (removed when the staging area goes), or in memory
+/// for tests.
+public final class SQLiteImportStaging: ImportStaging {
     let queue: DatabaseQueue
     let path: String?
 
@@ -93,48 +118,40 @@ public final class ImportStaging: Sendable {
         }
     }
 
-    /// Changes made together (one file's items): one transaction.
-    public func write<T>(_ body: (Writer) throws -> T) throws(StoreError) -> T {
+    public func write<T>(_ body: (any ImportStagingWriter) throws -> T) throws(StoreError) -> T {
         do { return try queue.write { db in try body(Writer(db: db)) } } catch let error as StoreError { throw error } catch {
             throw .database(path: path ?? ":memory:", message: "\(error)")
         }
     }
 
-    /// What a `write` may do.
-    public struct Writer {
+    struct Writer: ImportStagingWriter {
         let db: Database
 
-        /// Stages an item; returns its sequence.
         @discardableResult
-        public func insert(_ item: StagedItem) throws -> Int64 {
+        func insert(_ item: StagedItem) throws -> Int64 {
             try db.execute(sql: "INSERT INTO item (grp, identity, full_url, container, origin, bytes) VALUES (?, ?, ?, ?, ?, ?)",
                            arguments: [item.group, item.identity, item.fullURL, item.container, item.origin, Data(item.bytes)])
             return db.lastInsertedRowID
         }
 
-        /// The item staged with this identity.
-        public func item(identity: String) throws -> StagedItem? {
-            try Row.fetchOne(db, sql: "SELECT * FROM item WHERE identity = ?", arguments: [identity]).map(ImportStaging.item)
+        func item(identity: String) throws -> StagedItem? {
+            try Row.fetchOne(db, sql: "SELECT * FROM item WHERE identity = ?", arguments: [identity]).map(SQLiteImportStaging.item)
         }
 
-        /// Replaces an item's content, origin and container, keeping its place and group.
-        public func replace(_ sequence: Int64, with item: StagedItem) throws {
+        func replace(_ sequence: Int64, with item: StagedItem) throws {
             try db.execute(sql: "UPDATE item SET full_url = ?, container = ?, origin = ?, bytes = ? WHERE sequence = ?",
                            arguments: [item.fullURL, item.container, item.origin, Data(item.bytes), sequence])
         }
     }
 
-    /// The groups, in the order their first items were staged (the empty group left out).
     public func groups() throws(StoreError) -> [String] {
         try read { db in try String.fetchAll(db, sql: "SELECT grp FROM item WHERE grp != '' GROUP BY grp ORDER BY MIN(sequence)") }
     }
 
-    /// A group's items in the order staged.
     public func items(group: String) throws(StoreError) -> [StagedItem] {
         try read { db in try Row.fetchAll(db, sql: "SELECT * FROM item WHERE grp = ? ORDER BY sequence", arguments: [group]).map(Self.item) }
     }
 
-    /// The items with these identities or full URLs (any group).
     public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
         guard !identities.isEmpty || !fullURLs.isEmpty else { return [] }
         return try read { db in
@@ -151,7 +168,6 @@ public final class ImportStaging: Sendable {
         }
     }
 
-    /// How many items are staged.
     public func count() throws(StoreError) -> Int {
         try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
     }

@@ -210,9 +210,9 @@ struct ImportCommand: AsyncParsableCommand {
 
     /// Where files are staged before they are mapped: a scratch database beside the store (as
     /// large as what is imported; not the temporary directory, often memory).
-    func staging() throws -> ImportStaging {
+    func staging() throws -> any ImportStaging {
         let directory = (options.path as NSString).deletingLastPathComponent
-        do { return try ImportStaging(directory: directory.isEmpty ? "." : directory) } catch { throw CommandError.store(error) }
+        do { return try SQLiteImportStaging(directory: directory.isEmpty ? "." : directory) } catch { throw CommandError.store(error) }
     }
 
     /// The fetch of `--bulk-from`'s export, its state kept in the store.

@@ -99,7 +99,7 @@ struct BulkImportTests {
         let fetch = fetcher(client, store)
         let request = BulkExportRequest(level: .patients)
         let first = try await fetch.fetch(request)
-        _ = try await fetch.importFetched(first, into: try importer(store), staging: try ImportStaging(inMemory: ()))
+        _ = try await fetch.importFetched(first, into: try importer(store), staging: try SQLiteImportStaging(inMemory: ()))
         #expect(await fetch.finish(first).isEmpty)
         let since = try #require(try store.lastTransactionTime(source: fetch.source(of: request)))
 
@@ -115,7 +115,7 @@ struct BulkImportTests {
         #expect(next.manifest.output.first?.count == 1)
         // Only Maria changed: she is pulled whole, so the plan's MedicationRequests come with it.
         #expect(BulkExportFetch.changedPatients(next).ids == ["maria-lopez"])
-        let report = try await fetch.importFetched(next, into: try importer(store, now: local("2026-11-02 09:00")), staging: try ImportStaging(inMemory: ()))
+        let report = try await fetch.importFetched(next, into: try importer(store, now: local("2026-11-02 09:00")), staging: try SQLiteImportStaging(inMemory: ()))
         #expect(report.failedPatients.isEmpty, "\(report.failedPatients.map { $0.failure ?? "" })")
         // The plan is updated; the care team (not in Maria's compartment on this server, so not in the first export) arrives with her.
         #expect(report.counts[.update] == 1, "\(report.counts)")

@@ -15,7 +15,7 @@ struct StagedImportTests {
         let whole = try temporaryStore()
         let wholeReport = try importer(whole).run(paths)
         let staged = try temporaryStore()
-        let stagedReport = try await StagedImport(importer: try importer(staged), window: window).run(paths, staging: try ImportStaging(inMemory: ()))
+        let stagedReport = try await StagedImport(importer: try importer(staged), window: window).run(paths, staging: try SQLiteImportStaging(inMemory: ()))
         #expect(try StoreSnapshot.json(staged, notes: [], timeZone: newYork) == StoreSnapshot.json(whole, notes: [], timeZone: newYork), sourceLocation: sourceLocation)
         #expect(stagedReport.files == wholeReport.files && stagedReport.resources == wholeReport.resources && stagedReport.repeated == wholeReport.repeated,
                 "\(stagedReport.resources) \(wholeReport.resources) \(stagedReport.repeated) \(wholeReport.repeated)", sourceLocation: sourceLocation)
@@ -33,8 +33,8 @@ struct StagedImportTests {
     /// Staged one patient at a time and four at once: the same store, the same report, in order.
     func serialEqualsParallel(_ paths: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let serial = try temporaryStore(), parallel = try temporaryStore()
-        let one = try await StagedImport(importer: try importer(serial), window: 1).run(paths, staging: try ImportStaging())
-        let four = try await StagedImport(importer: try importer(parallel), window: 4).run(paths, staging: try ImportStaging())
+        let one = try await StagedImport(importer: try importer(serial), window: 1).run(paths, staging: try SQLiteImportStaging())
+        let four = try await StagedImport(importer: try importer(parallel), window: 4).run(paths, staging: try SQLiteImportStaging())
         #expect(try StoreSnapshot.json(serial, notes: one.notes, timeZone: newYork) == StoreSnapshot.json(parallel, notes: four.notes, timeZone: newYork), sourceLocation: sourceLocation)
         #expect(one.patients.map { "\($0.patientID) \($0.changes.map(\.description))" } == four.patients.map { "\($0.patientID) \($0.changes.map(\.description))" }, sourceLocation: sourceLocation)
         #expect(one.counts == four.counts && one.unmapped == four.unmapped && one.resources == four.resources, sourceLocation: sourceLocation)

@@ -1,8 +1,13 @@
-// import-throughput: `caregate import` of all 20 Synthea bundles (../../shared/synthea, 25.5 MB)
-// into an empty store with the shipped mappings (release build). Prints MB/s, store entries
-// written per second, and the share of time reading (parsing), mapping and storing.
+// import-throughput: `caregate import` of all 20 Synthea bundles (../../shared/synthea, 25.5 MB),
+// or of any files (--input), into an empty store with the shipped mappings (release build).
+// Prints MB/s, store entries written per second, the share of time reading (parsing), mapping
+// and storing, and the process's peak resident memory.
 //
-//   swift run -c release import-throughput [--runs N]
+//   swift run -c release import-throughput [--runs N] [--input PATH] [--mode whole|staged] [--window N]
+//
+// --mode whole: the whole run in memory on one core (FHIRImporter.run); staged (the default, as
+// `caregate import` runs): staged on disk, one patient at a time, --window patients mapped at once.
+// Run each mode in a process of its own: the peak memory is the process's.
 import CareStore
 import Foundation
 import Gateway
@@ -10,15 +15,17 @@ import Mapping
 
 var root = URL(fileURLWithPath: #filePath)
 for _ in 0..<4 { root.deleteLastPathComponent() }
-let synthea = root.deletingLastPathComponent().appendingPathComponent("shared/synthea").path
+let arguments = CommandLine.arguments
+func option(_ name: String) -> String? { arguments.firstIndex(of: name).map { arguments[$0 + 1] } }
+let synthea = option("--input") ?? root.deletingLastPathComponent().appendingPathComponent("shared/synthea").path
 guard FileManager.default.fileExists(atPath: synthea) else {
     print("SKIPPED: \(synthea) not found; the import benchmark needs ../shared")
     exit(0)
 }
-let arguments = CommandLine.arguments
-let runs = arguments.firstIndex(of: "--runs").map { Int(arguments[$0 + 1])! } ?? 3
-let bytes = (try FileManager.default.contentsOfDirectory(atPath: synthea)).filter { $0.hasSuffix(".json") }
-    .reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: synthea + "/" + $1)[.size] as? Int) ?? 0) }
+let runs = option("--runs").map { Int($0)! } ?? 3
+let staged = option("--mode") != "whole"
+let window = option("--window").map { Int($0)! } ?? ProcessInfo.processInfo.activeProcessorCount
+let bytes = ResourceFiles().files([synthea]).reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
 let mappings = try MappingSet.load([root.appendingPathComponent("Mappings").path])
 let zone = TimeZone(identifier: "America/New_York")!
 
@@ -29,7 +36,9 @@ for run in 0..<runs {
     let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("store.sqlite").path)
     sync()
     let start = ContinuousClock.now
-    let report = FHIRImporter(mappings: mappings, store: store, timeZone: zone).run([synthea])
+    let importer = FHIRImporter(mappings: mappings, store: store, timeZone: zone)
+    let report = staged ? try await StagedImport(importer: importer, window: window).run([synthea], staging: try SQLiteImportStaging(directory: directory.path))
+        : importer.run([synthea])
     let elapsed = ContinuousClock.now - start
     let total = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     let written = try store.changes(since: 0, limit: nil).entities.count
@@ -40,10 +49,13 @@ let best = results.min { $0.total < $1.total }!
 let median = results.map(\.total).sorted()[results.count / 2]
 let s = best.report.seconds
 let phases = s.reading + s.mapping + s.storing
-print(String(format: "import of %d Synthea bundles (%.1f MB, %d resources) into an empty store, best of %d runs:",
-             best.report.files, Double(bytes) / 1e6, best.report.resources, runs))
+var usage = rusage()
+getrusage(RUSAGE_SELF, &usage)
+print(String(format: "import of %d files (%.1f MB, %d resources) into an empty store, %@, best of %d runs:",
+             best.report.files, Double(bytes) / 1e6, best.report.resources, staged ? "staged, \(window) at once" : "whole run in memory", runs))
 print(String(format: "  %.2f s (median %.2f s): %.1f MB/s, %.0f resources/s, %d store entries written (%.0f entries/s)",
              best.total, median, Double(bytes) / 1e6 / best.total, Double(best.report.resources) / best.total, best.written, Double(best.written) / best.total))
 print(String(format: "  reading and parsing %.0f%%, mapping %.0f%%, storing %.0f%% (%.2f s, %.2f s, %.2f s)",
              s.reading / phases * 100, s.mapping / phases * 100, s.storing / phases * 100, s.reading, s.mapping, s.storing))
+print(String(format: "  peak resident memory %.0f MB", Double(usage.ru_maxrss) / 1024))
 print("  changes: \(best.report.counts.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); notes: \(best.report.notes.count)")

@@ -133,7 +133,7 @@ public struct BulkExportFetch: Sendable {
     /// time); for an incremental one, the
     /// patients it shows changes for, pulled whole (`changedPatients`). The server's own errors
     /// come first among the notes.
-    public func importFetched(_ fetched: Fetched, into importer: FHIRImporter, staging: ImportStaging, dryRun: Bool = false,
+    public func importFetched(_ fetched: Fetched, into importer: FHIRImporter, staging: any ImportStaging, dryRun: Bool = false,
                               progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(BulkFetchError) -> ImportReport {
         var report: ImportReport
         if fetched.since == nil {

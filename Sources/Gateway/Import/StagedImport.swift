@@ -22,7 +22,7 @@ public struct StagedImport: Sendable {
     }
 
     /// Imports files and directories through `staging`.
-    public func run(_ paths: [String], staging: ImportStaging, dryRun: Bool = false,
+    public func run(_ paths: [String], staging: any ImportStaging, dryRun: Bool = false,
                     progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(StoreError) -> ImportReport {
         var report = ImportReport()
         let clock = ContinuousClock()
@@ -57,7 +57,7 @@ public struct StagedImport: Sendable {
     // MARK: Staging
 
     /// Stages one file's resources (one transaction), collapsing copies of resources staged before.
-    func stage(_ path: String, container: Int, into staging: ImportStaging, report: inout ImportReport) throws(StoreError) {
+    func stage(_ path: String, container: Int, into staging: any ImportStaging, report: inout ImportReport) throws(StoreError) {
         var notes: [ImportNote] = []
         var repeated = 0
         var unmapped: [String: Int] = [:]
@@ -79,7 +79,7 @@ public struct StagedImport: Sendable {
         for (type, n) in unmapped { report.unmapped[type, default: 0] += n }
     }
 
-    func stage(_ source: SourcedResource, fullURL: String?, container: Int, _ writer: ImportStaging.Writer,
+    func stage(_ source: SourcedResource, fullURL: String?, container: Int, _ writer: any ImportStagingWriter,
                notes: inout [ImportNote], repeated: inout Int, unmapped: inout [String: Int]) throws {
         let bytes = FHIRJSONWriter(pretty: false).write(source.resource)
         let identity = Self.identity(source.resource)
@@ -131,7 +131,7 @@ public struct StagedImport: Sendable {
     }
 
     /// Maps the groups, `window` at a time, handing each result to `store` in group order.
-    func mapGroups(_ groups: [String], staging: ImportStaging, engine: MappingEngine,
+    func mapGroups(_ groups: [String], staging: any ImportStaging, engine: MappingEngine,
                    store: (Int, MappedGroup) -> Void) async throws(StoreError) -> Double {
         let clock = ContinuousClock()
         var mappingTime = Duration.zero
@@ -173,7 +173,7 @@ public struct StagedImport: Sendable {
     /// Reads a group back with the shared resources it refers to (and those they refer to), and
     /// maps it. Resources of a Bundle go back into a Bundle of their own entries, so that
     /// `urn:uuid` references between them resolve as they did in the file.
-    static func map(_ group: String, staging: ImportStaging, engine: MappingEngine) throws(StoreError) -> MappedGroup {
+    static func map(_ group: String, staging: any ImportStaging, engine: MappingEngine) throws(StoreError) -> MappedGroup {
         let own = try staging.items(group: group)
         var items = own
         var seen = Set(own.map(\.sequence))
