@@ -50,6 +50,12 @@ let package = Package(
             ],
             path: "Sources/sync-load"
         ),
+        // A store of a million outcomes, for the export's memory figure (export-scale.sh).
+        .executableTarget(
+            name: "export-scale",
+            dependencies: [.product(name: "CareStore", package: "CareGate")],
+            path: "Sources/export-scale"
+        ),
         .executableTarget(
             name: "fhir-throughput",
             dependencies: [.product(name: "FHIR", package: "CareGate")],

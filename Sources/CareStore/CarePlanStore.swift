@@ -112,6 +112,12 @@ public protocol CarePlanReader: PatientSyncReader {
     func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)]
     /// The current outcome of one occurrence of a task version, if any.
     func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome?
+    /// The current version of every outcome (deleted ones' tombstones too), oldest effective
+    /// date first, then by id, handed to `body` one at a time: an export of any size holds one
+    /// outcome, not all. `body` may read the store through the same reader.
+    func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws
+    /// How many outcomes `forEachCurrentOutcome` gives.
+    func currentOutcomeCount() throws(StoreError) -> Int
     /// The entities' versions, kind by kind in apply order: patients, care plans, contacts,
     /// tasks, outcomes (what a revision record holds).
     func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity]

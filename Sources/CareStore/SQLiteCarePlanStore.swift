@@ -836,6 +836,21 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             .compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }.first
     }
 
+    /// The outcomes' tips in export order, through a cursor over their revisions (the sort holds
+    /// dates, ids and revisions only), each version read and decoded when its turn comes; not
+    /// cached (an export would flush the cache for nothing).
+    func forEachCurrentOutcome(db: Database, _ body: (Outcome) throws -> Void) throws {
+        let order = try Int64.fetchCursor(db, sql: """
+            SELECT revision FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL ORDER BY effective_date, id, revision
+            """)
+        let version = try db.makeStatement(sql: "SELECT kind, json, next_uuids FROM entity_version WHERE revision = ?")
+        while let revision = try order.next() {
+            guard let row = try Row.fetchOne(version, arguments: [revision]) else { continue }
+            let decoded = SQLiteCarePlanStore.withSuccessors(try decodeRow(kind: row["kind"], json: row["json"]), nextUUIDs: row["next_uuids"])
+            if case .outcome(let outcome) = decoded { try body(outcome) }
+        }
+    }
+
     func knowledgeVector(db: Database) throws -> [RevisionRecord.Process] {
         let id = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'")
         let clock = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0

@@ -53,6 +53,14 @@ extension SQLiteCarePlanStore {
             try run { try store.liveOutcome(taskUUID: taskUUID, occurrence: occurrence, db: db, committed: committed) }
         }
 
+        func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws {
+            try store.forEachCurrentOutcome(db: db, body)
+        }
+
+        func currentOutcomeCount() throws(StoreError) -> Int {
+            try run { try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL") ?? 0 }
+        }
+
         func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity] {
             try run { try store.allEntities(versions: versions, db: db, committed: committed) }
         }
@@ -118,6 +126,8 @@ extension SQLiteCarePlanStore {
         try reading { try $0.liveOutcome(taskUUID: taskUUID, occurrence: occurrence) }
     }
     public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] { try reading { try $0.allEntities(versions: versions) } }
+    public func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws { try read { try $0.forEachCurrentOutcome(body) } }
+    public func currentOutcomeCount() throws(StoreError) -> Int { try reading { try $0.currentOutcomeCount() } }
     public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try reading { try $0.knowledgeVector() } }
 
     /// The whole store as one revision record, read in one transaction: a consistent snapshot

@@ -43,18 +43,19 @@ public struct OutcomeExport: Sendable {
         outcome.version.source == VersionInfo.importedFromEHR && (outcome.version.remoteID?.hasPrefix("Observation/") ?? false)
     }
 
-    /// The current version of every outcome, with its task version and patient.
-    public func records() throws(StoreError) -> [OutcomeRecord] {
-        let versions = try store.fetchOutcomes(EntityQuery(versions: .history))
+    /// Finds each outcome's task version and patient through one reader, remembering what it
+    /// found (tasks and plans are few beside outcomes).
+    struct Owners {
+        let reader: any CarePlanReader
         var tasks: [UUID: CareTask] = [:]
         var patients: [UUID: Patient?] = [:]
-        var records: [OutcomeRecord] = []
-        for outcome in versions where outcome.version.nextVersionUUIDs.isEmpty && (includeImported || !OutcomeExport.isImported(outcome)) {
+
+        mutating func record(_ outcome: Outcome) throws(StoreError) -> OutcomeRecord? {
             let task: CareTask
             if let cached = tasks[outcome.taskUUID] {
                 task = cached
             } else {
-                guard let found = try store.fetchTasks(EntityQuery(versions: .history, uuids: [outcome.taskUUID])).first else { continue }
+                guard let found = try reader.fetchTasks(EntityQuery(versions: .history, uuids: [outcome.taskUUID])).first else { return nil }
                 tasks[outcome.taskUUID] = found
                 task = found
             }
@@ -63,17 +64,16 @@ public struct OutcomeExport: Sendable {
                 if let cached = patients[planUUID] {
                     patient = cached
                 } else {
-                    let plan = try store.fetchCarePlans(EntityQuery(versions: .history, uuids: [planUUID])).first
+                    let plan = try reader.fetchCarePlans(EntityQuery(versions: .history, uuids: [planUUID])).first
                     if let patientUUID = plan?.patientUUID {
-                        patient = try store.fetchPatients(EntityQuery(versions: .history, uuids: [patientUUID])).first
+                        patient = try reader.fetchPatients(EntityQuery(versions: .history, uuids: [patientUUID])).first
                     }
                     patients[planUUID] = patient
                 }
             }
-            records.append(OutcomeRecord(outcome: outcome, task: task, patient: patient,
-                                         amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil))
+            return OutcomeRecord(outcome: outcome, task: task, patient: patient,
+                                 amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
         }
-        return records.sorted { ($0.outcome.effectiveDate, $0.outcome.id) < ($1.outcome.effectiveDate, $1.outcome.id) }
     }
 
     public func observations() throws(StoreError) -> [ExportedObservation] {
@@ -135,17 +135,24 @@ public struct OutcomeExport: Sendable {
         return entry
     }
 
-    /// Builds the exported resources one at a time and hands each to `body`, so that exports of
-    /// any size need memory for one resource, not all of them.
+    /// Builds the exported resources one at a time and hands each to `body`, in the order of the
+    /// outcomes' dates (then ids), so that exports of any size need memory for one resource, not
+    /// all of them: the outcomes come through the store's cursor, in one read.
     public func forEach(excluding done: Set<UUID> = [], _ body: (ExportedObservation) throws -> Void) throws {
-        let wanted = try records().filter { !done.contains($0.outcome.uuid) }
-        for (i, record) in wanted.enumerated() {
-            progress?(i, wanted.count)
-            let (observation, notes) = builder.resource(record)
-            try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
-                                         identifier: builder.identifierValue(record.outcome), notes: notes))
+        try store.read { reader in
+            let total = try reader.currentOutcomeCount()
+            var owners = Owners(reader: reader)
+            var seen = 0
+            try reader.forEachCurrentOutcome { outcome in
+                seen += 1
+                guard includeImported || !OutcomeExport.isImported(outcome), !done.contains(outcome.uuid), let record = try owners.record(outcome) else { return }
+                progress?(seen - 1, total)
+                let (observation, notes) = builder.resource(record)
+                try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
+                                             identifier: builder.identifierValue(record.outcome), notes: notes))
+            }
+            progress?(total, total)
         }
-        progress?(wanted.count, wanted.count)
     }
 
     /// Streams a transaction (or batch) Bundle as compact JSON to `output`, entry by entry; the
