@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suite under the sanitizers: the whole suite under AddressSanitizer (with
 # LeakSanitizer), and the concurrent code (store writers and readers, the outbox, push, token
-# sharing, the server, its EHR workers, CareKit sync and dashboard sessions) under ThreadSanitizer. Each has its own build folder (.build/asan, .build/tsan).
+# sharing, the server, its EHR workers, CareKit sync, dashboard sessions and staged imports) under ThreadSanitizer. Each has its own build folder (.build/asan, .build/tsan).
 #
 #   scripts/sanitizers.sh            both
 #   scripts/sanitizers.sh address    ASan only
@@ -19,7 +19,7 @@ mkdir -p "$CAREGATE_TEST_CACHE"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/caregate-sanitizers.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 # The concurrent code's suites, for ThreadSanitizer.
-concurrent="Concurrent|SQLiteStore|StoreTransaction|Push|Outbox|SMART|SyncRoute|ServerLimit|CareKitSync|EHRLoop|ConcurrencyLimit|HostileClient|NotifyRoute|DashboardRoute"
+concurrent="Concurrent|SQLiteStore|StoreTransaction|Push|Outbox|SMART|SyncRoute|ServerLimit|CareKitSync|EHRLoop|ConcurrencyLimit|HostileClient|NotifyRoute|DashboardRoute|StagedImport"
 status=0
 for sanitizer in ${which[*]}; do
     case "$sanitizer" in
