@@ -1,7 +1,6 @@
 import JSON
 import Foundation
 import GRDB
-import Synchronization
 import GRDBSQLite
 
 #if canImport(Glibc)
@@ -34,7 +33,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// The newest revision committed when the running write transaction began (nil outside
     /// one; writes take turns): rows up to it are committed, so a version a write decodes from
     /// one may be cached (the task an outcome names, decoded for every push otherwise).
-    private let writeStart = Mutex<Int?>(nil)
+    private let writeStart = Locked<Int?>(nil)
 
     /// Opens (creating if needed) the store at `path`.
     public init(path: String) throws(StoreError) {

@@ -6,7 +6,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
-import Synchronization
 
 /// Who may open the dashboard: the admin token's digest (from the configuration, separate from
 /// device tokens), and whether session cookies are marked `Secure` (served over TLS, or behind a
@@ -33,7 +32,7 @@ final class DashboardSessions: Sendable {
         var lastUsed: Date
     }
 
-    private let sessions = Mutex<[String: Session]>([:])
+    private let sessions = Locked<[String: Session]>([:])
     let idleTimeout: TimeInterval
 
     init(idleTimeout: TimeInterval) {

@@ -6,7 +6,6 @@ import Gateway
 import JSON
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 /// The EHR side of `caregate serve`: the outbox pushed on an interval and right after a device's
 /// push, enrolled patients refreshed on an interval and when the EHR notifies.
@@ -50,7 +49,7 @@ public struct WorkerClock: Sendable {
 /// Wakes a waiting worker early: `fire()` ends the current or next `wait`. Several fires before
 /// a wait count as one.
 final class Wakeup: Sendable {
-    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = Locked<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
 
     func fire() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -91,7 +90,7 @@ public final class EHRActivity: Sendable {
         var refreshAll = false
         var refreshPatients: Set<String> = []
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let pushWake = Wakeup()
     let refreshWake = Wakeup()
 

@@ -10,7 +10,6 @@ import NIOSSL
 import Logging
 import NIOCore
 import ServiceLifecycle
-import Synchronization
 
 /// What each request handler knows: Hummingbird's core context and the peer's address (wrong
 /// enrollment codes are counted per address).
@@ -189,7 +188,7 @@ public struct GatewayServer: Sendable {
 /// Requests in flight per key (a device, an address), with a ceiling.
 final class InFlightLimit: Sendable {
     let limit: Int
-    private let counts = Mutex<[String: Int]>([:])
+    private let counts = Locked<[String: Int]>([:])
 
     init(_ limit: Int) {
         self.limit = limit
@@ -229,7 +228,7 @@ final class InFlightLimit: Sendable {
 final class SyncTimes: Service, Sendable {
     let store: any DeviceRegistry & Sendable
     let interval: Duration
-    private let noted = Mutex<[String: Date]>([:])
+    private let noted = Locked<[String: Date]>([:])
 
     init(store: any DeviceRegistry & Sendable, interval: Duration = .seconds(5)) {
         self.store = store

@@ -1,6 +1,5 @@
 import CareStore
 import Foundation
-import Synchronization
 
 /// The backend of CareKit's sync (`OCKRemoteSynchronizable`) for one patient's devices: pulls
 /// send the versions a device's knowledge vector does not cover, pushes merge a device's
@@ -142,7 +141,7 @@ public struct CareKitSync: Sendable {
 /// (the most recent); a page whose list was dropped works it out again, with the same result.
 /// A list goes once its last page is served: a year's plan is megabytes, kept for nobody.
 public final class PullPageCache: Sendable {
-    private let lists = Mutex<[(key: String, versions: PatientVersions)]>([])
+    private let lists = Locked<[(key: String, versions: PatientVersions)]>([])
     let capacity: Int
 
     /// Four: a list is a year's plan in megabytes, and with many devices catching up at once

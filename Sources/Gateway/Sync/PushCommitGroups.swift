@@ -1,6 +1,5 @@
 import CareStore
 import Dispatch
-import Synchronization
 
 /// Device pushes merged in groups that share one commit. A push that arrives while the store's
 /// one writer is busy waits; the waiting pushes are then merged together in one transaction,
@@ -16,7 +15,7 @@ public final class PushCommitGroups: Sendable {
     public let sync: CareKitSync
     /// Pushes merged in one transaction, at most.
     public let groupLimit: Int
-    private let state = Mutex(Waiting())
+    private let state = Locked(Waiting())
     /// Groups are merged one after another on a thread of their own (it blocks on the store's writer).
     private let mergeQueue = DispatchQueue(label: "caregate.sync.push-groups")
 
