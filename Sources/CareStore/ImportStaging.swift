@@ -129,13 +129,14 @@ public final class SQLiteImportStaging: ImportStaging {
 
         @discardableResult
         func insert(_ item: StagedItem) throws -> Int64 {
-            try db.execute(sql: "INSERT INTO item (grp, identity, full_url, container, origin, bytes) VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [item.group, item.identity, item.fullURL, item.container, item.origin, Data(item.bytes)])
+            // Statements prepared once per connection: this runs once per resource read.
+            try db.cachedStatement(sql: "INSERT INTO item (grp, identity, full_url, container, origin, bytes) VALUES (?, ?, ?, ?, ?, ?)")
+                .execute(arguments: [item.group, item.identity, item.fullURL, item.container, item.origin, Data(item.bytes)])
             return db.lastInsertedRowID
         }
 
         func item(identity: String) throws -> StagedItem? {
-            try Row.fetchOne(db, sql: "SELECT * FROM item WHERE identity = ?", arguments: [identity]).map(SQLiteImportStaging.item)
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM item WHERE identity = ?"), arguments: [identity]).map(SQLiteImportStaging.item)
         }
 
         func replace(_ sequence: Int64, with item: StagedItem) throws {

@@ -50,9 +50,9 @@ let median = results.map(\.total).sorted()[results.count / 2]
 let s = best.report.seconds
 let phases = s.reading + s.mapping + s.storing
 var usage = rusage()
-getrusage(RUSAGE_SELF, &usage)
-print(String(format: "import of %d files (%.1f MB, %d resources) into an empty store, %@, best of %d runs:",
-             best.report.files, Double(bytes) / 1e6, best.report.resources, staged ? "staged, \(window) at once" : "whole run in memory", runs))
+getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+print(String(format: "import of %d files (%.1f MB, %d resources) into an empty store, ", best.report.files, Double(bytes) / 1e6, best.report.resources)
+      + (staged ? "staged, \(window) at once" : "whole run in memory") + ", best of \(runs) runs:")
 print(String(format: "  %.2f s (median %.2f s): %.1f MB/s, %.0f resources/s, %d store entries written (%.0f entries/s)",
              best.total, median, Double(bytes) / 1e6 / best.total, Double(best.report.resources) / best.total, best.written, Double(best.written) / best.total))
 print(String(format: "  reading and parsing %.0f%%, mapping %.0f%%, storing %.0f%% (%.2f s, %.2f s, %.2f s)",

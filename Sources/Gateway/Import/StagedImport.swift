@@ -174,30 +174,36 @@ public struct StagedImport: Sendable {
     /// maps it. Resources of a Bundle go back into a Bundle of their own entries, so that
     /// `urn:uuid` references between them resolve as they did in the file.
     static func map(_ group: String, staging: any ImportStaging, engine: MappingEngine) throws(StoreError) -> MappedGroup {
+        var notes: [ImportNote] = []
+        // Each staged item read back once.
+        func decoded(_ items: [StagedItem]) -> [(item: StagedItem, resource: Element)] {
+            items.compactMap { item in
+                guard let resource = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(item.bytes).resource else {
+                    notes.append(ImportNote(kind: .error, resource: item.identity ?? "resource", path: nil, origin: item.origin, message: "the staged copy could not be read back"))
+                    return nil
+                }
+                return (item, resource)
+            }
+        }
         let own = try staging.items(group: group)
-        var items = own
+        var read = decoded(own)
         var seen = Set(own.map(\.sequence))
-        var frontier = own
+        var frontier = read
         // The shared resources referred to, and theirs in turn (a PractitionerRole's Practitioner).
         for _ in 0..<4 where !frontier.isEmpty {
-            let named = Set(frontier.flatMap { Self.references(in: $0.bytes) })
+            let named = Set(frontier.flatMap { Self.references(in: $0.resource) })
             let keys = Set(named.compactMap(Self.relativeKey))
             let found = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
                 .filter { $0.group.isEmpty && seen.insert($0.sequence).inserted }
-            items += found
-            frontier = found
+            frontier = decoded(found)
+            read += frontier
         }
-        items.sort { $0.sequence < $1.sequence }
-        let shared = Set(items.filter { $0.group.isEmpty }.map(\.sequence))
-        var notes: [ImportNote] = []
+        read.sort { $0.item.sequence < $1.item.sequence }
+        let shared = Set(read.filter { $0.item.group.isEmpty }.map(\.item.sequence))
         var sources: [SourcedResource] = []
         var containers: [Int: [(item: StagedItem, resource: Element)]] = [:]
         var order: [(Int, Element, StagedItem)] = []
-        for item in items {
-            guard let resource = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(item.bytes).resource else {
-                notes.append(ImportNote(kind: .error, resource: item.identity ?? "resource", path: nil, origin: item.origin, message: "the staged copy could not be read back"))
-                continue
-            }
+        for (item, resource) in read {
             if item.container != 0 { containers[item.container, default: []].append((item, resource)) }
             order.append((item.container, resource, item))
         }
@@ -230,9 +236,8 @@ public struct StagedImport: Sendable {
         return MappedGroup(output: output, notes: notes)
     }
 
-    /// Every `reference` string in a resource's JSON.
-    static func references(in json: [UInt8]) -> [String] {
-        guard let resource = try? FHIRJSONReader(options: ParseOptions(lenient: true)).read(json).resource else { return [] }
+    /// Every `reference` string in a resource.
+    static func references(in resource: Element) -> [String] {
         var found: [String] = []
         func walk(_ element: Element) {
             for child in element.children {
