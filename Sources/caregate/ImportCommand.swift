@@ -121,47 +121,17 @@ struct ImportCommand: AsyncParsableCommand {
         let bar = ProgressBar(plainLines: true)
         let started = Date()
         let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
+        let update: @Sendable (ImportProgress) -> Void = { progress in bar.update(progress.stage.rawValue, done: progress.done, total: progress.total) }
         let result: ImportReport
         if let from {
-            let pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs"))
-            let pulled: PatientPull.Result
-            do { pulled = try await pull.pull(patients: patient) } catch {
-                throw CommandError.message("\(error); nothing was imported")
-            }
-            var report = ImportReport()
-            report.notes = pulled.notes
-            report.seconds.reading = Date().timeIntervalSince(started)
-            result = importer.run(resources: pulled.resources, report: report, dryRun: dryRun) { progress in
-                bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
-            }
+            result = try await pullImport(from, importer: importer, started: started, progress: update)
         } else if let bulkFrom {
-            let fetch = try bulkFetch(bulkFrom, store: store)
-            let fetched: BulkExportFetch.Fetched
-            do { fetched = try await fetch.fetch(try bulkRequest(fetch)) } catch {
-                throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
-            }
-            let report: ImportReport
-            do {
-                report = try await fetch.importFetched(fetched, into: importer, staging: try staging(), dryRun: dryRun) { progress in
-                    bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
-                }
-            } catch {
-                throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
-            }
-
-            result = report
-            StandardError.print("bulk export: \(Self.seconds(fetched.seconds.export)) on the server, \(Self.seconds(fetched.seconds.download)) downloading, "
-                                + "\(Self.seconds(report.seconds.reading + report.seconds.mapping + report.seconds.storing)) importing")
-            if !dryRun {
-                for problem in await fetch.finish(fetched) { StandardError.print("warning: \(problem)") }
-            }
+            result = try await bulkImport(bulkFrom, importer: importer, store: store, progress: update)
         } else {
             let staging = try staging()
-            do {
-                result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun) { progress in
-                    bar.update(progress.stage.rawValue, done: progress.done, total: progress.total)
-                }
-            } catch { throw CommandError.store(error) }
+            do { result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun, progress: update) } catch {
+                throw CommandError.store(error)
+            }
         }
         bar.finish()
         let json = result.json(dryRun: dryRun)
@@ -206,6 +176,41 @@ struct ImportCommand: AsyncParsableCommand {
                 + (summary.isEmpty ? "nothing to do" : summary.joined(separator: ", ")))
         }
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
+    }
+
+    /// `--from`: the patients pulled from the server, imported as files would be.
+    func pullImport(_ from: String, importer: FHIRImporter, started: Date, progress: @escaping @Sendable (ImportProgress) -> Void) async throws -> ImportReport {
+        let pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs"))
+        let pulled: PatientPull.Result
+        do { pulled = try await pull.pull(patients: patient) } catch {
+            throw CommandError.message("\(error); nothing was imported")
+        }
+        var report = ImportReport()
+        report.notes = pulled.notes
+        report.seconds.reading = Date().timeIntervalSince(started)
+        return importer.run(resources: pulled.resources, report: report, dryRun: dryRun, progress: progress)
+    }
+
+    /// `--bulk-from`: the export fetched (or its fetch resumed), imported, then finished.
+    func bulkImport(_ base: String, importer: FHIRImporter, store: any CarePlanStore, progress: @escaping @Sendable (ImportProgress) -> Void) async throws -> ImportReport {
+        let fetch = try bulkFetch(base, store: store)
+        let request = try bulkRequest(fetch)
+        let staging = try staging()
+        let fetched: BulkExportFetch.Fetched
+        let report: ImportReport
+        do throws(BulkFetchError) {
+            fetched = try await fetch.fetch(request)
+            report = try await fetch.importFetched(fetched, into: importer, staging: staging, dryRun: dryRun, progress: progress)
+        } catch {
+            throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
+        }
+        let importing = report.seconds.reading + report.seconds.mapping + report.seconds.storing
+        StandardError.print("bulk export: \(Self.seconds(fetched.seconds.export)) on the server, \(Self.seconds(fetched.seconds.download)) downloading, \(Self.seconds(importing)) importing")
+        if !dryRun {
+            let problems = await fetch.finish(fetched)
+            for problem in problems { StandardError.print("warning: \(problem)") }
+        }
+        return report
     }
 
     /// Where files are staged before they are mapped: a scratch database beside the store (as
