@@ -53,7 +53,7 @@ for kind in ["Organization", "Practitioner", "Patient", "CarePlan", "CareTeam", 
         if len(entries) == 500: flush()
 flush()
 PY
-(cd .. && swift build -c release --product caregate >/dev/null)
+(cd .. && swift build -c release --product caregate >/dev/null 2>&1)
 caregate="$(cd .. && swift build -c release --show-bin-path)/caregate"
 /usr/bin/time -f "caregate import --bulk-from: %e s in all, peak resident memory %M KB" \
   "$caregate" import --bulk-from "http://127.0.0.1:$port/fhir" --store "$work/store.sqlite" --tz America/New_York \

@@ -23,9 +23,9 @@ mkdir -p "$cache"
 if [ ! -f "$population/Patient.ndjson" ]; then
   python3 ../scripts/population.py "$population" --megabytes "$megabytes"
 fi
-swift build -c release --product import-throughput >/dev/null
-swift build -c release --product export-scale >/dev/null
-(cd .. && swift build -c release --product caregate >/dev/null)
+swift build -c release --product import-throughput >/dev/null 2>&1
+swift build -c release --product export-scale >/dev/null 2>&1
+(cd .. && swift build -c release --product caregate >/dev/null 2>&1)
 bin="$(swift build -c release --show-bin-path)"
 for input in ../../shared/synthea "$population"; do
   runs=3; [ "$input" = "$population" ] && runs=1
