@@ -156,16 +156,15 @@ public final class SQLiteImportStaging: ImportStaging {
     public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
         guard !identities.isEmpty || !fullURLs.isEmpty else { return [] }
         return try read { db in
-            var found: [StagedItem] = []
-            for chunk in stride(from: 0, to: identities.count, by: 500).map({ Array(identities[$0..<min($0 + 500, identities.count)]) }) {
-                found += try Row.fetchAll(db, sql: "SELECT * FROM item WHERE identity IN (\(databaseQuestionMarks(count: chunk.count)))",
-                                          arguments: StatementArguments(chunk)).map(Self.item)
+            // In chunks: SQLite limits how many values one statement binds.
+            func items(_ column: String, _ values: [String]) throws -> [StagedItem] {
+                try stride(from: 0, to: values.count, by: 500).flatMap { start in
+                    let chunk = Array(values[start..<min(start + 500, values.count)])
+                    return try Row.fetchAll(db, sql: "SELECT * FROM item WHERE \(column) IN (\(databaseQuestionMarks(count: chunk.count)))",
+                                            arguments: StatementArguments(chunk)).map(Self.item)
+                }
             }
-            for chunk in stride(from: 0, to: fullURLs.count, by: 500).map({ Array(fullURLs[$0..<min($0 + 500, fullURLs.count)]) }) {
-                found += try Row.fetchAll(db, sql: "SELECT * FROM item WHERE full_url IN (\(databaseQuestionMarks(count: chunk.count)))",
-                                          arguments: StatementArguments(chunk)).map(Self.item)
-            }
-            return found
+            return try items("identity", identities) + items("full_url", fullURLs)
         }
     }
 

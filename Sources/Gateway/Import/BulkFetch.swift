@@ -157,7 +157,7 @@ public struct BulkExportFetch: Sendable {
     }
 
     /// The ids of the patients an incremental export (`_since`) shows changes for: its Patients,
-    /// and the patients its other resources name (`subject`, `patient`). Such an export holds only
+    /// and the patients its other resources name (`subject`, `patient`, `beneficiary`). Such an export holds only
     /// what changed, so a changed MedicationRequest comes without the CarePlan it belongs in: these
     /// patients are pulled whole (`PatientPull`) and imported in context, as a refresh does.
     public static func changedPatients(_ fetched: Fetched, files: ResourceFiles = ResourceFiles()) -> (ids: [String], notes: [ImportNote]) {
@@ -169,10 +169,8 @@ public struct BulkExportFetch: Sendable {
             for source in resources {
                 let resource = source.resource
                 if resource.resourceType == "Patient", let id = resource.string("id") { ids.insert(id) }
-                for field in ["subject", "patient"] {
-                    guard let reference = resource.first("\(field).reference")?.value else { continue }
-                    let parts = reference.split(separator: "/")
-                    if parts.count >= 2, parts[parts.count - 2] == "Patient" { ids.insert(String(parts[parts.count - 1])) }
+                for field in StagedImport.patientFields {
+                    if let id = resource.first("\(field).reference")?.value.flatMap(RestHookNotification.patientID(in:)) { ids.insert(id) }
                 }
             }
         }

@@ -105,18 +105,19 @@ public struct StagedImport: Sendable {
     /// The group a resource is imported with: its patient's (`Patient/id`); for a resource of a
     /// type the mappings map but that names no patient, a group of its own; else the shared group
     /// (empty), whose resources go with every patient that refers to them.
+    /// The elements through which a resource names its patient.
+    static let patientFields = ["subject", "patient", "beneficiary"]
+
     /// A Patient without an id (in a Bundle) is grouped by its `fullUrl`, as references name it.
     func group(of source: SourcedResource, identity: String?, fullURL: String?) -> String {
         let resource = source.resource
         if resource.resourceType == "Patient", let key = identity ?? fullURL.map({ "url:" + $0 }) { return key }
-        for field in ["subject", "patient", "beneficiary"] {
+        for field in Self.patientFields {
             guard let reference = resource.first("\(field).reference")?.value else { continue }
             if let target = source.index?.resource(for: reference), target.resourceType == "Patient" {
                 return Self.identity(target) ?? "url:" + reference
             }
-            var parts = reference.split(separator: "/")
-            if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
-            if parts.count >= 2, parts[parts.count - 2] == "Patient" { return "Patient/\(parts[parts.count - 1])" }
+            if let id = RestHookNotification.patientID(in: reference) { return "Patient/\(id)" }
         }
         if let type = resource.resourceType, importer.mappings.files[type] != nil { return "~" + (identity ?? source.origin) }
         return ""
