@@ -9,29 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 copies=10
 [[ "${1:-}" == "--copies" ]] && copies="$2"
-venv="${CAREGATE_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/caregate-tests}/caregate-sekmet-venv-0.1.1"
-mkdir -p "$(dirname "$venv")"
-if [ ! -x "$venv/bin/sekmet" ]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q sekmet-fhir==0.1.1
-fi
-work="$(mktemp -d)"
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source ./sekmet.sh
 port=$((20000 + RANDOM % 10000))
-cat > "$work/settings.yaml" <<YAML
-base_url: http://127.0.0.1:$port/fhir
-host: 127.0.0.1
-port: $port
-data_dir: $work/data
-simulator:
-  enabled: false
-log_inbound: false
-YAML
-SEKMET_CONFIG="$work/settings.yaml" "$venv/bin/sekmet" serve --config "$work/settings.yaml" >"$work/server.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 80); do curl -sf "http://127.0.0.1:$port/fhir/metadata" >/dev/null && break; sleep 0.25; done
+start_sekmet $port "$work"
 python3 ../scripts/population.py "$work/population" --copies "$copies" >/dev/null
 # The resources CareGate maps, and those they refer to, as transactions of PUTs (ids kept).
 python3 - "$work/population" "http://127.0.0.1:$port/fhir" <<'PY'
