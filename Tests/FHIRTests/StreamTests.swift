@@ -27,6 +27,55 @@ struct StreamTests {
         return nil
     }
 
+    /// Each entry's kept text read on its own: the same resource as the whole read's entry.
+    func expectEntryTextsMatch(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let (parsed, texts) = try FHIRDocument.readKeepingEntryText(contentsOf: path, options: ParseOptions(lenient: true))
+        let entries = parsed.resource.children.filter { $0.name == "entry" }
+        guard let texts else { return #expect(parsed.resource.resourceType != "Bundle", "\(path): no entry texts", sourceLocation: sourceLocation) }
+        #expect(texts.count == entries.count, sourceLocation: sourceLocation)
+        let writer = FHIRJSONWriter(pretty: false)
+        for (entry, text) in zip(entries, texts) {
+            guard let resource = entry["resource"] else { #expect(text == nil, sourceLocation: sourceLocation); continue }
+            let again = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(try #require(text, sourceLocation: sourceLocation)).resource
+            #expect(writer.write(again) == writer.write(resource), "\(path): \(resource.resourceType ?? "?")", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test("a JSON Bundle's entries kept as text (whitespace between tokens dropped) read back as the entries of a whole read: the samples, the official Bundles, and strings holding braces, quotes and spaces")
+    func entryText() throws {
+        try expectEntryTextsMatch(SharedData.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path)
+        let tricky = try temporaryFile("tricky-bundle.json", """
+            \u{FEFF}{ "resourceType" : "Bundle", "type": "collection",
+              "entry": [
+                { "fullUrl": "urn:uuid:1", "resource": { "resourceType": "Patient", "id": "p1",
+                    "name": [ { "text": "Ann \\"the } ] {\\" Lee", "given": [ "a  b", "c\\\\" ] } ] } },
+                { "request": { "method": "DELETE", "url": "Patient/gone" } },
+                { "resource" :{"resourceType":"Observation","status":"final","code":{"text":"[x]"}}, "fullUrl": "urn:uuid:2" }
+              ]
+            }
+            """)
+        defer { try? FileManager.default.removeItem(atPath: tricky) }
+        try expectEntryTextsMatch(tricky)
+        let (_, texts) = try FHIRDocument.readKeepingEntryText(contentsOf: tricky)
+        #expect(texts?.count == 3 && texts?[1] == nil)
+        #expect(texts?[0].map { String(decoding: $0, as: UTF8.self) }?.contains(#""text":"Ann \"the } ] {\" Lee","given":["a  b","c\\"]"#) == true)
+        guard SharedData.isAvailable else { return SharedData.skipNotice("entry texts of the official Bundles") }
+        let bundles = SharedData.files("fhir-r4/examples/json", suffix: ".json").filter { $0.lastPathComponent.lowercased().contains("bundle") }
+        #expect(bundles.count > 3)
+        for bundle in bundles { try expectEntryTextsMatch(bundle.path) }
+    }
+
+    @Test("NDJSON lines handed out unparsed read as next() reads them, with their line numbers")
+    func ndjsonLines() throws {
+        let path = try temporaryFile("lines.ndjson", "{\"resourceType\":\"Patient\",\"id\":\"a\"}\n\n  \n{\"resourceType\":\"Patient\",\"id\":\"b\"}\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try NDJSONReader(path: path)
+        var lines: [NDJSONReader.Line] = []
+        while let line = try reader.nextLine() { lines.append(line) }
+        #expect(lines.map(\.number) == [1, 4])
+        #expect(try lines.map { try $0.parse(options: reader.readOptions).resource.string("id") } == ["a", "b"])
+    }
+
     @Test("a bad NDJSON line is reported with its line number and the next lines still read")
     func ndjsonBadLine() throws {
         let path = try temporaryFile("bad.ndjson", """

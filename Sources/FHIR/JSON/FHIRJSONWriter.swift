@@ -132,7 +132,7 @@ struct JSONEmitter {
                 out.append(contentsOf: rawValue.utf8)
                 continue
             }
-            let definition = parentType?.element(named: child.name)
+            let definition = parentType?.element(of: child)
             let j = Self.groupEnd(children, from: i, isChoice: definition?.isChoice ?? false)
             // Several values of a single-valued element (kept by a lenient read) stay an array:
             // writing one of them would drop the others without a word.

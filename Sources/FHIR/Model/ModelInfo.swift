@@ -173,6 +173,14 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
         elementSlotByName[name].map { elements[Int($0)] }
     }
 
+    /// The definition of one of an element's children: found through the slot the child was
+    /// read into (no hashing of its name), by name when it has none.
+    func element(of child: Element) -> ElementDefinition? {
+        let slot = Int(child.slot)
+        if slot < elements.count, elements[slot].name == child.name { return elements[slot] }
+        return element(named: child.name)
+    }
+
     /// Resolves a JSON or XML property name (`valueQuantity`, `status`) to its element and the
     /// type it names, or nil for a name the type does not have.
     public func property(named name: String) -> (element: ElementDefinition, typeIndex: Int32)? {

@@ -70,6 +70,27 @@ public enum FHIRDocument {
         }
     }
 
+    /// Reads one resource as `read` does and, for a JSON Bundle, the text of each entry's
+    /// `resource` as the file has it (whitespace between tokens left out), by entry (nil for an entry without one, and for XML): what
+    /// a reader that keeps resources for later keeps, instead of writing them again.
+    public static func readKeepingEntryText(contentsOf path: String, format: FHIRFormat? = nil,
+                                            options: ParseOptions = ParseOptions()) throws(FHIRFormatError) -> (parsed: ParsedResource, entryText: [[UInt8]?]?) {
+        let resolved: FHIRFormat
+        if let format { resolved = format } else { resolved = try FHIRFormat.detect(path: path) }
+        guard resolved == .json else { return (try read(contentsOf: path, format: resolved, options: options), nil) }
+        var options = options
+        if options.sourceName == nil { options.sourceName = path }
+        let bytes = try FileBytes.read(path, limit: options.maximumDocumentSize)
+        let parsed = try FHIRJSONReader(options: options).read(bytes)
+        guard parsed.resource.resourceType == "Bundle" else { return (parsed, nil) }
+        return bytes.withUnsafeBufferPointer { text in
+            guard let ranges = JSONTextCursor.entryResources(in: text),
+                  // Paired by position: only when the text has as many entries as were read.
+                  ranges.count == parsed.resource.children.count(where: { $0.name == "entry" }) else { return (parsed, nil) }
+            return (parsed, ranges.map { $0.map { JSONTextCursor.compacted(text, $0) } })
+        }
+    }
+
     /// Serialises a resource in JSON or XML (pretty printed).
     public static func write(_ resource: Element, format: FHIRFormat, pretty: Bool = true) -> [UInt8] {
         switch format {

@@ -23,8 +23,15 @@ public final class NDJSONReader {
 
     /// The next resource, or nil at the end of the file.
     public func next() throws(FHIRFormatError) -> ParsedResource? {
+        guard let line = try nextLine() else { return nil }
+        return try line.parse(options: options)
+    }
+
+    /// The next line that is not blank, unparsed (so that lines can be parsed elsewhere, on
+    /// other threads), or nil at the end of the file. A line over the size limit throws.
+    public func nextLine() throws(FHIRFormatError) -> Line? {
         while true {
-            guard let line = try nextLine() else { return nil }
+            guard let line = try nextLineRange() else { return nil }
             lineNumber += 1
             let isBlank = buffer[line].allSatisfy { Lexical.isWhitespace($0) }
             if isBlank { continue }
@@ -33,14 +40,29 @@ public final class NDJSONReader {
                     "line is \(line.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
                     at: SourceLocation(file: options.sourceName, line: lineNumber)))
             }
-            return try buffer.withUnsafeBufferPointer { all throws(FHIRFormatError) in
-                try FHIRJSONReader(options: options).read(UnsafeBufferPointer(rebasing: all[line]), lineOffset: lineNumber - 1)
+            return Line(bytes: Array(buffer[line]), number: lineNumber)
+        }
+    }
+
+    /// One line of an NDJSON file, as read.
+    public struct Line: Sendable {
+        public var bytes: [UInt8]
+        /// Its 1-based line number in the file.
+        public var number: Int
+
+        /// The line's resource, with issues placed on this line of the file `options` names.
+        public func parse(options: ParseOptions) throws(FHIRFormatError) -> ParsedResource {
+            try bytes.withUnsafeBufferPointer { all throws(FHIRFormatError) in
+                try FHIRJSONReader(options: options).read(all, lineOffset: number - 1)
             }
         }
     }
 
+    /// The options lines are read with (`sourceName` is the file).
+    public var readOptions: ParseOptions { options }
+
     /// Finds the next line in the buffer, reading more of the file as needed.
-    private func nextLine() throws(FHIRFormatError) -> Range<Int>? {
+    private func nextLineRange() throws(FHIRFormatError) -> Range<Int>? {
         while true {
             if let newline = buffer[scanned...].firstIndex(of: 0x0A) {
                 let line = start..<newline

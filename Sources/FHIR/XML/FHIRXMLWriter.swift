@@ -124,7 +124,7 @@ struct XMLEmitter {
                 continue
             }
             if attributes.contains(child.name) || !child.hasContent(in: .xml) { continue }
-            let definition = parentType?.element(named: child.name)
+            let definition = parentType?.element(of: child)
             var name = child.name
             if definition?.isChoice == true, let typeName = child.typeName {
                 name += ElementDefinition.choiceSuffix(for: typeName)

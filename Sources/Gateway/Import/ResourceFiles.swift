@@ -43,56 +43,132 @@ public struct ResourceFiles: Sendable {
     @discardableResult
     public func forEach(_ path: String, _ body: (SourcedResource, _ fullURL: String?) -> Void) -> [ImportNote] {
         var problems: [ImportNote] = []
-        /// `Observation.ndjson:98:36: line 98: error: Observation: expected a value, …`: the
-        /// place once, in the origin.
-        func problem(_ error: FHIRFormatError, _ where_: String? = nil) {
-            let first = error.issues.first { $0.severity == .error } ?? error.issues.first
-            let location = first?.location
-            let origin = location.map { $0.line > 0 ? "\(path):\($0.line):\($0.column)" : path } ?? path
-            problems.append(ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: location.flatMap { $0.path.isEmpty ? nil : $0.path },
-                                       origin: origin, message: first?.message ?? "\(error)"))
+        for unit in units(path, linesPerUnit: 1) { problems += parse(unit, keepingText: false) { resource, fullURL, _ in body(resource, fullURL) } }
+        return problems
+    }
+
+    /// A piece of a file read but not yet parsed, so that pieces can be parsed on several cores:
+    /// a run of an NDJSON file's lines, a whole JSON or XML file, or what could not be read.
+    public enum Unit: Sendable {
+        case lines(path: String, [NDJSONReader.Line], options: ParseOptions)
+        case file(path: String)
+        case unreadable(ImportNote)
+    }
+
+    /// Cuts one file into units, in order: an NDJSON file into runs of `linesPerUnit` lines (a
+    /// line that cannot be read ends its run and becomes a unit of its own), any other file whole.
+    public func units(_ path: String, linesPerUnit: Int) -> UnitReader {
+        UnitReader(path: path, options: options, linesPerUnit: linesPerUnit)
+    }
+
+    /// The units of one file, one at a time (see `units(_:linesPerUnit:)`).
+    public final class UnitReader: IteratorProtocol, Sequence {
+        let path: String
+        let options: ParseOptions
+        let linesPerUnit: Int
+        var reader: NDJSONReader?
+        var started = false
+        var ended = false
+        var held: Unit?
+
+        init(path: String, options: ParseOptions, linesPerUnit: Int) {
+            self.path = path
+            self.options = options
+            self.linesPerUnit = linesPerUnit
         }
-        // What a lenient read let through or changed (invalid UTF-8, control characters, unknown
-        // elements) is reported where it is, so nothing changes without a word.
-        func warning(_ issue: ParseIssue, in resource: Element) {
-            let location = issue.location
-            let label = [resource.resourceType, resource.string("id")].compactMap { $0 }.joined(separator: "/")
-            problems.append(ImportNote(kind: .warning, resource: label.isEmpty ? (path as NSString).lastPathComponent : label,
-                                       path: location.path.isEmpty ? nil : location.path,
-                                       origin: location.line > 0 ? "\(path):\(location.line):\(location.column)" : path,
-                                       message: issue.message))
-        }
-        do {
-            let format = try FHIRFormat.detect(path: path)
-            if format == .ndjson {
-                let reader = try NDJSONReader(path: path, options: options)
-                while true {
-                    do {
-                        guard let parsed = try reader.next() else { break }
-                        parsed.warnings.forEach { warning($0, in: parsed.resource) }
-                        body(SourcedResource(resource: parsed.resource, origin: "\(path):\(reader.lineNumber)"), nil)
-                    } catch {
-                        problem(error, "line \(reader.lineNumber)")
-                    }
+
+        public func next() -> Unit? {
+            if let unit = held { held = nil; return unit }
+            guard !ended else { return nil }
+            guard started else { return start() }
+            guard let reader else { return nil }
+            var lines: [NDJSONReader.Line] = []
+            while lines.count < linesPerUnit {
+                do {
+                    guard let line = try reader.nextLine() else { ended = true; break }
+                    lines.append(line)
+                } catch {
+                    let problem = Unit.unreadable(ResourceFiles.problem(error, path: path, "line \(reader.lineNumber)"))
+                    if lines.isEmpty { return problem }
+                    held = problem
+                    break
                 }
-                return problems
             }
-            let parsed = try FHIRDocument.read(contentsOf: path, format: format, options: options)
-            parsed.warnings.forEach { warning($0, in: parsed.resource) }
-            let resource = parsed.resource
-            guard resource.resourceType == "Bundle" else {
-                body(SourcedResource(resource: resource, origin: path), nil)
-                return problems
-            }
-            let index = BundleIndex(resource)
-            for (i, entry) in resource.children.filter({ $0.name == "entry" }).enumerated() {
-                guard let inner = entry["resource"] else { continue }
-                body(SourcedResource(resource: inner, container: resource, index: index, origin: "\(path)#entry[\(i)]"), entry.string("fullUrl"))
-            }
-            return problems
-        } catch {
-            problem(error)
-            return problems
+            return lines.isEmpty ? nil : .lines(path: path, lines, options: reader.readOptions)
         }
+
+        /// The first unit: a whole file, or the first lines of an NDJSON file.
+        func start() -> Unit? {
+            started = true
+            do {
+                guard try FHIRFormat.detect(path: path) == .ndjson else { ended = true; return .file(path: path) }
+                reader = try NDJSONReader(path: path, options: options)
+                return next()
+            } catch {
+                ended = true
+                return .unreadable(ResourceFiles.problem(error, path: path))
+            }
+        }
+    }
+
+    /// Parses a unit, handing `body` each resource with its entry's `fullUrl` and, when
+    /// `keepingText`, its JSON text as the file has it (an NDJSON line; a JSON Bundle's entry),
+    /// and returns what could not be read and what reading let through with a warning.
+    public func parse(_ unit: Unit, keepingText: Bool, _ body: (SourcedResource, _ fullURL: String?, _ json: [UInt8]?) -> Void) -> [ImportNote] {
+        var problems: [ImportNote] = []
+        switch unit {
+        case .unreadable(let note):
+            return [note]
+        case .lines(let path, let lines, let options):
+            for line in lines {
+                do {
+                    let parsed = try line.parse(options: options)
+                    problems += parsed.warnings.map { Self.warning($0, in: parsed.resource, path: path) }
+                    body(SourcedResource(resource: parsed.resource, origin: "\(path):\(line.number)"), nil, keepingText ? line.bytes : nil)
+                } catch {
+                    problems.append(Self.problem(error, path: path, "line \(line.number)"))
+                }
+            }
+        case .file(let path):
+            do {
+                let (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: options)
+                    : (try FHIRDocument.read(contentsOf: path, options: options), nil)
+                problems += parsed.warnings.map { Self.warning($0, in: parsed.resource, path: path) }
+                let resource = parsed.resource
+                guard resource.resourceType == "Bundle" else {
+                    body(SourcedResource(resource: resource, origin: path), nil, nil)
+                    return problems
+                }
+                let index = BundleIndex(resource)
+                for (i, entry) in resource.children.filter({ $0.name == "entry" }).enumerated() {
+                    guard let inner = entry["resource"] else { continue }
+                    body(SourcedResource(resource: inner, container: resource, index: index, origin: "\(path)#entry[\(i)]"), entry.string("fullUrl"), entryText?[i])
+                }
+            } catch {
+                problems.append(Self.problem(error, path: path))
+            }
+        }
+        return problems
+    }
+
+    /// `Observation.ndjson:98:36: line 98: error: Observation: expected a value, …`: the place
+    /// once, in the origin.
+    static func problem(_ error: FHIRFormatError, path: String, _ where_: String? = nil) -> ImportNote {
+        let first = error.issues.first { $0.severity == .error } ?? error.issues.first
+        let location = first?.location
+        let origin = location.map { $0.line > 0 ? "\(path):\($0.line):\($0.column)" : path } ?? path
+        return ImportNote(kind: .error, resource: where_ ?? (path as NSString).lastPathComponent, path: location.flatMap { $0.path.isEmpty ? nil : $0.path },
+                          origin: origin, message: first?.message ?? "\(error)")
+    }
+
+    /// What a lenient read let through or changed (invalid UTF-8, control characters, unknown
+    /// elements) is reported where it is, so nothing changes without a word.
+    static func warning(_ issue: ParseIssue, in resource: Element, path: String) -> ImportNote {
+        let location = issue.location
+        let label = [resource.resourceType, resource.string("id")].compactMap { $0 }.joined(separator: "/")
+        return ImportNote(kind: .warning, resource: label.isEmpty ? (path as NSString).lastPathComponent : label,
+                          path: location.path.isEmpty ? nil : location.path,
+                          origin: location.line > 0 ? "\(path):\(location.line):\(location.column)" : path,
+                          message: issue.message)
     }
 }

@@ -29,10 +29,7 @@ public struct StagedImport: Sendable {
         var start = clock.now
         let list = importer.files.files(paths)
         report.files = list.count
-        for (i, path) in list.enumerated() {
-            progress?(ImportProgress(stage: .reading, done: i, total: list.count, item: path))
-            try stage(path, container: i + 1, into: staging, report: &report)
-        }
+        try await stage(list, into: staging, report: &report, progress: progress)
         progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
         report.resources = try staging.count()
         report.seconds.reading = (clock.now - start).seconds
@@ -56,50 +53,123 @@ public struct StagedImport: Sendable {
 
     // MARK: Staging
 
-    /// Stages one file's resources (one transaction), collapsing copies of resources staged before.
-    func stage(_ path: String, container: Int, into staging: any ImportStaging, report: inout ImportReport) throws(StoreError) {
+    /// NDJSON lines parsed together: a unit of work for one core, and one staging transaction.
+    static let linesPerUnit = 256
+
+    /// A unit's resources parsed and grouped, ready for the staging's one writer.
+    struct ParsedUnit: Sendable {
+        /// The file's place in the run's list.
+        var file: Int
+        var items: [StagedItem]
+        /// Each item's resource type.
+        var types: [String?]
+        var problems: [ImportNote]
+    }
+
+    /// Stages the files' resources: units of them (NDJSON lines, whole files) parsed `window` at
+    /// a time, written in order by one writer, repeated copies collapsed as they come.
+    func stage(_ list: [String], into staging: any ImportStaging, report: inout ImportReport,
+               progress: (@Sendable (ImportProgress) -> Void)?) async throws(StoreError) {
+        var fileIndex = 0
+        var reader: ResourceFiles.UnitReader?
+        func nextUnit() -> (file: Int, unit: ResourceFiles.Unit)? {
+            while true {
+                if let unit = reader?.next() { return (fileIndex - 1, unit) }
+                guard fileIndex < list.count else { return nil }
+                progress?(ImportProgress(stage: .reading, done: fileIndex, total: list.count, item: list[fileIndex]))
+                reader = importer.files.units(list[fileIndex], linesPerUnit: Self.linesPerUnit)
+                fileIndex += 1
+            }
+        }
+        var staged = report
+        // Identities staged so far, by hash: most resources are read once, and their look-up
+        // for an earlier copy is skipped (a staging that starts with items is always asked).
+        var identities: Set<Int>? = try staging.count() == 0 ? [] : nil
+        let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, ParsedUnit).self) { tasks in
+            var submitted = 0
+            var written = 0
+            var running = 0
+            var ready: [Int: ParsedUnit] = [:]
+            func fill() {
+                // At most `window` parsing, and twice that parsed but not yet written.
+                while running < window, submitted - written < 2 * window, let (file, unit) = nextUnit() {
+                    let sequence = submitted
+                    submitted += 1
+                    running += 1
+                    tasks.addTask { (sequence, self.parse(unit, file: file)) }
+                }
+            }
+            fill()
+            while let (sequence, parsed) = await tasks.next() {
+                running -= 1
+                ready[sequence] = parsed
+                while let unit = ready.removeValue(forKey: written) {
+                    do throws(StoreError) { try write(unit, into: staging, identities: &identities, report: &staged) } catch {
+                        tasks.cancelAll()
+                        return .failure(error)
+                    }
+                    written += 1
+                }
+                fill()
+            }
+            return .success(())
+        }
+        try result.get()
+        report = staged
+    }
+
+    /// Parses a unit and works out each resource's group; keeps each resource's text as the file
+    /// has it (written again only where the file has none: XML).
+    func parse(_ unit: ResourceFiles.Unit, file: Int) -> ParsedUnit {
+        var parsed = ParsedUnit(file: file, items: [], types: [], problems: [])
+        parsed.problems = importer.files.parse(unit, keepingText: true) { source, fullURL, json in
+            let identity = Self.identity(source.resource)
+            var group = group(of: source, identity: identity, fullURL: fullURL)
+            if identity == nil, group.isEmpty { group = "~\(source.origin)" }
+            parsed.items.append(StagedItem(group: group, identity: identity, fullURL: fullURL, container: source.container == nil ? 0 : file + 1,
+                                           origin: source.origin, bytes: json ?? FHIRJSONWriter(pretty: false).write(source.resource)))
+            parsed.types.append(source.resource.resourceType)
+        }
+        return parsed
+    }
+
+    /// Stages one unit's items (one transaction), collapsing copies of resources staged before.
+    func write(_ unit: ParsedUnit, into staging: any ImportStaging, identities: inout Set<Int>?, report: inout ImportReport) throws(StoreError) {
         var notes: [ImportNote] = []
         var repeated = 0
         var unmapped: [String: Int] = [:]
         try staging.write { writer in
-            var failure: (any Error)?
-            let problems = importer.files.forEach(path) { source, fullURL in
-                guard failure == nil else { return }
-                do {
-                    try stage(source, fullURL: fullURL, container: source.container == nil ? 0 : container, writer, notes: &notes, repeated: &repeated, unmapped: &unmapped)
-                } catch {
-                    failure = error
+            for (item, type) in zip(unit.items, unit.types) {
+                let isNew = item.identity.map { identities?.insert($0.hashValue).inserted ?? false } ?? true
+                guard !isNew, let identity = item.identity, let earlier = try writer.item(identity: identity) else {
+                    // Shared resources are counted here, once; in each patient's mapping they are context.
+                    if item.group.isEmpty, let type { unmapped[type, default: 0] += 1 }
+                    try writer.insert(item)
+                    continue
                 }
+                repeated += 1
+                if let note = try Self.repeatedCopy(item, of: earlier, identity: identity, writer) { notes.append(note) }
             }
-            if let failure { throw failure }
-            report.notes += problems
         }
-        report.notes += notes
+        report.notes += unit.problems + notes
         report.repeated += repeated
         for (type, n) in unmapped { report.unmapped[type, default: 0] += n }
     }
 
-    func stage(_ source: SourcedResource, fullURL: String?, container: Int, _ writer: any ImportStagingWriter,
-               notes: inout [ImportNote], repeated: inout Int, unmapped: inout [String: Int]) throws {
-        let bytes = FHIRJSONWriter(pretty: false).write(source.resource)
-        let identity = Self.identity(source.resource)
-        var item = StagedItem(group: group(of: source, identity: identity, fullURL: fullURL), identity: identity, fullURL: fullURL,
-                              container: container, origin: source.origin, bytes: bytes)
-        guard let identity, let earlier = try writer.item(identity: identity) else {
-            if identity == nil, item.group.isEmpty { item.group = "~\(source.origin)" }
-            // Shared resources are counted here, once; in each patient's mapping they are context.
-            if item.group.isEmpty, let type = source.resource.resourceType { unmapped[type, default: 0] += 1 }
-            try writer.insert(item)
-            return
-        }
-        repeated += 1
-        if earlier.bytes == bytes { return }
-        let earlierSource = SourcedResource(resource: try FHIRJSONReader(options: ParseOptions(lenient: true)).read(earlier.bytes).resource, origin: earlier.origin)
+    /// A resource read again: the newer copy is kept (`RepeatedResources`' rule), with a note
+    /// when the copies differ (compared as written by CareGate, not as the files lay them out).
+    static func repeatedCopy(_ item: StagedItem, of earlier: StagedItem, identity: String, _ writer: any ImportStagingWriter) throws -> ImportNote? {
+        if earlier.bytes == item.bytes { return nil }
+        let reader = FHIRJSONReader(options: ParseOptions(lenient: true))
+        let earlierSource = SourcedResource(resource: try reader.read(earlier.bytes).resource, origin: earlier.origin)
+        let source = SourcedResource(resource: try reader.read(item.bytes).resource, origin: item.origin)
+        let writer_ = FHIRJSONWriter(pretty: false)
+        if writer_.write(earlierSource.resource) == writer_.write(source.resource) { return nil }
         let (replaces, reason) = RepeatedResources.isNewer(source, than: earlierSource)
         let winner = replaces ? source.origin : earlier.origin
-        notes.append(ImportNote(kind: .warning, resource: identity, path: nil, origin: source.origin,
-                                message: "read again with different contents (also in \(earlier.origin)); \(reason), so the copy from \(winner) is imported"))
         if replaces { try writer.replace(earlier.sequence, with: item) }
+        return ImportNote(kind: .warning, resource: identity, path: nil, origin: source.origin,
+                          message: "read again with different contents (also in \(earlier.origin)); \(reason), so the copy from \(winner) is imported")
     }
 
     /// The group a resource is imported with: its patient's (`Patient/id`); for a resource of a
@@ -187,15 +257,29 @@ public struct StagedImport: Sendable {
             }
         }
         let own = try staging.items(group: group)
-        var read = decoded(own)
-        var seen = Set(own.map(\.sequence))
+        // Resources of types no mapping maps are read back only when a mapped one refers to
+        // them (most of a Synthea patient: claims, encounters, procedures); the rest are counted.
+        var unread: [Int64: StagedItem] = [:]
+        var unreadByKey: [String: Int64] = [:]
+        for item in own {
+            guard let identity = item.identity, let type = identity.split(separator: "/").first,
+                  engine.mappings.files[String(type)] == nil else { continue }
+            unread[item.sequence] = item
+            unreadByKey[identity] = item.sequence
+            if let url = item.fullURL { unreadByKey[url] = item.sequence }
+        }
+        var read = decoded(own.filter { unread[$0.sequence] == nil })
+        var seen = Set(read.map(\.item.sequence))
         var frontier = read
-        // The shared resources referred to, and theirs in turn (a PractitionerRole's Practitioner).
-        for _ in 0..<4 where !frontier.isEmpty {
+        // What they refer to, and what that refers to in turn (a PractitionerRole's Practitioner):
+        // the group's own unread resources and the shared ones.
+        while !frontier.isEmpty {
             let named = Set(frontier.flatMap { Self.references(in: $0.resource) })
             let keys = Set(named.compactMap(Self.relativeKey))
-            let found = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
-                .filter { $0.group.isEmpty && seen.insert($0.sequence).inserted }
+            let ownFound = (named.union(keys)).compactMap { unreadByKey[$0] }.compactMap { unread.removeValue(forKey: $0) }
+            let sharedFound = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
+                .filter { $0.group.isEmpty }
+            let found = (ownFound + sharedFound).filter { seen.insert($0.sequence).inserted }
             frontier = decoded(found)
             read += frontier
         }
@@ -229,6 +313,10 @@ public struct StagedImport: Sendable {
             sources.append(SourcedResource(resource: resource, container: bundle?.0, index: bundle?.1, origin: item.origin))
         }
         var output = engine.map(sources)
+        for item in unread.values {
+            guard let type = item.identity?.split(separator: "/").first else { continue }
+            output.unmapped[String(type), default: 0] += 1
+        }
         // Shared resources are context here, counted once by the run (below), not per patient.
         for (source, item) in zip(sources, order.map(\.2)) where shared.contains(item.sequence) {
             guard let type = source.resource.resourceType, let n = output.unmapped[type] else { continue }
@@ -264,3 +352,4 @@ public struct StagedImport: Sendable {
         return "\(parts[parts.count - 2])/\(parts[parts.count - 1])"
     }
 }
+

@@ -141,22 +141,31 @@ public struct MappingEngine: Sendable {
 
         /// Stops a resource holding a modifierExtension the mapping does not know (FHIR forbids ignoring it).
         mutating func unknownModifier(_ source: SourcedResource, _ file: MappingFile) -> Bool {
-            var found: [(String, String)] = []
-            func walk(_ e: Element, _ path: String) {
-                var counts: [String: Int] = [:]
-                for child in e.children {
-                    let i = counts[child.name, default: 0]
-                    counts[child.name] = i + 1
-                    let here = "\(path).\(child.name)[\(i)]"
+            // The walk looks at every element of every mapped resource: the path is spelled only
+            // for the modifier found.
+            func find(_ e: Element, _ trail: inout [Int]) -> String? {
+                for (i, child) in e.children.enumerated() {
                     if child.name == "modifierExtension", let url = child.string("url"), !file.knownModifiers.contains(url) {
-                        found.append((here, url))
-                    } else if !child.isResource {
-                        walk(child, here)
+                        trail.append(i)
+                        return url
                     }
+                    guard !child.isResource, !child.children.isEmpty else { continue }
+                    trail.append(i)
+                    if let url = find(child, &trail) { return url }
+                    trail.removeLast()
                 }
+                return nil
             }
-            walk(source.resource, source.resource.resourceType ?? source.resource.name)
-            guard let (path, url) = found.first else { return false }
+            var trail: [Int] = []
+            guard let url = find(source.resource, &trail) else { return false }
+            var path = source.resource.resourceType ?? source.resource.name
+            var element = source.resource
+            for i in trail {
+                let child = element.children[i]
+                let n = element.children[..<i].count { $0.name == child.name }
+                path += ".\(child.name)[\(n)]"
+                element = child
+            }
             notes.add(.error, source, path, "a modifierExtension CareGate does not know (\(url)) may change what the resource means; the resource is not imported (list the url under known-modifiers once the mapping handles it)")
             return true
         }
@@ -240,9 +249,13 @@ public struct MappingEngine: Sendable {
             for rule in file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
             if ending == nil {
                 for rule in file.outcomes {
-                    let mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
-                        .map(record: sourceRecord(source, file, rule: rule.name), notes: &notes)
+                    // Most resources give no outcome: the record (its content hash, a serialisation
+                    // of the resource) is made for those that do.
+                    let unrecorded = SourceRecord(reference: source.reference, origin: source.origin, versionID: nil, contentHash: "", rule: rule.name)
+                    var mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID)).map(record: unrecorded, notes: &notes)
                     guard !mapped.isEmpty else { continue }
+                    let record = sourceRecord(source, file, rule: rule.name)
+                    for i in mapped.indices { mapped[i].source = record }
                     updateBatch(patientID) { $0.outcomes += mapped }
                 }
             }
