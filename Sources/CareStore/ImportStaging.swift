@@ -61,10 +61,13 @@ public protocol ImportStagingWriter {
 }
 
 /// A staging area in a SQLite file of its own (removed when the staging area goes), or in memory
-/// for tests.
+/// for tests. Items are appended with no index to keep up (identities are found through a map
+/// of their hashes in memory); the indexes reading needs are built once, at the first read.
 public final class SQLiteImportStaging: ImportStaging {
     let queue: DatabaseQueue
     let path: String?
+    let identities = Locked(IdentityMap())
+    let indexed = Locked(false)
 
     /// A staging area in a new file under `directory` (a temporary directory by default).
     public init(directory: String = NSTemporaryDirectory()) throws(StoreError) {
@@ -112,31 +115,69 @@ public final class SQLiteImportStaging: ImportStaging {
                     origin TEXT NOT NULL,
                     bytes BLOB NOT NULL
                 );
-                CREATE INDEX item_group ON item(grp, sequence);
-                CREATE INDEX item_full_url ON item(full_url) WHERE full_url IS NOT NULL;
                 """)
         }
     }
 
+    /// Builds the indexes reading needs (once; a sort of what is staged, far quicker than
+    /// keeping them up item by item). Writing after it is slower, but still right.
+    func index() throws(StoreError) {
+        guard !indexed.withLock({ $0 }) else { return }
+        do {
+            try queue.write { db in
+                try db.execute(sql: """
+                    CREATE UNIQUE INDEX IF NOT EXISTS item_identity ON item(identity);
+                    CREATE INDEX IF NOT EXISTS item_group ON item(grp, sequence);
+                    CREATE INDEX IF NOT EXISTS item_full_url ON item(full_url) WHERE full_url IS NOT NULL;
+                    """)
+            }
+        } catch {
+            throw .database(path: path ?? ":memory:", message: "\(error)")
+        }
+        indexed.withLock { $0 = true }
+    }
+
+    /// Staged identities by hash: most are staged once, and a look-up finds them in memory.
+    /// Identities whose hash another one has are kept whole, beside.
+    struct IdentityMap: Sendable {
+        var byHash: [Int: Int64] = [:]
+        var collided: [String: Int64] = [:]
+
+        func sequence(of identity: String) -> Int64? {
+            collided[identity] ?? byHash[identity.hashValue]
+        }
+
+        /// Notes a new item's identity; a hash already taken by another identity keeps it whole.
+        mutating func add(_ identity: String, sequence: Int64) {
+            if byHash[identity.hashValue] == nil { byHash[identity.hashValue] = sequence } else { collided[identity] = sequence }
+        }
+    }
+
     public func write<T>(_ body: (any ImportStagingWriter) throws -> T) throws(StoreError) -> T {
-        do { return try queue.write { db in try body(Writer(db: db)) } } catch let error as StoreError { throw error } catch {
+        do { return try queue.write { db in try body(Writer(db: db, identities: identities)) } } catch let error as StoreError { throw error } catch {
             throw .database(path: path ?? ":memory:", message: "\(error)")
         }
     }
 
     struct Writer: ImportStagingWriter {
         let db: Database
+        let identities: Locked<IdentityMap>
 
         @discardableResult
         func insert(_ item: StagedItem) throws -> Int64 {
             // Statements prepared once per connection: this runs once per resource read.
             try db.cachedStatement(sql: "INSERT INTO item (grp, identity, full_url, container, origin, bytes) VALUES (?, ?, ?, ?, ?, ?)")
                 .execute(arguments: [item.group, item.identity, item.fullURL, item.container, item.origin, Data(item.bytes)])
-            return db.lastInsertedRowID
+            let sequence = db.lastInsertedRowID
+            if let identity = item.identity { identities.withLock { $0.add(identity, sequence: sequence) } }
+            return sequence
         }
 
         func item(identity: String) throws -> StagedItem? {
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM item WHERE identity = ?"), arguments: [identity]).map(SQLiteImportStaging.item)
+            guard let sequence = identities.withLock({ $0.sequence(of: identity) }),
+                  let item = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM item WHERE sequence = ?"), arguments: [sequence]).map(SQLiteImportStaging.item),
+                  item.identity == identity else { return nil }
+            return item
         }
 
         func replace(_ sequence: Int64, with item: StagedItem) throws {
@@ -146,15 +187,18 @@ public final class SQLiteImportStaging: ImportStaging {
     }
 
     public func groups() throws(StoreError) -> [String] {
-        try read { db in try String.fetchAll(db, sql: "SELECT grp FROM item WHERE grp != '' GROUP BY grp ORDER BY MIN(sequence)") }
+        try index()
+        return try read { db in try String.fetchAll(db, sql: "SELECT grp FROM item WHERE grp != '' GROUP BY grp ORDER BY MIN(sequence)") }
     }
 
     public func items(group: String) throws(StoreError) -> [StagedItem] {
-        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM item WHERE grp = ? ORDER BY sequence", arguments: [group]).map(Self.item) }
+        try index()
+        return try read { db in try Row.fetchAll(db, sql: "SELECT * FROM item WHERE grp = ? ORDER BY sequence", arguments: [group]).map(Self.item) }
     }
 
     public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
         guard !identities.isEmpty || !fullURLs.isEmpty else { return [] }
+        try index()
         return try read { db in
             // In chunks: SQLite limits how many values one statement binds.
             func items(_ column: String, _ values: [String]) throws -> [StagedItem] {

@@ -129,7 +129,7 @@ struct ImportCommand: AsyncParsableCommand {
             result = try await bulkImport(bulkFrom, importer: importer, store: store, progress: update)
         } else {
             let staging = try staging()
-            do { result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun, progress: update) } catch {
+            do { result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun, spill: spill(), progress: update) } catch {
                 throw CommandError.store(error)
             }
         }
@@ -145,12 +145,14 @@ struct ImportCommand: AsyncParsableCommand {
             // The report names patients and their resources: owner-only, like the store.
             do {
                 let sink = try FHIROutput(path: report)
-                try sink.write(Array(json.utf8) + [0x0A])
+                try result.writeJSON(dryRun: dryRun, withSpilledNotes: true) { try sink.write($0) }
+                try sink.write([0x0A])
                 try sink.close()
-            } catch { throw CommandError.fhir(error) }
+            } catch let error as FHIRFormatError { throw CommandError.fhir(error) }
         }
         if format == .json {
-            print(json)
+            result.writeJSON(dryRun: dryRun, withSpilledNotes: true) { print(String(decoding: $0, as: UTF8.self), terminator: "") }
+            print()
         } else {
             var shown: [ImportNote.Kind: Int] = [:]
             for note in result.notes {
@@ -158,8 +160,11 @@ struct ImportCommand: AsyncParsableCommand {
                 shown[note.kind, default: 0] += 1
                 if !quiet || shown[note.kind]! <= 20 { print(note) }
             }
-            for kind in [ImportNote.Kind.skipped, .ended, .deleted] where !verbose && shown[kind, default: 0] > 20 {
-                print("... and \(shown[kind]! - 20) more \(kind.rawValue) (--verbose prints them, --report FILE keeps them)")
+            if verbose { try result.spilled?.forEach { print($0) } }
+            let noteCounts = result.noteCounts
+            for kind in [ImportNote.Kind.skipped, .ended, .deleted] where !verbose && noteCounts[kind, default: 0] > 20 {
+                let n = noteCounts[kind, default: 0]
+                print("... and \(n - 20) more \(kind.rawValue) (--verbose prints them, --report FILE keeps them)")
             }
             for patient in result.patients {
                 if let failure = patient.failure {
@@ -200,7 +205,7 @@ struct ImportCommand: AsyncParsableCommand {
         let report: ImportReport
         do throws(BulkFetchError) {
             fetched = try await fetch.fetch(request)
-            report = try await fetch.importFetched(fetched, into: importer, staging: staging, dryRun: dryRun, progress: progress)
+            report = try await fetch.importFetched(fetched, into: importer, staging: staging, dryRun: dryRun, spill: spill(), progress: progress)
         } catch {
             throw CommandError.message("\(error); nothing was imported (run the same command again to resume)")
         }
@@ -211,6 +216,12 @@ struct ImportCommand: AsyncParsableCommand {
             for problem in problems { StandardError.print("warning: \(problem)") }
         }
         return report
+    }
+
+    /// Where a large import's quiet notes wait for the report: beside the store, as the staging.
+    func spill() -> SpilledNotes {
+        let directory = (options.path as NSString).deletingLastPathComponent
+        return SpilledNotes(directory: directory.isEmpty ? "." : directory)
     }
 
     /// Where files are staged before they are mapped: a scratch database beside the store (as

@@ -1,6 +1,7 @@
 import CareStore
 import FHIR
 import Foundation
+import JSON
 import Mapping
 import Testing
 @testable import Gateway
@@ -63,5 +64,44 @@ struct StagedImportTests {
         let examples = shared.appendingPathComponent("fhir-r4/examples/json").path
         try await compare([examples], exactly: false)
         try await serialEqualsParallel([examples])
+    }
+
+    @Test("a large import keeps the first 20 quiet notes of each kind and spills the rest to a file: the report's JSON and counts hold them all, as an import that kept them in memory")
+    func spilledNotes() async throws {
+        guard let shared = sharedRoot else { return skipNotice("spilled notes of the Synthea bundles") }
+        let synthea = try FileManager.default.contentsOfDirectory(atPath: shared.appendingPathComponent("synthea").path).sorted()
+            .prefix(4).map { shared.appendingPathComponent("synthea/\($0)").path }
+        let held = try await StagedImport(importer: try importer(try temporaryStore()), window: 2).run(synthea, staging: try SQLiteImportStaging(inMemory: ()))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-spill-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var spill: SpilledNotes? = SpilledNotes(directory: directory.path, threshold: 100)
+        let spilled = try await StagedImport(importer: try importer(try temporaryStore()), window: 2)
+            .run(synthea, staging: try SQLiteImportStaging(inMemory: ()), spill: spill)
+        // Hundreds of skipped Observations: no more than the threshold in memory (the first 20
+        // and those since the last spill), the rest in the file.
+        #expect(held.notes.filter { $0.kind == .skipped }.count > 300)
+        #expect(spilled.notes.filter { $0.kind == .skipped }.count <= 100)
+        #expect(Array(spilled.notes.filter { $0.kind == .skipped }.prefix(20)) == Array(held.notes.filter { $0.kind == .skipped }.prefix(20)))
+        #expect(spilled.notes.filter { ![.skipped, .ended, .deleted].contains($0.kind) } == held.notes.filter { ![.skipped, .ended, .deleted].contains($0.kind) })
+        #expect(try spilled.allNotes().map(\.description).sorted() == held.notes.map(\.description).sorted())
+        #expect(spilled.noteCounts == held.noteCounts && spilled.logCounts == held.logCounts)
+        // --report's JSON: every note; the log's: those in memory and how many were spilled.
+        func notes(_ json: JSONValue) -> [String] { (json["notes"]?.arrayValue ?? []).map { $0.bytes(sortedKeys: true) }.map { String(decoding: $0, as: UTF8.self) }.sorted() }
+        var full: [UInt8] = []
+        try spilled.writeJSON(dryRun: false, withSpilledNotes: true) { full += $0 }
+        let heldJSON = try JSONValue.parse(held.json(dryRun: false))
+        #expect(notes(try JSONValue.parse(full)) == notes(heldJSON))
+        #expect(try JSONValue.parse(full)["patients"] == heldJSON["patients"])
+        let logged = try JSONValue.parse(spilled.json(dryRun: false))
+        #expect(logged["notes"]?.arrayValue?.count == spilled.notes.count)
+        #expect(logged["spilledNotes"]?.numberValue == Double(held.notes.count - spilled.notes.count))
+        #expect(heldJSON["spilledNotes"] == nil)
+        // The file goes with the spill.
+        let files = { try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasPrefix("caregate-notes-") } }
+        #expect(try files().count == 1)
+        spill = nil
+        _ = consume spilled
+        #expect(try files().isEmpty)
     }
 }

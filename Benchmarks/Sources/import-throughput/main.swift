@@ -37,7 +37,8 @@ for run in 0..<runs {
     sync()
     let start = ContinuousClock.now
     let importer = FHIRImporter(mappings: mappings, store: store, timeZone: zone)
-    let report = staged ? try await StagedImport(importer: importer, window: window).run([synthea], staging: try SQLiteImportStaging(directory: directory.path))
+    let report = staged ? try await StagedImport(importer: importer, window: window).run([synthea], staging: try SQLiteImportStaging(directory: directory.path),
+                                                                                  spill: SpilledNotes(directory: directory.path))
         : importer.run([synthea])
     let elapsed = ContinuousClock.now - start
     let total = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -58,4 +59,4 @@ print(String(format: "  %.2f s (median %.2f s): %.1f MB/s, %.0f resources/s, %d 
 print(String(format: "  reading and parsing %.0f%%, mapping %.0f%%, storing %.0f%% (%.2f s, %.2f s, %.2f s)",
              s.reading / phases * 100, s.mapping / phases * 100, s.storing / phases * 100, s.reading, s.mapping, s.storing))
 print(String(format: "  peak resident memory %.0f MB", Double(usage.ru_maxrss) / 1024))
-print("  changes: \(best.report.counts.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); notes: \(best.report.notes.count)")
+print("  changes: \(best.report.counts.map { "\($0.key.rawValue) \($0.value)" }.sorted().joined(separator: ", ")); notes: \(best.report.noteCounts.values.reduce(0, +)) (\(best.report.notes.count) in memory)")

@@ -134,10 +134,10 @@ public struct BulkExportFetch: Sendable {
     /// patients it shows changes for, pulled whole (`changedPatients`). The server's own errors
     /// come first among the notes.
     public func importFetched(_ fetched: Fetched, into importer: FHIRImporter, staging: any ImportStaging, dryRun: Bool = false,
-                              progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(BulkFetchError) -> ImportReport {
+                              spill: SpilledNotes? = nil, progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(BulkFetchError) -> ImportReport {
         var report: ImportReport
         if fetched.since == nil {
-            do { report = try await StagedImport(importer: importer).run(fetched.files, staging: staging, dryRun: dryRun, progress: progress) } catch {
+            do { report = try await StagedImport(importer: importer).run(fetched.files, staging: staging, dryRun: dryRun, spill: spill, progress: progress) } catch {
                 throw BulkFetchError(step: "store", cause: error.description)
             }
         } else {

@@ -22,6 +22,8 @@ public struct ImportReport: Sendable {
     public var repeated = 0
     public var patients: [PatientImport] = []
     public var notes: [ImportNote] = []
+    /// Where quiet notes past the first of each kind went, in a large import (see `SpilledNotes`).
+    public var spilled: SpilledNotes?
     /// What became of every item of every mapping rule (each activity, dosage, participant).
     public var dispositions: [ItemDisposition] = []
     public var unmapped: [String: Int] = [:]

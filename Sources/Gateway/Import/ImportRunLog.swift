@@ -4,9 +4,33 @@ import JSON
 import Mapping
 
 extension ImportReport {
-    /// The report as JSON: every patient's changes and failure, every note, the unmapped
-    /// resource types. What `caregate import --report` writes and the import log keeps.
+    /// The report as JSON: every patient's changes and failure, the notes, the unmapped resource
+    /// types. What `caregate import --format json` prints and the import log keeps: the notes
+    /// kept in memory, and how many were spilled (`spilledNotes`) in a large import.
     public func json(dryRun: Bool) -> String {
+        var text: [UInt8] = []
+        writeJSON(dryRun: dryRun, withSpilledNotes: false) { text += $0 }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Writes the report as JSON a piece at a time; with the spilled notes (read back from their
+    /// file), what `caregate import --report` writes, in memory for one note at a time.
+    public func writeJSON(dryRun: Bool, withSpilledNotes: Bool, to write: ([UInt8]) throws -> Void) rethrows {
+        // The members in sorted order, the notes between the head and the tail.
+        let head: JSONValue = ["dryRun": .init(dryRun), "files": .init(files)]
+        try write(head.bytes(sortedKeys: true).dropLast() + Array(#","notes":["#.utf8))
+        var first = true
+        func note(_ note: ImportNote) throws {
+            try write((first ? [] : [0x2C]) + note.jsonValue.bytes(sortedKeys: true))
+            first = false
+        }
+        for kept in notes { try note(kept) }
+        if withSpilledNotes, let spilled {
+            do { try spilled.forEach(note) } catch {
+                // The file is this process's own: a failure here is the disk's, said in the report.
+                try note(ImportNote(kind: .error, resource: "notes", path: nil, origin: spilled.path, message: "the spilled notes could not be read back: \(error)"))
+            }
+        }
         let patients = patients.map { p -> JSONValue in
             var patient: [(String, JSONValue)] = [("patient", .init(p.patientID)), ("changes", .array(p.changes.map { c in
                 var change: [(String, JSONValue)] = [("action", .init(c.action.rawValue)), ("type", .init(c.type.rawValue)), ("id", .init(c.id))]
@@ -16,17 +40,12 @@ extension ImportReport {
             if let failure = p.failure { patient.append(("failure", .init(failure))) }
             return .object(patient)
         }
-        let notes = notes.map { n -> JSONValue in
-            var note: [(String, JSONValue)] = [("kind", .init(n.kind.rawValue)), ("resource", .init(n.resource)), ("origin", .init(n.origin)), ("message", .init(n.message))]
-            if let path = n.path { note.append(("path", .init(path))) }
-            return .object(note)
-        }
-        let object: JSONValue = [
-            "dryRun": .init(dryRun), "files": .init(files), "resources": .init(resources), "repeated": .init(repeated),
-            "patients": .array(patients), "notes": .array(notes),
-            "unmapped": .object(unmapped.map { ($0.key, .init($0.value)) }),
+        var tail: [(String, JSONValue)] = [
+            ("patients", .array(patients)), ("repeated", .init(repeated)), ("resources", .init(resources)),
+            ("unmapped", .object(unmapped.map { ($0.key, .init($0.value)) })),
         ]
-        return object.serialized(sortedKeys: true)
+        if !withSpilledNotes, let spilled { tail.append(("spilledNotes", .init(spilled.counts.values.reduce(0, +)))) }
+        try write([0x5D, 0x2C] + JSONValue.object(tail).bytes(sortedKeys: true).dropFirst())
     }
 
     /// What the import log counts: files, resources, patients and failed patients, changes by
@@ -34,7 +53,7 @@ extension ImportReport {
     public var logCounts: [String: Int] {
         var counts = ["files": files, "resources": resources, "patients": patients.count, "failedPatients": failedPatients.count]
         for (action, n) in self.counts { counts[action.rawValue] = n }
-        for note in notes { counts[note.kind.rawValue, default: 0] += 1 }
+        for (kind, n) in noteCounts { counts[kind.rawValue] = n }
         return counts
     }
 

@@ -21,8 +21,9 @@ public struct StagedImport: Sendable {
         self.window = window
     }
 
-    /// Imports files and directories through `staging`.
-    public func run(_ paths: [String], staging: any ImportStaging, dryRun: Bool = false,
+    /// Imports files and directories through `staging`; in a large import, quiet notes past the
+    /// first of each kind go to `spill` (see `SpilledNotes`).
+    public func run(_ paths: [String], staging: any ImportStaging, dryRun: Bool = false, spill: SpilledNotes? = nil,
                     progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(StoreError) -> ImportReport {
         var report = ImportReport()
         let clock = ContinuousClock()
@@ -32,10 +33,12 @@ public struct StagedImport: Sendable {
         try await stage(list, into: staging, report: &report, progress: progress)
         progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
         report.resources = try staging.count()
+        try report.spillQuietNotes(to: spill)
         report.seconds.reading = (clock.now - start).seconds
         start = clock.now
         let groups = try staging.groups()
         let engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
+        var spillFailure: StoreError?
         let mapped = try await mapGroups(groups, staging: staging, engine: engine) { i, unit in
             // In group order, one at a time: the store's one writer.
             progress?(ImportProgress(stage: .storing, done: i, total: groups.count, item: groups[i]))
@@ -44,7 +47,9 @@ public struct StagedImport: Sendable {
             for (type, n) in unit.output.unmapped { report.unmapped[type, default: 0] += n }
             let store = StoreImport(store: importer.store, timeZone: importer.timeZone, now: importer.now)
             for batch in unit.output.batches { report.patients.append(store.apply(batch, dryRun: dryRun, notes: &report.notes)) }
+            do throws(StoreError) { try report.spillQuietNotes(to: spill) } catch { spillFailure = error }
         }
+        if let spillFailure { throw spillFailure }
         report.seconds.mapping = mapped
         report.seconds.storing = max(0, (clock.now - start).seconds - mapped)
         progress?(ImportProgress(stage: .storing, done: groups.count, total: groups.count, item: ""))
@@ -82,9 +87,6 @@ public struct StagedImport: Sendable {
             }
         }
         var staged = report
-        // Identities staged so far, by hash: most resources are read once, and their look-up
-        // for an earlier copy is skipped (a staging that starts with items is always asked).
-        var identities: Set<Int>? = try staging.count() == 0 ? [] : nil
         let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, ParsedUnit).self) { tasks in
             var submitted = 0
             var written = 0
@@ -104,7 +106,7 @@ public struct StagedImport: Sendable {
                 running -= 1
                 ready[sequence] = parsed
                 while let unit = ready.removeValue(forKey: written) {
-                    do throws(StoreError) { try write(unit, into: staging, identities: &identities, report: &staged) } catch {
+                    do throws(StoreError) { try write(unit, into: staging, report: &staged) } catch {
                         tasks.cancelAll()
                         return .failure(error)
                     }
@@ -134,14 +136,13 @@ public struct StagedImport: Sendable {
     }
 
     /// Stages one unit's items (one transaction), collapsing copies of resources staged before.
-    func write(_ unit: ParsedUnit, into staging: any ImportStaging, identities: inout Set<Int>?, report: inout ImportReport) throws(StoreError) {
+    func write(_ unit: ParsedUnit, into staging: any ImportStaging, report: inout ImportReport) throws(StoreError) {
         var notes: [ImportNote] = []
         var repeated = 0
         var unmapped: [String: Int] = [:]
         try staging.write { writer in
             for (item, type) in zip(unit.items, unit.types) {
-                let isNew = item.identity.map { identities?.insert($0.hashValue).inserted ?? false } ?? true
-                guard !isNew, let identity = item.identity, let earlier = try writer.item(identity: identity) else {
+                guard let identity = item.identity, let earlier = try writer.item(identity: identity) else {
                     // Shared resources are counted here, once; in each patient's mapping they are context.
                     if item.group.isEmpty, let type { unmapped[type, default: 0] += 1 }
                     try writer.insert(item)
