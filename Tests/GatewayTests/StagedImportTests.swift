@@ -1,6 +1,7 @@
 import CareStore
 import FHIR
 import Foundation
+import GRDB
 import JSON
 import Mapping
 import Testing
@@ -103,5 +104,36 @@ struct StagedImportTests {
         spill = nil
         _ = consume spilled
         #expect(try files().isEmpty)
+    }
+
+    @Test("patients stored many to a commit, each in a savepoint: a patient the store refuses keeps nothing and the others are stored, as one transaction per patient leaves them")
+    func groupedCommits() async throws {
+        guard let shared = sharedRoot else { return skipNotice("grouped commits on the Synthea bundles") }
+        let synthea = try FileManager.default.contentsOfDirectory(atPath: shared.appendingPathComponent("synthea").path).sorted()
+            .prefix(3).map { shared.appendingPathComponent("synthea/\($0)").path }
+        let probe = try importer(try temporaryStore()).run(synthea)
+        let refused = try #require(probe.patients.dropFirst().first?.patientID)
+        /// A store whose database refuses that patient's Patient entry (a trigger: a real SQLite error).
+        func refusing() throws -> SQLiteCarePlanStore {
+            let store = try temporaryStore()
+            let queue = try DatabaseQueue(path: store.path)
+            try queue.write { db in
+                // Triggers take no bound values: the id (letters, digits, '/' and '-') spelled in.
+                #expect(refused.allSatisfy { $0.isLetter || $0.isNumber || $0 == "/" || $0 == "-" })
+                try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON entity_version WHEN NEW.kind = 'patient' AND NEW.id = '\(refused)' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+            }
+            try queue.close()
+            return store
+        }
+        let onePerPatient = try refusing(), grouped = try refusing()
+        let whole = try importer(onePerPatient).run(synthea)
+        let staged = try await StagedImport(importer: try importer(grouped), window: 2).run(synthea, staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(whole.failedPatients.map(\.patientID) == [refused])
+        #expect(staged.failedPatients.map(\.patientID) == [refused])
+        // (The store words every constraint its database raises as an id already in use.)
+        #expect(staged.failedPatients.first?.failure == whole.failedPatients.first?.failure)
+        #expect(staged.patients.count == 3 && staged.counts == whole.counts)
+        #expect(try StoreSnapshot.json(grouped, notes: [], timeZone: newYork) == StoreSnapshot.json(onePerPatient, notes: [], timeZone: newYork))
+        #expect(try grouped.fetchPatients().map(\.id).sorted() == probe.patients.map(\.patientID).filter { $0 != refused }.sorted())
     }
 }

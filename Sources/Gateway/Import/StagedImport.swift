@@ -38,23 +38,27 @@ public struct StagedImport: Sendable {
         start = clock.now
         let groups = try staging.groups()
         let engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
-        var spillFailure: StoreError?
-        let mapped = try await mapGroups(groups, staging: staging, engine: engine) { i, unit in
-            // In group order, one at a time: the store's one writer.
-            progress?(ImportProgress(stage: .storing, done: i, total: groups.count, item: groups[i]))
-            report.notes += unit.notes + unit.output.notes
-            report.dispositions += unit.output.dispositions
-            for (type, n) in unit.output.unmapped { report.unmapped[type, default: 0] += n }
-            let store = StoreImport(store: importer.store, timeZone: importer.timeZone, now: importer.now)
-            for batch in unit.output.batches { report.patients.append(store.apply(batch, dryRun: dryRun, notes: &report.notes)) }
-            do throws(StoreError) { try report.spillQuietNotes(to: spill) } catch { spillFailure = error }
+        // The mapping hands each group over in order and goes on; the writer stores what waits.
+        let queue = MappedQueue(limit: 4 * window, commit: Self.patientsPerCommit)
+        async let stored = store(from: queue, into: report, dryRun: dryRun, spill: spill, total: groups.count, progress: progress)
+        let mapped: Double
+        do {
+            mapped = try await mapGroups(groups, staging: staging, engine: engine) { _, unit in await queue.give(unit) }
+        } catch {
+            await queue.finish()
+            _ = await stored
+            throw error
         }
-        if let spillFailure { throw spillFailure }
+        await queue.finish()
+        report = try await stored.get()
         report.seconds.mapping = mapped
         report.seconds.storing = max(0, (clock.now - start).seconds - mapped)
         progress?(ImportProgress(stage: .storing, done: groups.count, total: groups.count, item: ""))
         return report
     }
+
+    /// Groups stored in one commit at most (each patient in a savepoint of its own).
+    static let patientsPerCommit = 32
 
     // MARK: Staging
 
@@ -194,6 +198,92 @@ public struct StagedImport: Sendable {
         return ""
     }
 
+    // MARK: Storing
+
+    /// The store's one writer: takes what the mapping has handed over (a commit for all that
+    /// waits, up to `patientsPerCommit` groups) and adds it to the report in group order.
+    func store(from queue: MappedQueue, into report: ImportReport, dryRun: Bool, spill: SpilledNotes?, total: Int,
+               progress: (@Sendable (ImportProgress) -> Void)?) async -> Result<ImportReport, StoreError> {
+        var report = report
+        let store = StoreImport(store: importer.store, timeZone: importer.timeZone, now: importer.now)
+        var done = 0
+        while let units = await queue.take() {
+            var results = store.apply(units.flatMap(\.output.batches), dryRun: dryRun)[...]
+            for unit in units {
+                progress?(ImportProgress(stage: .storing, done: done, total: total, item: ""))
+                report.notes += unit.notes + unit.output.notes
+                report.dispositions += unit.output.dispositions
+                for (type, n) in unit.output.unmapped { report.unmapped[type, default: 0] += n }
+                for (imported, notes) in results.prefix(unit.output.batches.count) {
+                    report.patients.append(imported)
+                    report.notes += notes
+                }
+                results = results.dropFirst(unit.output.batches.count)
+                done += 1
+            }
+            do throws(StoreError) { try report.spillQuietNotes(to: spill) } catch {
+                // The store has what was applied; the rest of the queue is left (the run fails).
+                await queue.finish()
+                return .failure(error)
+            }
+        }
+        return .success(report)
+    }
+
+    /// Mapped groups waiting for the store's writer: the mapping gives them in group order and
+    /// goes on, unless `limit` already wait; the writer takes all that wait, up to `commit`.
+    actor MappedQueue {
+        let limit: Int
+        let commit: Int
+        private var waiting: [MappedGroup] = []
+        private var finished = false
+        private var taker: CheckedContinuation<[MappedGroup]?, Never>?
+        private var givers: [CheckedContinuation<Void, Never>] = []
+
+        init(limit: Int, commit: Int) {
+            self.limit = limit
+            self.commit = commit
+        }
+
+        func give(_ group: MappedGroup) async {
+            while waiting.count >= limit && !finished { await withCheckedContinuation { givers.append($0) } }
+            // After the writer has stopped, nothing more is stored.
+            guard !finished else { return }
+            waiting.append(group)
+            wakeTaker()
+        }
+
+        /// No more groups will come.
+        func finish() {
+            finished = true
+            wakeTaker()
+            for giver in givers { giver.resume() }
+            givers.removeAll()
+        }
+
+        /// The groups waiting (at most `commit`), after waiting for one; nil once finished and empty.
+        func take() async -> [MappedGroup]? {
+            if !waiting.isEmpty || finished { return takeWaiting() }
+            return await withCheckedContinuation { taker = $0 }
+        }
+
+        private func wakeTaker() {
+            guard let taker else { return }
+            self.taker = nil
+            taker.resume(returning: takeWaiting())
+        }
+
+        private func takeWaiting() -> [MappedGroup]? {
+            guard !waiting.isEmpty else { return nil }
+            let n = min(commit, waiting.count)
+            let taken = Array(waiting.prefix(n))
+            waiting.removeFirst(n)
+            for giver in givers { giver.resume() }
+            givers.removeAll()
+            return taken
+        }
+    }
+
     // MARK: Mapping
 
     /// One group mapped: the engine's output, with the reading notes of its resources.
@@ -204,7 +294,7 @@ public struct StagedImport: Sendable {
 
     /// Maps the groups, `window` at a time, handing each result to `store` in group order.
     func mapGroups(_ groups: [String], staging: any ImportStaging, engine: MappingEngine,
-                   store: (Int, MappedGroup) -> Void) async throws(StoreError) -> Double {
+                   store: (Int, MappedGroup) async -> Void) async throws(StoreError) -> Double {
         let clock = ContinuousClock()
         var mappingTime = Duration.zero
         let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, Result<MappedGroup, StoreError>, Duration).self) { tasks in
@@ -230,7 +320,7 @@ public struct StagedImport: Sendable {
                 case .success(let mapped): ready[i] = mapped
                 }
                 while let mapped = ready.removeValue(forKey: stored) {
-                    store(stored, mapped)
+                    await store(stored, mapped)
                     stored += 1
                 }
                 if next < groups.count { submit() }

@@ -66,6 +66,52 @@ public struct StoreImport: Sendable {
         return result
     }
 
+    /// Applies several patients' batches in one commit, each patient in a savepoint of its own:
+    /// a patient that fails keeps nothing, the others are stored (an import of thousands of small
+    /// patients need not wait for the disk after each). Each patient's result with the notes its
+    /// plan made, in order; a dry run reads each alone.
+    public func apply(_ batches: [PatientBatch], dryRun: Bool) -> [(imported: PatientImport, notes: [ImportNote])] {
+        guard !dryRun, batches.count > 1 else {
+            return batches.map { batch in
+                var notes: [ImportNote] = []
+                let imported = apply(batch, dryRun: dryRun, notes: &notes)
+                return (imported, notes)
+            }
+        }
+        /// A patient's failure, with the notes its plan made before it.
+        struct Failure: Error {
+            var cause: any Error
+            var notes: [ImportNote]
+        }
+        let bodies = batches.map { batch in
+            { (tx: any CarePlanWriter) throws -> (changes: [ImportChange], notes: [ImportNote]) in
+                var notes: [ImportNote] = []
+                do {
+                    var plan = Plan(importer: self, store: tx, batch: batch)
+                    try plan.build(notes: &notes)
+                    if !plan.operations.isEmpty { try tx.apply(plan.operations) }
+                    return (plan.changes, notes)
+                } catch {
+                    throw Failure(cause: error, notes: notes)
+                }
+            }
+        }
+        return zip(batches, store.writeGroup(bodies)).map { batch, result in
+            var imported = PatientImport(patientID: batch.patientID)
+            switch result {
+            case .success(let done):
+                imported.changes = done.changes
+                return (imported, done.notes)
+            case .failure(let failure as Failure):
+                imported.failure = "\(failure.cause)"
+                return (imported, failure.notes)
+            case .failure(let error):
+                imported.failure = "\(error)"
+                return (imported, [])
+            }
+        }
+    }
+
     /// The operations for one patient, worked out against what the store holds.
     struct Plan {
         let importer: StoreImport
@@ -152,13 +198,18 @@ public struct StoreImport: Sendable {
             // One query for the outcomes already imported, one for the patient's stored tasks.
             let known = batch.outcomes.isEmpty ? [] : Set(try store.fetchOutcomes(EntityQuery(ids: batch.outcomes.map(\.source.reference))).map(\.id))
             if !batch.outcomes.isEmpty { try loadStoredTasks() }
+            // This import's tasks by group, the first by id of each: looked up for every outcome.
+            var importedByGroup: [String: CareTask] = [:]
+            for task in tasksByID.values.sorted(by: { $0.id < $1.id }) {
+                if let group = task.version.groupIdentifier, importedByGroup[group] == nil { importedByGroup[group] = task }
+            }
             for mapped in batch.outcomes {
                 let id = mapped.source.reference
                 if known.contains(id) {
                     change(.unchanged, .outcome, id)
                     continue
                 }
-                guard let task = taskRecording(mapped.taskGroups) else {
+                guard let task = taskRecording(mapped.taskGroups, imported: importedByGroup) else {
                     notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
                                             message: "no task of this patient records \(mapped.taskGroups.joined(separator: " or ")); the result is not imported"))
                     continue
@@ -246,11 +297,10 @@ public struct StoreImport: Sendable {
             }
         }
 
-        /// This patient's task whose group is one of `groups` (imported now, or in the store).
-        func taskRecording(_ groups: [String]) -> CareTask? {
-            if let found = tasksByID.values.sorted(by: { $0.id < $1.id }).first(where: { $0.version.groupIdentifier.map(groups.contains) ?? false }) {
-                return found
-            }
+        /// This patient's task whose group is one of `groups`: of those imported now, the first
+        /// by id; else one in the store.
+        func taskRecording(_ groups: [String], imported: [String: CareTask]) -> CareTask? {
+            if let found = groups.compactMap({ imported[$0] }).min(by: { $0.id < $1.id }) { return found }
             return groups.lazy.compactMap { storedByGroup[$0] }.first
         }
 
