@@ -7,7 +7,7 @@
 #   scripts/fuzz.sh fhirpath --runs 10000000 [--seconds 3600]   (whichever comes first)
 #   scripts/fuzz.sh --merge                add what the runs found (new coverage only) to Fuzz/Corpus/
 #
-# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync
+# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config bulk-manifest
 # server-config.
 # Each run starts from Fuzz/Corpus/<harness> (committed), the seeds built from FHIRSamples/,
 # Mappings/ and ../shared (Fuzz/seeds.py), and what earlier runs found (Fuzz/.build/corpus).
@@ -17,7 +17,7 @@
 # committed before its fix waits in Fuzz/Findings/<harness>/ (not replayed: the suite would fail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config)
+all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config bulk-manifest)
 targets=()
 seconds=""
 runs=""

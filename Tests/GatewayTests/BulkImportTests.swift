@@ -61,6 +61,69 @@ struct BulkImportTests {
         await #expect(throws: FHIRClientError.self) { _ = try await BulkDataClient(client: FHIRRESTClient(base: server.base, retry: .none)).manifest(fetched.statusURL) }
     }
 
+    @Test("a generated population (scripts/population.py: 20 Synthea patients with fresh ids) on the server: a system-level export imports the same store as the population's own files; a Patient-level export holds every patient's compartment")
+    func generatedPopulation() async throws {
+        guard let shared = sharedRoot else { return skipNotice("Bulk Data export of a generated population") }
+        guard let server = await LocalFHIRServer() else { return }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-bulk-population-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let script = Process()
+        script.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        script.arguments = ["python3", projectRoot.appendingPathComponent("scripts/population.py").path, directory, "--copies", "1", "--shared", shared.path]
+        script.standardOutput = FileHandle.nullDevice
+        try script.run()
+        script.waitUntilExit()
+        #expect(script.terminationStatus == 0)
+        // The types the mappings read (Synthea has no CareTeams).
+        let types = ["Organization", "Practitioner", "Patient", "CarePlan", "MedicationRequest", "Observation"]
+        let files = types.map { "\(directory)/\($0).ndjson" }.filter { FileManager.default.fileExists(atPath: $0) }
+        #expect(files.count == types.count)
+        // Seeded as the population's lines, 500 to a transaction.
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 120)
+        var lines: [Element] = []
+        for file in files {
+            let reader = try NDJSONReader(path: file)
+            while let parsed = try reader.next() { lines.append(parsed.resource) }
+        }
+        for start in stride(from: 0, to: lines.count, by: 500) {
+            var bundle = Element(resourceType: "Bundle")
+            bundle.append(Element(name: "type", type: "code", value: "transaction"))
+            for resource in lines[start..<min(start + 500, lines.count)] {
+                let key = "\(resource.resourceType!)/\(resource.string("id")!)"
+                var entry = Element(name: "entry", type: "Bundle.entry")
+                var inner = resource
+                inner.name = "resource"
+                entry.append(inner)
+                var request = Element(name: "request", type: "Bundle.entry.request")
+                request.append(Element(name: "method", type: "code", value: "PUT"))
+                request.append(Element(name: "url", type: "uri", value: key))
+                entry.append(request)
+                bundle.append(entry)
+            }
+            _ = try await client.transaction(bundle)
+        }
+        let store = try temporaryStore()
+        let fetch = fetcher(client, store)
+        let fetched = try await fetch.fetch(BulkExportRequest(level: .system, types: types))
+        let report = try await fetch.importFetched(fetched, into: try importer(store), staging: try SQLiteImportStaging(inMemory: ()))
+        let fromFiles = try temporaryStore()
+        let fileReport = try await StagedImport(importer: try importer(fromFiles)).run(files, staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(report.patients.count == 20 && fileReport.patients.count == 20)
+        // Resources counted once each (the files repeat shared Organizations and Practitioners).
+        let unique = Set(lines.map { "\($0.resourceType!)/\($0.string("id")!)" }).count
+        #expect(unique < lines.count)
+        #expect(report.failedPatients.isEmpty && report.resources == unique && fileReport.resources == unique,
+                "\(report.failedPatients.map(\.patientID)) \(report.resources) \(fileReport.resources) \(lines.count) \(fetched.manifest.output.map { "\($0.type) \($0.count ?? -1)" })")
+        #expect(try StoreSnapshot.json(store, notes: [], timeZone: newYork) == StoreSnapshot.json(fromFiles, notes: [], timeZone: newYork))
+        #expect(try store.fetchTasks().count > 20)
+        #expect(await fetch.finish(fetched).isEmpty)
+        // Patient level: the compartment types, every patient's resources.
+        let patientLevel = try await fetcher(client, try temporaryStore()).fetch(BulkExportRequest(level: .patients, types: ["Patient", "CarePlan", "Observation"]))
+        let counts = Dictionary(patientLevel.manifest.output.map { ($0.type, $0.count ?? 0) }, uniquingKeysWith: +)
+        func count(_ type: String) -> Int { lines.count { $0.resourceType == type } }
+        #expect(counts["Patient"] == 20 && counts["CarePlan"] == count("CarePlan") && counts["Observation"] == count("Observation"), "\(counts)")
+    }
+
     @Test("a download cut short resumes: the same export, the files done are not fetched again; a Group export holds its members' compartments only")
     func resumesAndGroups() async throws {
         guard let server = await LocalFHIRServer() else { return }

@@ -91,7 +91,7 @@ public struct BulkExportFetch: Sendable {
         try makeDirectory(directory)
         var files: [String] = []
         for (i, file) in manifest.output.enumerated() {
-            let path = "\(directory)/\(i)-\(Self.safeName(file.type)).ndjson"
+            let path = Self.downloadPath(of: file, at: i, in: directory)
             files.append(path)
             if record.downloaded.contains(file.url) && FileManager.default.fileExists(atPath: path) { continue }
             let size = try await step(file.url) { () async throws(FHIRClientError) in try await bulk.download(file, of: manifest, to: path) }
@@ -236,6 +236,12 @@ public struct BulkExportFetch: Sendable {
     }
 
     /// A resource type as a file name part (a server's manifest is not trusted with paths).
+    /// Where the manifest's `i`th output file is downloaded: in `directory`, named by its place
+    /// and the letters and digits of its type (a hostile manifest names no path).
+    public static func downloadPath(of file: BulkManifest.File, at i: Int, in directory: String) -> String {
+        "\(directory)/\(i)-\(safeName(file.type)).ndjson"
+    }
+
     static func safeName(_ type: String) -> String {
         let name = String(type.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) }.prefix(64).map(Character.init))
         return name.isEmpty ? "resources" : name
