@@ -86,21 +86,7 @@ struct BulkImportTests {
             while let parsed = try reader.next() { lines.append(parsed.resource) }
         }
         for start in stride(from: 0, to: lines.count, by: 500) {
-            var bundle = Element(resourceType: "Bundle")
-            bundle.append(Element(name: "type", type: "code", value: "transaction"))
-            for resource in lines[start..<min(start + 500, lines.count)] {
-                let key = "\(resource.resourceType!)/\(resource.string("id")!)"
-                var entry = Element(name: "entry", type: "Bundle.entry")
-                var inner = resource
-                inner.name = "resource"
-                entry.append(inner)
-                var request = Element(name: "request", type: "Bundle.entry.request")
-                request.append(Element(name: "method", type: "code", value: "PUT"))
-                request.append(Element(name: "url", type: "uri", value: key))
-                entry.append(request)
-                bundle.append(entry)
-            }
-            _ = try await client.transaction(bundle)
+            _ = try await client.transaction(seedTransaction(resources: lines[start..<min(start + 500, lines.count)], base: server.base))
         }
         let store = try temporaryStore()
         let fetch = fetcher(client, store)

@@ -4,10 +4,14 @@ import Foundation
 
 /// The sample files as one transaction of PUTs, so the server keeps their ids.
 func seedTransaction(_ paths: [String], base: String) throws -> Element {
+    try seedTransaction(resources: paths.map { try FHIRDocument.read(contentsOf: $0).resource }, base: base)
+}
+
+/// A transaction that puts each resource at `Type/id`.
+func seedTransaction(resources: some Sequence<Element>, base: String) -> Element {
     var bundle = Element(resourceType: "Bundle")
     bundle.append(Element(name: "type", type: "code", value: "transaction"))
-    for path in paths {
-        let resource = try FHIRDocument.read(contentsOf: path).resource
+    for resource in resources {
         let key = "\(resource.resourceType!)/\(resource.string("id")!)"
         var entry = Element(name: "entry", type: "Bundle.entry")
         entry.append(Element(name: "fullUrl", type: "uri", value: "\(base)/\(key)"))
