@@ -61,7 +61,7 @@ struct BulkImportTests {
         await #expect(throws: FHIRClientError.self) { _ = try await BulkDataClient(client: FHIRRESTClient(base: server.base, retry: .none)).manifest(fetched.statusURL) }
     }
 
-    @Test("a generated population (scripts/population.py: 20 Synthea patients with fresh ids) on the server: a system-level export imports the same store as the population's own files; a Patient-level export holds every patient's compartment")
+    @Test("a generated population (scripts/population.py: 20 Synthea patients with fresh ids) on the server: a system-level export imports the same store as the population's own files; a Patient-level export holds every patient's compartment; a Group of five of them exports those five and their plans only")
     func generatedPopulation() async throws {
         guard let shared = sharedRoot else { return skipNotice("Bulk Data export of a generated population") }
         guard let server = await LocalFHIRServer() else { return }
@@ -108,6 +108,34 @@ struct BulkImportTests {
         let counts = Dictionary(patientLevel.manifest.output.map { ($0.type, $0.count ?? 0) }, uniquingKeysWith: +)
         func count(_ type: String) -> Int { lines.count { $0.resourceType == type } }
         #expect(counts["Patient"] == 20 && counts["CarePlan"] == count("CarePlan") && counts["Observation"] == count("Observation"), "\(counts)")
+        // Group level: a Group of five of them; its export imports those five and nobody else.
+        let members = lines.filter { $0.resourceType == "Patient" }.prefix(5).map { "Patient/\($0.string("id")!)" }
+        var group = Element(resourceType: "Group")
+        group.append(Element(name: "id", type: "id", value: "generated-five"))
+        group.append(Element(name: "type", type: "code", value: "person"))
+        group.append(Element(name: "actual", type: "boolean", value: "true"))
+        for member in members {
+            var entry = Element(name: "member", type: "Group.member")
+            var entity = Element(name: "entity", type: "Reference")
+            entity.append(Element(name: "reference", type: "string", value: member))
+            entry.append(entity)
+            group.append(entry)
+        }
+        _ = try await client.update(group, at: "Group/generated-five")
+        let groupStore = try temporaryStore()
+        let groupFetch = fetcher(client, groupStore)
+        let groupFetched = try await groupFetch.fetch(BulkExportRequest(level: .group("generated-five"), types: types))
+        let groupReport = try await groupFetch.importFetched(groupFetched, into: try importer(groupStore), staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(Set(groupReport.patients.map(\.patientID)) == Set(members) && groupReport.failedPatients.isEmpty)
+        #expect(try groupStore.fetchPatients().map(\.id).sorted() == members.sorted())
+        // Their care plans, as the whole population's import has them, and no one else's.
+        func plans(_ store: SQLiteCarePlanStore, of patients: [String]) throws -> [String] {
+            let ids = Dictionary(try store.fetchPatients().map { ($0.uuid, $0.id) }, uniquingKeysWith: { a, _ in a })
+            return try store.fetchCarePlans().filter { plan in plan.patientUUID.flatMap { ids[$0] }.map(patients.contains) ?? false }.map(\.id).sorted()
+        }
+        let memberPlans = try plans(store, of: members)
+        #expect(!memberPlans.isEmpty)
+        #expect(try plans(groupStore, of: members) == memberPlans && groupStore.fetchCarePlans().count == memberPlans.count)
     }
 
     @Test("a download cut short resumes: the same export, the files done are not fetched again; a Group export holds its members' compartments only")
