@@ -231,7 +231,7 @@ public struct StoreImport: Sendable {
                 var outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: event.occurrence, values: mapped.values,
                                       effectiveDate: max(event.start, task.effectiveDate), id: id, timezone: importer.timeZone)
                 outcome.version.remoteID = mapped.source.reference
-                outcome.version.userInfo = mapped.source.userInfo
+                outcome.version.userInfo = mapped.recorded().userInfo
                 outcome.version.source = VersionInfo.importedFromEHR
                 outcomeAdds.append(.outcome(outcome))
                 change(.create, .outcome, id, "task \(task.id) occurrence \(event.occurrence)")

@@ -15,6 +15,13 @@ public struct SourceRecord: Sendable, Hashable {
     /// The mapping rule that made the entry (`careplan.yaml#activity-detail`).
     public var rule: String
 
+    /// FNV-1a 64 of a resource's compact JSON, hex.
+    public static func contentHash(of resource: Element) -> String {
+        var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in FHIRJSONWriter(pretty: false).write(resource) { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return String(fnv, radix: 16)
+    }
+
     /// The fields as CareKit `userInfo` entries (`remoteID` holds `reference`).
     public var userInfo: [String: String] {
         var info = ["caregate.source": origin, "caregate.resource": reference, "caregate.hash": contentHash, "caregate.rule": rule]
@@ -50,7 +57,25 @@ public struct MappedOutcome: Sendable {
     public var taskGroups: [String]
     public var date: Date
     public var values: [OutcomeValue]
+    /// Where it came from, its content hash left for `recorded()`.
     public var source: SourceRecord
+    /// The resource it came from, hashed when the outcome is stored.
+    var resource: Element?
+
+    init(taskGroups: [String], date: Date, values: [OutcomeValue], source: SourceRecord) {
+        self.taskGroups = taskGroups
+        self.date = date
+        self.values = values
+        self.source = source
+    }
+
+    /// The source record with its content hash: made only for outcomes that are stored (most
+    /// mapped outcomes match no task).
+    public func recorded() -> SourceRecord {
+        var record = source
+        if record.contentHash.isEmpty, let resource { record.contentHash = SourceRecord.contentHash(of: resource) }
+        return record
+    }
 }
 
 /// An entry an earlier import made that a resource now ends (or deletes).

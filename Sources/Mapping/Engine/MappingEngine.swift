@@ -91,9 +91,7 @@ public struct MappingEngine: Sendable {
             if let known = hashes[key] {
                 hash = known
             } else {
-                var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
-                for b in FHIRJSONWriter(pretty: false).write(source.resource) { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01b3 }
-                hash = String(fnv, radix: 16)
+                hash = SourceRecord.contentHash(of: source.resource)
                 hashes[key] = hash
             }
             return SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
@@ -249,13 +247,12 @@ public struct MappingEngine: Sendable {
             for rule in file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
             if ending == nil {
                 for rule in file.outcomes {
-                    // Most resources give no outcome: the record (its content hash, a serialisation
-                    // of the resource) is made for those that do.
-                    let unrecorded = SourceRecord(reference: source.reference, origin: source.origin, versionID: nil, contentHash: "", rule: rule.name)
-                    var mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID)).map(record: unrecorded, notes: &notes)
-                    guard !mapped.isEmpty else { continue }
-                    let record = sourceRecord(source, file, rule: rule.name)
-                    for i in mapped.indices { mapped[i].source = record }
+                    // Most outcomes match no task and are never stored: the content hash (a
+                    // serialisation of the resource) is worked out when one is (`MappedOutcome.recorded`).
+                    let record = SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
+                                              contentHash: "", rule: "\(MappingSource.fileName(file.path))#\(rule.name)")
+                    var mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID)).map(record: record, notes: &notes)
+                    for i in mapped.indices { mapped[i].resource = source.resource }
                     updateBatch(patientID) { $0.outcomes += mapped }
                 }
             }
