@@ -7,8 +7,8 @@
 #   scripts/fuzz.sh fhirpath --runs 10000000 [--seconds 3600]   (whichever comes first)
 #   scripts/fuzz.sh --merge                add what the runs found (new coverage only) to Fuzz/Corpus/
 #
-# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config bulk-manifest
-# server-config.
+# Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync
+# server-config bulk-manifest.
 # Each run starts from Fuzz/Corpus/<harness> (committed), the seeds built from FHIRSamples/,
 # Mappings/ and ../shared (Fuzz/seeds.py), and what earlier runs found (Fuzz/.build/corpus).
 # A crash, leak, timeout over 1 s, allocation over 2 GB or property failure stops the run; the
