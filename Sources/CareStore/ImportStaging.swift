@@ -71,7 +71,9 @@ public final class SQLiteImportStaging: ImportStaging {
 
     /// A staging area in a new file under `directory` (a temporary directory by default).
     public init(directory: String = NSTemporaryDirectory()) throws(StoreError) {
-        let path = (directory as NSString).appendingPathComponent("caregate-staging-\(getpid())-\(UUID().uuidString).sqlite")
+        // What a killed import left here is removed first (its process is gone).
+        ScratchFile.removeAbandoned(in: directory, prefix: "caregate-staging")
+        let path = ScratchFile.path(in: directory, prefix: "caregate-staging", suffix: ".sqlite")
         self.path = path
         do {
             var configuration = Configuration()

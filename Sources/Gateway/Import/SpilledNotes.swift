@@ -31,7 +31,8 @@ public final class SpilledNotes: Sendable {
     /// A spill file in `directory`, made on first use, for reports of more than `threshold` notes.
     public init(directory: String = NSTemporaryDirectory(), threshold: Int = 10_000) {
         self.threshold = threshold
-        path = (directory as NSString).appendingPathComponent("caregate-notes-\(getpid())-\(UUID().uuidString).ndjson")
+        ScratchFile.removeAbandoned(in: directory, prefix: "caregate-notes")
+        path = ScratchFile.path(in: directory, prefix: "caregate-notes", suffix: ".ndjson")
         state = Locked(State())
     }
 

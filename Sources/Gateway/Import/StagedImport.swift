@@ -210,7 +210,7 @@ public struct StagedImport: Sendable {
         while let units = await queue.take() {
             var results = store.apply(units.flatMap(\.output.batches), dryRun: dryRun)[...]
             for unit in units {
-                progress?(ImportProgress(stage: .storing, done: done, total: total, item: ""))
+                progress?(ImportProgress(stage: .storing, done: done, total: total, item: unit.name))
                 report.notes += unit.notes + unit.output.notes
                 report.dispositions += unit.output.dispositions
                 for (type, n) in unit.output.unmapped { report.unmapped[type, default: 0] += n }
@@ -288,6 +288,8 @@ public struct StagedImport: Sendable {
 
     /// One group mapped: the engine's output, with the reading notes of its resources.
     struct MappedGroup: Sendable {
+        /// The group (`Patient/id`).
+        var name: String
         var output: MappingOutput
         var notes: [ImportNote]
     }
@@ -413,7 +415,7 @@ public struct StagedImport: Sendable {
             guard let type = source.resource.resourceType, let n = output.unmapped[type] else { continue }
             output.unmapped[type] = n > 1 ? n - 1 : nil
         }
-        return MappedGroup(output: output, notes: notes)
+        return MappedGroup(name: group, output: output, notes: notes)
     }
 
     /// Every `reference` string in a resource.
