@@ -219,16 +219,18 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     /// Where a large import's quiet notes wait for the report: beside the store, as the staging.
-    func spill() -> SpilledNotes {
-        let directory = (options.path as NSString).deletingLastPathComponent
-        return SpilledNotes(directory: directory.isEmpty ? "." : directory)
-    }
+    func spill() -> SpilledNotes { SpilledNotes(directory: scratchDirectory) }
 
     /// Where files are staged before they are mapped: a scratch database beside the store (as
     /// large as what is imported; not the temporary directory, often memory).
     func staging() throws -> any ImportStaging {
+        do { return try SQLiteImportStaging(directory: scratchDirectory) } catch { throw CommandError.store(error) }
+    }
+
+    /// The store's folder, where an import's scratch files go.
+    var scratchDirectory: String {
         let directory = (options.path as NSString).deletingLastPathComponent
-        do { return try SQLiteImportStaging(directory: directory.isEmpty ? "." : directory) } catch { throw CommandError.store(error) }
+        return directory.isEmpty ? "." : directory
     }
 
     /// The fetch of `--bulk-from`'s export, its state kept in the store.

@@ -68,42 +68,36 @@ struct JSONTextCursor {
     /// Walks an object's members, calling `body` at each value with the member's name (as
     /// written, escapes and all); false when the text is not as expected or `body` says so.
     mutating func members(_ body: (inout JSONTextCursor, Substring) -> Bool) -> Bool {
-        skipSpace()
-        guard i < text.count, text[i] == 0x7B else { return false }
-        i += 1
-        skipSpace()
-        if i < text.count, text[i] == 0x7D { i += 1; return true }
-        while true {
-            skipSpace()
-            let keyStart = i
-            guard i < text.count, text[i] == 0x22, skipValue() else { return false }
-            let key = Substring(decoding: UnsafeBufferPointer(rebasing: text[(keyStart + 1)..<(i - 1)]), as: UTF8.self)
-            skipSpace()
-            guard i < text.count, text[i] == 0x3A else { return false }
-            i += 1
-            skipSpace()
-            guard body(&self, key) else { return false }
-            skipSpace()
-            guard i < text.count else { return false }
-            if text[i] == 0x7D { i += 1; return true }
-            guard text[i] == 0x2C else { return false }
-            i += 1
+        delimited(0x7B, 0x7D) { cursor in
+            let keyStart = cursor.i
+            guard cursor.i < cursor.text.count, cursor.text[cursor.i] == 0x22, cursor.skipValue() else { return false }
+            let key = Substring(decoding: UnsafeBufferPointer(rebasing: cursor.text[(keyStart + 1)..<(cursor.i - 1)]), as: UTF8.self)
+            cursor.skipSpace()
+            guard cursor.i < cursor.text.count, cursor.text[cursor.i] == 0x3A else { return false }
+            cursor.i += 1
+            cursor.skipSpace()
+            return body(&cursor, key)
         }
     }
 
     /// Walks an array's items, calling `body` at each.
     mutating func items(_ body: (inout JSONTextCursor) -> Bool) -> Bool {
+        delimited(0x5B, 0x5D, body)
+    }
+
+    /// Walks the comma-separated parts between `open` and `close`, calling `body` at each.
+    mutating func delimited(_ open: UInt8, _ close: UInt8, _ body: (inout JSONTextCursor) -> Bool) -> Bool {
         skipSpace()
-        guard i < text.count, text[i] == 0x5B else { return false }
+        guard i < text.count, text[i] == open else { return false }
         i += 1
         skipSpace()
-        if i < text.count, text[i] == 0x5D { i += 1; return true }
+        if i < text.count, text[i] == close { i += 1; return true }
         while true {
             skipSpace()
             guard body(&self) else { return false }
             skipSpace()
             guard i < text.count else { return false }
-            if text[i] == 0x5D { i += 1; return true }
+            if text[i] == close { i += 1; return true }
             guard text[i] == 0x2C else { return false }
             i += 1
         }

@@ -164,13 +164,12 @@ public struct BulkExportFetch: Sendable {
         var ids: Set<String> = []
         var notes: [ImportNote] = []
         for path in fetched.files {
-            let (resources, problems) = files.read(path)
-            notes += problems
-            for source in resources {
+            // Line by line: an incremental export can be large too.
+            notes += files.forEach(path) { source, _ in
                 let resource = source.resource
                 if resource.resourceType == "Patient", let id = resource.string("id") { ids.insert(id) }
-                for field in StagedImport.patientFields {
-                    if let id = resource.first("\(field).reference")?.value.flatMap(RestHookNotification.patientID(in:)) { ids.insert(id) }
+                for referencePath in StagedImport.patientReferencePaths {
+                    if let id = resource.first(referencePath)?.value.flatMap(RestHookNotification.patientID(in:)) { ids.insert(id) }
                 }
             }
         }

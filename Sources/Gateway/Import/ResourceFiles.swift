@@ -66,8 +66,8 @@ public struct ResourceFiles: Sendable {
         let path: String
         let options: ParseOptions
         let linesPerUnit: Int
+        /// Open once an NDJSON file's first unit is asked for.
         var reader: NDJSONReader?
-        var started = false
         var ended = false
         var held: Unit?
 
@@ -80,8 +80,7 @@ public struct ResourceFiles: Sendable {
         public func next() -> Unit? {
             if let unit = held { held = nil; return unit }
             guard !ended else { return nil }
-            guard started else { return start() }
-            guard let reader else { return nil }
+            guard let reader else { return start() }
             var lines: [NDJSONReader.Line] = []
             while lines.count < linesPerUnit {
                 do {
@@ -99,7 +98,6 @@ public struct ResourceFiles: Sendable {
 
         /// The first unit: a whole file, or the first lines of an NDJSON file.
         func start() -> Unit? {
-            started = true
             do {
                 guard try FHIRFormat.detect(path: path) == .ndjson else { ended = true; return .file(path: path) }
                 reader = try NDJSONReader(path: path, options: options)

@@ -43,7 +43,7 @@ public struct StagedImport: Sendable {
         async let stored = store(from: queue, into: report, dryRun: dryRun, spill: spill, total: groups.count, progress: progress)
         let mapped: Double
         do {
-            mapped = try await mapGroups(groups, staging: staging, engine: engine) { _, unit in await queue.give(unit) }
+            mapped = try await mapGroups(groups, staging: staging, engine: engine) { await queue.give($0) }
         } catch {
             await queue.finish()
             _ = await stored
@@ -67,11 +67,7 @@ public struct StagedImport: Sendable {
 
     /// A unit's resources parsed and grouped, ready for the staging's one writer.
     struct ParsedUnit: Sendable {
-        /// The file's place in the run's list.
-        var file: Int
         var items: [StagedItem]
-        /// Each item's resource type.
-        var types: [String?]
         var problems: [ImportNote]
     }
 
@@ -91,50 +87,22 @@ public struct StagedImport: Sendable {
             }
         }
         var staged = report
-        let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, ParsedUnit).self) { tasks in
-            var submitted = 0
-            var written = 0
-            var running = 0
-            var ready: [Int: ParsedUnit] = [:]
-            func fill() {
-                // At most `window` parsing, and twice that parsed but not yet written.
-                while running < window, submitted - written < 2 * window, let (file, unit) = nextUnit() {
-                    let sequence = submitted
-                    submitted += 1
-                    running += 1
-                    tasks.addTask { (sequence, self.parse(unit, file: file)) }
-                }
-            }
-            fill()
-            while let (sequence, parsed) = await tasks.next() {
-                running -= 1
-                ready[sequence] = parsed
-                while let unit = ready.removeValue(forKey: written) {
-                    do throws(StoreError) { try write(unit, into: staging, report: &staged) } catch {
-                        tasks.cancelAll()
-                        return .failure(error)
-                    }
-                    written += 1
-                }
-                fill()
-            }
-            return .success(())
+        try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file) }) { (unit: ParsedUnit) throws(StoreError) in
+            try write(unit, into: staging, report: &staged)
         }
-        try result.get()
         report = staged
     }
 
     /// Parses a unit and works out each resource's group; keeps each resource's text as the file
     /// has it (written again only where the file has none: XML).
     func parse(_ unit: ResourceFiles.Unit, file: Int) -> ParsedUnit {
-        var parsed = ParsedUnit(file: file, items: [], types: [], problems: [])
+        var parsed = ParsedUnit(items: [], problems: [])
         parsed.problems = importer.files.parse(unit, keepingText: true) { source, fullURL, json in
             let identity = Self.identity(source.resource)
             var group = group(of: source, identity: identity, fullURL: fullURL)
             if identity == nil, group.isEmpty { group = "~\(source.origin)" }
             parsed.items.append(StagedItem(group: group, identity: identity, fullURL: fullURL, container: source.container == nil ? 0 : file + 1,
                                            origin: source.origin, bytes: json ?? FHIRJSONWriter(pretty: false).write(source.resource)))
-            parsed.types.append(source.resource.resourceType)
         }
         return parsed
     }
@@ -145,10 +113,11 @@ public struct StagedImport: Sendable {
         var repeated = 0
         var unmapped: [String: Int] = [:]
         try staging.write { writer in
-            for (item, type) in zip(unit.items, unit.types) {
+            for item in unit.items {
                 guard let identity = item.identity, let earlier = try writer.item(identity: identity) else {
-                    // Shared resources are counted here, once; in each patient's mapping they are context.
-                    if item.group.isEmpty, let type { unmapped[type, default: 0] += 1 }
+                    // Shared resources (always with an identity: those without get a group of
+                    // their own) are counted here, once; in each patient's mapping they are context.
+                    if item.group.isEmpty, let type = Self.type(of: item) { unmapped[type, default: 0] += 1 }
                     try writer.insert(item)
                     continue
                 }
@@ -168,8 +137,8 @@ public struct StagedImport: Sendable {
         let reader = FHIRJSONReader(options: ParseOptions(lenient: true))
         let earlierSource = SourcedResource(resource: try reader.read(earlier.bytes).resource, origin: earlier.origin)
         let source = SourcedResource(resource: try reader.read(item.bytes).resource, origin: item.origin)
-        let writer_ = FHIRJSONWriter(pretty: false)
-        if writer_.write(earlierSource.resource) == writer_.write(source.resource) { return nil }
+        let canonical = FHIRJSONWriter(pretty: false)
+        if canonical.write(earlierSource.resource) == canonical.write(source.resource) { return nil }
         let (replaces, reason) = RepeatedResources.isNewer(source, than: earlierSource)
         let winner = replaces ? source.origin : earlier.origin
         if replaces { try writer.replace(earlier.sequence, with: item) }
@@ -177,18 +146,18 @@ public struct StagedImport: Sendable {
                           message: "read again with different contents (also in \(earlier.origin)); \(reason), so the copy from \(winner) is imported")
     }
 
+    /// The references through which a resource names its patient.
+    static let patientReferencePaths = ["subject.reference", "patient.reference", "beneficiary.reference"]
+
     /// The group a resource is imported with: its patient's (`Patient/id`); for a resource of a
     /// type the mappings map but that names no patient, a group of its own; else the shared group
-    /// (empty), whose resources go with every patient that refers to them.
-    /// The elements through which a resource names its patient.
-    static let patientFields = ["subject", "patient", "beneficiary"]
-
-    /// A Patient without an id (in a Bundle) is grouped by its `fullUrl`, as references name it.
+    /// (empty), whose resources go with every patient that refers to them. A Patient without an
+    /// id (in a Bundle) is grouped by its `fullUrl`, as references name it.
     func group(of source: SourcedResource, identity: String?, fullURL: String?) -> String {
         let resource = source.resource
         if resource.resourceType == "Patient", let key = identity ?? fullURL.map({ "url:" + $0 }) { return key }
-        for field in Self.patientFields {
-            guard let reference = resource.first("\(field).reference")?.value else { continue }
+        for path in Self.patientReferencePaths {
+            guard let reference = resource.first(path)?.value else { continue }
             if let target = source.index?.resource(for: reference), target.resourceType == "Patient" {
                 return Self.identity(target) ?? "url:" + reference
             }
@@ -296,42 +265,54 @@ public struct StagedImport: Sendable {
 
     /// Maps the groups, `window` at a time, handing each result to `store` in group order.
     func mapGroups(_ groups: [String], staging: any ImportStaging, engine: MappingEngine,
-                   store: (Int, MappedGroup) async -> Void) async throws(StoreError) -> Double {
+                   store: (MappedGroup) async -> Void) async throws(StoreError) -> Double {
         let clock = ContinuousClock()
         var mappingTime = Duration.zero
-        let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, Result<MappedGroup, StoreError>, Duration).self) { tasks in
-            var next = 0
-            var ready: [Int: MappedGroup] = [:]
-            var stored = 0
-            func submit() {
-                let i = next
-                next += 1
-                tasks.addTask {
-                    let start = clock.now
-                    let result = Result(catching: { () throws(StoreError) -> MappedGroup in try Self.map(groups[i], staging: staging, engine: engine) })
-                    return (i, result, clock.now - start)
+        var pending = groups[...]
+        try await Self.inOrder(window: window, next: { pending.popFirst() }, work: { group in
+            let start = clock.now
+            let result = Result(catching: { () throws(StoreError) -> MappedGroup in try Self.map(group, staging: staging, engine: engine) })
+            return (result, clock.now - start)
+        }) { (mapped: Result<MappedGroup, StoreError>, took: Duration) throws(StoreError) in
+            mappingTime += took
+            await store(try mapped.get())
+        }
+        // Mapping time per core in use: the wall-clock share of the mapping.
+        return mappingTime.seconds / Double(max(1, min(window, ProcessInfo.processInfo.activeProcessorCount)))
+    }
+
+    /// Runs `work` on what `next` hands out, `window` at a time on child tasks, and gives each
+    /// result to `consume` in the order handed out (at most twice `window` wait for their turn);
+    /// stops at the first error `consume` throws.
+    static func inOrder<Item: Sendable, Output: Sendable>(window: Int, next: () -> Item?, work: @escaping @Sendable (Item) -> Output,
+                                                         consume: (Output) async throws(StoreError) -> Void) async throws(StoreError) {
+        let result: Result<Void, StoreError> = await withTaskGroup(of: (Int, Output).self) { tasks in
+            var submitted = 0, consumed = 0, running = 0
+            var ready: [Int: Output] = [:]
+            func fill() {
+                while running < window, submitted - consumed < 2 * window, let item = next() {
+                    let sequence = submitted
+                    submitted += 1
+                    running += 1
+                    tasks.addTask { (sequence, work(item)) }
                 }
             }
-            while next < min(window, groups.count) { submit() }
-            while let (i, result, took) = await tasks.next() {
-                mappingTime += took
-                switch result {
-                case .failure(let error):
-                    tasks.cancelAll()
-                    return .failure(error)
-                case .success(let mapped): ready[i] = mapped
+            fill()
+            while let (sequence, output) = await tasks.next() {
+                running -= 1
+                ready[sequence] = output
+                while let output = ready.removeValue(forKey: consumed) {
+                    do throws(StoreError) { try await consume(output) } catch {
+                        tasks.cancelAll()
+                        return .failure(error)
+                    }
+                    consumed += 1
                 }
-                while let mapped = ready.removeValue(forKey: stored) {
-                    await store(stored, mapped)
-                    stored += 1
-                }
-                if next < groups.count { submit() }
+                fill()
             }
             return .success(())
         }
         try result.get()
-        // Mapping time per core in use: the wall-clock share of the mapping.
-        return mappingTime.seconds / Double(max(1, min(window, ProcessInfo.processInfo.activeProcessorCount)))
     }
 
     /// Reads a group back with the shared resources it refers to (and those they refer to), and
@@ -355,8 +336,7 @@ public struct StagedImport: Sendable {
         var unread: [Int64: StagedItem] = [:]
         var unreadByKey: [String: Int64] = [:]
         for item in own {
-            guard let identity = item.identity, let type = identity.split(separator: "/").first,
-                  engine.mappings.files[String(type)] == nil else { continue }
+            guard let identity = item.identity, let type = Self.type(of: item), engine.mappings.files[type] == nil else { continue }
             unread[item.sequence] = item
             unreadByKey[identity] = item.sequence
             if let url = item.fullURL { unreadByKey[url] = item.sequence }
@@ -406,10 +386,7 @@ public struct StagedImport: Sendable {
             sources.append(SourcedResource(resource: resource, container: bundle?.0, index: bundle?.1, origin: item.origin))
         }
         var output = engine.map(sources)
-        for item in unread.values {
-            guard let type = item.identity?.split(separator: "/").first else { continue }
-            output.unmapped[String(type), default: 0] += 1
-        }
+        for type in unread.values.compactMap(Self.type(of:)) { output.unmapped[type, default: 0] += 1 }
         // Shared resources are context here, counted once by the run (below), not per patient.
         for (source, item) in zip(sources, order.map(\.2)) where shared.contains(item.sequence) {
             guard let type = source.resource.resourceType, let n = output.unmapped[type] else { continue }
@@ -429,6 +406,11 @@ public struct StagedImport: Sendable {
         }
         walk(resource)
         return found
+    }
+
+    /// A staged item's resource type, from its identity (`Type/id`).
+    static func type(of item: StagedItem) -> String? {
+        item.identity.flatMap { $0.split(separator: "/").first }.map(String.init)
     }
 
     /// A resource's identity across files: `Type/id`.

@@ -53,11 +53,7 @@ public struct StoreImport: Sendable {
             if dryRun {
                 result.changes = try store.read { try plan($0).changes }
             } else {
-                result.changes = try store.write { tx in
-                    let planned = try plan(tx)
-                    if !planned.operations.isEmpty { try tx.apply(planned.operations) }
-                    return planned.changes
-                }
+                result.changes = try store.write { tx in try write(batch, in: tx, notes: &notes) }
             }
         } catch {
             result.failure = "\(error)"
@@ -87,10 +83,7 @@ public struct StoreImport: Sendable {
             { (tx: any CarePlanWriter) throws -> (changes: [ImportChange], notes: [ImportNote]) in
                 var notes: [ImportNote] = []
                 do {
-                    var plan = Plan(importer: self, store: tx, batch: batch)
-                    try plan.build(notes: &notes)
-                    if !plan.operations.isEmpty { try tx.apply(plan.operations) }
-                    return (plan.changes, notes)
+                    return (try write(batch, in: tx, notes: &notes), notes)
                 } catch {
                     throw Failure(cause: error, notes: notes)
                 }
@@ -110,6 +103,14 @@ public struct StoreImport: Sendable {
                 return (imported, [])
             }
         }
+    }
+
+    /// Plans one patient's batch against what `tx` holds and applies it there; returns the changes.
+    func write(_ batch: PatientBatch, in tx: any CarePlanWriter, notes: inout [ImportNote]) throws -> [ImportChange] {
+        var plan = Plan(importer: self, store: tx, batch: batch)
+        try plan.build(notes: &notes)
+        if !plan.operations.isEmpty { try tx.apply(plan.operations) }
+        return plan.changes
     }
 
     /// The operations for one patient, worked out against what the store holds.
