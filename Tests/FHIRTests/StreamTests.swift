@@ -65,6 +65,41 @@ struct StreamTests {
         for bundle in bundles { try expectEntryTextsMatch(bundle.path) }
     }
 
+    @Test("a skimming read keeps a Bundle entry's id and the kept elements of the types it does not read whole, checks the rest only as JSON, and never skims a root Bundle, a whole type or a contained resource")
+    func skim() throws {
+        let bundle = """
+            {"resourceType":"Bundle","type":"collection","entry":[
+              {"fullUrl":"urn:uuid:c1","resource":{"status":"nonsense","resourceType":"Claim","id":"c1","patient":{"reference":"urn:uuid:p1"},
+                "made-up":[1,{"a":null}],"contained":[{"resourceType":"Patient","id":"x","gender":"?"}],"total":{"value":"not a number"}}},
+              {"fullUrl":"urn:uuid:p1","resource":{"resourceType":"Patient","id":"p1","gender":"female","name":[{"text":"Ann"}]}},
+              {"resource":{"resourceType":"Encounter","id":"e1","status":"finished","class":{"code":"AMB"},"subject":{"reference":"Patient/p1"}}}]}
+            """
+        var options = ParseOptions()
+        options.skim = ParseOptions.Skim(wholeTypes: ["Patient"], keptElements: ["patient", "subject"], root: false)
+        let skimmed = try FHIRJSONReader(options: options).read(bundle).resource
+        let entries = skimmed.children.filter { $0.name == "entry" }.compactMap { $0["resource"] }
+        #expect(entries.map { $0.children.map(\.name) } == [["id", "patient"], ["id", "name", "gender"], ["id", "subject"]])
+        #expect(entries[0].first("patient.reference")?.value == "urn:uuid:p1" && entries[2].first("subject.reference")?.value == "Patient/p1")
+        // Read whole, the Claim's bad code, unknown element and bad decimal are errors.
+        #expect(throws: FHIRFormatError.self) { try FHIRJSONReader().read(bundle) }
+        // What is kept is still validated; what is skipped must still be JSON, with its line.
+        let badKept = bundle.replacingOccurrences(of: #""id":"c1""#, with: #""id":"c 1!""#)
+        #expect(throws: FHIRFormatError.self) { try FHIRJSONReader(options: options).read(badKept) }
+        let badJSON = bundle.replacingOccurrences(of: #"[1,{"a":null}]"#, with: #"[1,{"a":nul}]"#)
+        do {
+            _ = try FHIRJSONReader(options: options).read(badJSON)
+            Issue.record("a skimmed entry that is not JSON was read")
+        } catch {
+            #expect(error.issues.first?.location.line == 3)
+        }
+        // The root: skimmed only when asked, a Bundle never.
+        let claim = #"{"resourceType":"Claim","id":"c2","status":"nonsense","patient":{"reference":"Patient/p1"}}"#
+        #expect(throws: FHIRFormatError.self) { try FHIRJSONReader(options: options).read(claim) }
+        options.skim?.root = true
+        #expect(try FHIRJSONReader(options: options).read(claim).resource.children.map(\.name) == ["id", "patient"])
+        #expect(try FHIRJSONReader(options: options).read(bundle).resource.children.filter { $0.name == "entry" }.count == 3)
+    }
+
     @Test("NDJSON lines handed out unparsed read as next() reads them, with their line numbers")
     func ndjsonLines() throws {
         let path = try temporaryFile("lines.ndjson", "{\"resourceType\":\"Patient\",\"id\":\"a\"}\n\n  \n{\"resourceType\":\"Patient\",\"id\":\"b\"}\n")

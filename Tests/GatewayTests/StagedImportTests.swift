@@ -67,6 +67,40 @@ struct StagedImportTests {
         try await serialEqualsParallel([examples])
     }
 
+    @Test("resources of types no mapping maps are skimmed, not validated: a Claim with a bad code and an unknown element leaves the patient's import as it was, without the warnings a whole-run import gives; a Claim that is not JSON refuses the file with its line")
+    func skimmedTypes() async throws {
+        let text = try String(contentsOfFile: demoBundle, encoding: .utf8)
+        let claim = """
+            {"fullUrl": "urn:uuid:claim-1", "resource": {"resourceType": "Claim", "id": "claim-1", "status": "not-a-status",
+              "made-up": {"a": [1, 2]}, "patient": {"reference": "Patient/maria-lopez"}}},
+            """
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-skim-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func bundle(_ name: String, _ entry: String) throws -> String {
+            let path = directory.appendingPathComponent(name).path
+            try text.replacingOccurrences(of: "\"entry\": [\n", with: "\"entry\": [\n" + entry + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let withClaim = try bundle("with-claim.json", claim)
+        let plain = try temporaryStore(), skimmed = try temporaryStore()
+        let plainReport = try await StagedImport(importer: try importer(plain)).run([demoBundle], staging: try SQLiteImportStaging(inMemory: ()))
+        let report = try await StagedImport(importer: try importer(skimmed)).run([withClaim], staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(report.unmapped["Claim"] == 1 && report.resources == plainReport.resources + 1)
+        #expect(!report.notes.contains { $0.kind == .error } && report.counts == plainReport.counts)
+        #expect(try StoreSnapshot.json(skimmed, notes: [], timeZone: newYork) == StoreSnapshot.json(plain, notes: [], timeZone: newYork))
+        // A whole-run import (leniently, as both read) warns about the Claim's code and element.
+        let whole = try importer(try temporaryStore()).run([withClaim])
+        let claimNotes = whole.notes.filter { $0.kind == .warning && $0.message.contains("not-a-status") || $0.message.contains("'made-up' in Claim") }
+        #expect(claimNotes.map(\.origin) == [withClaim + ":10:98", withClaim + ":11:3"])
+        #expect(Set(report.notes.map(\.description)) == Set(whole.notes.map(\.description)).subtracting(claimNotes.map(\.description)))
+        // Skimmed is still read as JSON: a broken Claim is the file's error, with its line.
+        let broken = try bundle("broken-claim.json", claim.replacingOccurrences(of: "[1, 2]", with: "[1, 2"))
+        let refused = try await StagedImport(importer: try importer(try temporaryStore())).run([broken], staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(refused.patients.isEmpty)
+        #expect(refused.notes.contains { $0.kind == .error && $0.origin.hasPrefix(broken + ":11:") }, "\(refused.notes)")
+    }
+
     @Test("a large import keeps the first 20 quiet notes of each kind and spills the rest to a file: the report's JSON and counts hold them all, as an import that kept them in memory")
     func spilledNotes() async throws {
         guard let shared = sharedRoot else { return skipNotice("spilled notes of the Synthea bundles") }

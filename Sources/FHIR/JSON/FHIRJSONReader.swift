@@ -329,7 +329,7 @@ struct JSONParser {
         guard peek() == 0x7B else {
             throw syntaxError("expected a FHIR resource (a JSON object), found \(describeNext())")
         }
-        guard let root = try parseResource(name: nil, slot: Int16.max) else {
+        guard let root = try parseResource(name: nil, slot: Int16.max, skimmable: true) else {
             throw .invalid(issues)
         }
         skipWhitespace()
@@ -365,7 +365,8 @@ struct JSONParser {
     }
 
     /// Parses the resource object at `pos`. Returns nil (with an issue) for an unknown resource type.
-    mutating func parseResource(name: String?, slot: Int16) throws(FHIRFormatError) -> Element? {
+    /// A `skimmable` one (the root, a Bundle entry's) is skimmed when `options.skim` says so.
+    mutating func parseResource(name: String?, slot: Int16, skimmable: Bool) throws(FHIRFormatError) -> Element? {
         let objectStart = pos
         guard let (typeName, offset) = try findResourceType() else {
             report(.structure, "a resource needs a resourceType", at: objectStart)
@@ -379,7 +380,11 @@ struct JSONParser {
         }
         if path.isEmpty { path.append(PathStep(name: typeName, index: -1)) }
         var element = Element(name: name ?? typeName, typeIndex: type.index, slot: slot)
-        try parseObject(type: type, into: &element, isResource: true)
+        if skimmable, let skim = options.skim, skim.skims(typeName, isRoot: name == nil) {
+            try skimObject(type: type, keeping: skim.keptElements, into: &element)
+        } else {
+            try parseObject(type: type, into: &element, isResource: true)
+        }
         return element
     }
 
@@ -485,6 +490,40 @@ struct JSONParser {
                 a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
             }
             node.children = indexed.map(\.element)
+        }
+    }
+
+    /// Reads a skimmed resource: its `id` and `kept` elements (when known to `type`) are parsed
+    /// into `node` as `parseObject` would; every other property is checked as JSON and skipped.
+    mutating func skimObject(type: TypeDefinition, keeping kept: Set<String>, into node: inout Element) throws(FHIRFormatError) {
+        let objectStart = pos
+        try enter()
+        pos += 1
+        if peek() == 0x7D { pos += 1; depth -= 1; return }
+        var seen = SlotSet()
+        while true {
+            guard peek() == 0x22 else { throw syntaxError("expected a property name, found \(describeNext())") }
+            let key = try scanString()
+            try expect(0x3A, "':'")
+            _ = peek()
+            let name = key.escaped ? nil : UnsafeBufferPointer(rebasing: input[key.start..<key.end])
+            if let name, let (slot, typeIndex) = type.properties.lookup(name), seen.insert(slot),
+               case let definition = type.elements[Int(slot)], !definition.isChoice,
+               definition.name == "id" || kept.contains(definition.name) {
+                try parseProperty(definition: definition, typeIndex: typeIndex, propertyName: definition.name, isResource: true, into: &node)
+            } else {
+                try skipValue()
+            }
+            guard let next = peek() else { throw syntaxError("unterminated object", at: objectStart) }
+            pos += 1
+            if next == 0x7D { break }
+            guard next == 0x2C else { throw syntaxError("expected ',' or '}' after a property, found \(describeNext())", at: pos - 1) }
+        }
+        depth -= 1
+        if !node.children.isEmpty {
+            node.children = node.children.enumerated().sorted { a, b in
+                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
+            }.map(\.element)
         }
     }
 
@@ -611,7 +650,8 @@ struct JSONParser {
                 return nil
             }
             let depthBefore = path.count
-            let resource = try parseResource(name: definition.name, slot: definition.slot)
+            let resource = try parseResource(name: definition.name, slot: definition.slot,
+                                             skimmable: definition === model.bundleEntryResource)
             path.removeSubrange(depthBefore...)
             return resource
         }

@@ -20,45 +20,59 @@ public final class ModelInfo: Sendable {
     private let typeIndexByName: [String: Int32]
     /// The required value sets, indexed by `ElementDefinition.binding`.
     public let bindings: [RequiredBinding]
+    /// `Bundle.entry.resource`: the resources a skimming read skims (`ParseOptions.Skim`).
+    let bundleEntryResource: ElementDefinition?
 
     /// Parses a table in the format above. The table is generated and committed; a malformed
     /// table is a programming error.
     init(table: String) {
         var bindings: [RequiredBinding] = []
         var pendingTypes: [(name: String, kind: TypeDefinition.Kind, base: String?, abstract: Bool, elements: [PendingElement])] = []
-        for line in table.split(separator: "\n", omittingEmptySubsequences: true) {
-            let fields = line.split(separator: " ")
-            switch fields.first {
-            case "B":
-                let codes = fields.count > 2 ? fields[2].split(separator: "|").map(String.init) : []
-                bindings.append(RequiredBinding(valueSet: String(fields[1]), codes: codes))
-            case "T":
-                let kind = TypeDefinition.Kind(rawValue: String(fields[2]))!
-                let base = fields[3] == "-" ? nil : String(fields[3])
-                pendingTypes.append((String(fields[1]), kind, base, fields.count > 4 && fields[4] == "abstract", []))
-            case "E":
-                var name = String(fields[1])
-                let isChoice = name.hasSuffix("[x]")
-                if isChoice { name.removeLast(3) }
-                var element = PendingElement(
-                    name: name, isChoice: isChoice, min: Int(fields[2])!,
-                    max: fields[3] == "*" ? nil : Int(fields[3])!,
-                    typeNames: fields[4].split(separator: "|").map(String.init))
-                for flag in fields.dropFirst(5) {
-                    if flag == "m" { element.isModifier = true }
-                    else if flag == "s" { element.isSummary = true }
-                    else if flag.first == "b" { element.binding = Int(flag.dropFirst())! }
+        // Read over the UTF-8 bytes: the table is read at every start of the program.
+        var table = table
+        table.withUTF8 { bytes in
+            var lineStart = 0
+            while lineStart < bytes.count {
+                let lineEnd = bytes[lineStart...].firstIndex(of: 0x0A) ?? bytes.count
+                let fields = Self.fields(of: UnsafeBufferPointer(rebasing: bytes[lineStart..<lineEnd]), separator: 0x20)
+                lineStart = lineEnd + 1
+                guard let tag = fields.first, tag.count == 1 else { continue }
+                switch tag[0] {
+                case UInt8(ascii: "B"):
+                    let codes = fields.count > 2 ? Self.fields(of: fields[2], separator: 0x7C).map(Self.string) : []
+                    bindings.append(RequiredBinding(valueSet: Self.string(fields[1]), codes: codes))
+                case UInt8(ascii: "T"):
+                    let kind = TypeDefinition.Kind(rawValue: Self.string(fields[2]))!
+                    let base = Self.string(fields[3])
+                    pendingTypes.append((Self.string(fields[1]), kind, base == "-" ? nil : base, fields.count > 4 && Self.string(fields[4]) == "abstract", []))
+                case UInt8(ascii: "E"):
+                    var name = Self.string(fields[1])
+                    let isChoice = name.hasSuffix("[x]")
+                    if isChoice { name.removeLast(3) }
+                    let max = Self.string(fields[3])
+                    var element = PendingElement(
+                        name: name, isChoice: isChoice, min: Int(Self.string(fields[2]))!,
+                        max: max == "*" ? nil : Int(max)!,
+                        typeNames: Self.fields(of: fields[4], separator: 0x7C).map(Self.string))
+                    for flag in fields.dropFirst(5) {
+                        switch flag[0] {
+                        case UInt8(ascii: "m"): element.isModifier = true
+                        case UInt8(ascii: "s"): element.isSummary = true
+                        case UInt8(ascii: "b"): element.binding = Int(Self.string(UnsafeBufferPointer(rebasing: flag.dropFirst())))!
+                        default: break
+                        }
+                    }
+                    pendingTypes[pendingTypes.count - 1].elements.append(element)
+                default:
+                    continue
                 }
-                pendingTypes[pendingTypes.count - 1].elements.append(element)
-            default:
-                continue
             }
         }
         var index: [String: Int32] = [:]
         for (i, type) in pendingTypes.enumerated() { index[type.name] = Int32(i) }
         self.typeIndexByName = index
         self.bindings = bindings
-        self.types = pendingTypes.enumerated().map { i, pending in
+        let types = pendingTypes.enumerated().map { i, pending in
             let elements = pending.elements.enumerated().map { slot, e in
                 ElementDefinition(
                     name: e.name, slot: Int16(slot), isChoice: e.isChoice, min: e.min, max: e.max,
@@ -70,6 +84,17 @@ public final class ModelInfo: Sendable {
                 index: Int32(i), name: pending.name, kind: pending.kind, baseName: pending.base,
                 isAbstract: pending.abstract, elements: elements)
         }
+        self.types = types
+        self.bundleEntryResource = index["Bundle.entry"].flatMap { types[Int($0)].elements.first { $0.name == "resource" } }
+    }
+
+    /// The non-empty fields of a line of the table, split at `separator`.
+    private static func fields(of line: UnsafeBufferPointer<UInt8>, separator: UInt8) -> [UnsafeBufferPointer<UInt8>] {
+        line.split(separator: separator).map { UnsafeBufferPointer(rebasing: $0) }
+    }
+
+    private static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(decoding: bytes, as: UTF8.self)
     }
 
     private struct PendingElement {

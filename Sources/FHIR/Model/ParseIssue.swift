@@ -91,12 +91,39 @@ public struct ParseOptions: Sendable {
     public var lenient: Bool
     /// The name used in locations (usually the file path).
     public var sourceName: String?
+    /// Resources read only in part (JSON only; nil reads every resource whole).
+    public var skim: Skim?
 
     public init(maximumDocumentSize: Int = 1 << 30, maximumDepth: Int = 128, lenient: Bool = false, sourceName: String? = nil) {
         self.maximumDocumentSize = maximumDocumentSize
         self.maximumDepth = maximumDepth
         self.lenient = lenient
         self.sourceName = sourceName
+    }
+
+    /// Which resources a JSON read skims: for a reader that keeps each resource's text and needs
+    /// only a few elements of most resources (the import's staging: a Claim's id and patient).
+    /// A skimmed resource's tree holds its `id` and `keptElements`; the rest of its JSON is
+    /// checked as JSON and skipped, neither validated nor kept. A Bundle's entries are skimmed,
+    /// never resources inside other resources (`contained`, a Parameters' values).
+    public struct Skim: Sendable {
+        /// Types read whole (those the reader maps).
+        public var wholeTypes: Set<String>
+        /// Top-level elements of a skimmed resource that are read (validated) into its tree.
+        public var keptElements: Set<String>
+        /// Whether the document's root is skimmed too (an NDJSON line, whose text is the
+        /// resource's); a root Bundle never is.
+        public var root: Bool
+
+        public init(wholeTypes: Set<String>, keptElements: Set<String>, root: Bool) {
+            self.wholeTypes = wholeTypes
+            self.keptElements = keptElements
+            self.root = root
+        }
+
+        func skims(_ type: String, isRoot: Bool) -> Bool {
+            type != "Bundle" && !wholeTypes.contains(type) && (!isRoot || root)
+        }
     }
 }
 

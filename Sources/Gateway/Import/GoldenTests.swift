@@ -1,4 +1,5 @@
 import CareStore
+import FHIR
 import Foundation
 import JSON
 import Mapping
@@ -131,7 +132,7 @@ public struct GoldenTestRunner: Sendable {
 
     func snapshot(of input: String, test: GoldenTest) throws -> String {
         let zone = TimeZone(identifier: test.timeZone) ?? TimeZone(identifier: "UTC")!
-        let now = ISO8601DateFormatter().date(from: test.now) ?? Date(timeIntervalSince1970: 1_767_225_600)
+        let now = FHIRDateTime(test.now).map { $0.start(in: zone) } ?? Date(timeIntervalSince1970: 1_767_225_600)
         let store = try emptyStore()
         let report = FHIRImporter(mappings: mappings, store: store, timeZone: zone, now: now).run([input])
         if let failed = report.failedPatients.first { throw StoreError.database(path: input, message: failed.failure ?? "import failed") }

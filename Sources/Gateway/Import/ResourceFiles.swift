@@ -112,12 +112,17 @@ public struct ResourceFiles: Sendable {
     /// Parses a unit, handing `body` each resource with its entry's `fullUrl` and, when
     /// `keepingText`, its JSON text as the file has it (an NDJSON line; a JSON Bundle's entry),
     /// and returns what could not be read and what reading let through with a warning.
-    public func parse(_ unit: Unit, keepingText: Bool, _ body: (SourcedResource, _ fullURL: String?, _ json: [UInt8]?) -> Void) -> [ImportNote] {
+    /// With `skim` (only when keeping text, which a skimmed resource's tree does not hold), the
+    /// resources of types it does not read whole are skimmed (`ParseOptions.Skim`).
+    public func parse(_ unit: Unit, keepingText: Bool, skim: ParseOptions.Skim? = nil,
+                      _ body: (SourcedResource, _ fullURL: String?, _ json: [UInt8]?) -> Void) -> [ImportNote] {
         var problems: [ImportNote] = []
+        let skim = keepingText ? skim : nil
         switch unit {
         case .unreadable(let note):
             return [note]
-        case .lines(let path, let lines, let options):
+        case .lines(let path, let lines, var options):
+            options.skim = skim.map { var s = $0; s.root = true; return s }
             for line in lines {
                 do {
                     let parsed = try line.parse(options: options)
@@ -129,8 +134,14 @@ public struct ResourceFiles: Sendable {
             }
         case .file(let path):
             do {
-                let (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: options)
+                var skimming = options
+                skimming.skim = skim.map { var s = $0; s.root = false; return s }
+                var (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: skimming)
                     : (try FHIRDocument.read(contentsOf: path, options: options), nil)
+                if skim != nil, entryText == nil, parsed.resource.resourceType == "Bundle" {
+                    // Entries without their text: read whole, as they will be written from the tree.
+                    parsed = try FHIRDocument.read(contentsOf: path, options: options)
+                }
                 problems += parsed.warnings.map { Self.warning($0, in: parsed.resource, path: path) }
                 let resource = parsed.resource
                 guard resource.resourceType == "Bundle" else {

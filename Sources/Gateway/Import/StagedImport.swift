@@ -97,7 +97,7 @@ public struct StagedImport: Sendable {
     /// has it (written again only where the file has none: XML).
     func parse(_ unit: ResourceFiles.Unit, file: Int) -> ParsedUnit {
         var parsed = ParsedUnit(items: [], problems: [])
-        parsed.problems = importer.files.parse(unit, keepingText: true) { source, fullURL, json in
+        parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
             let identity = Self.identity(source.resource)
             var group = group(of: source, identity: identity, fullURL: fullURL)
             if identity == nil, group.isEmpty { group = "~\(source.origin)" }
@@ -148,6 +148,15 @@ public struct StagedImport: Sendable {
 
     /// The references through which a resource names its patient.
     static let patientReferencePaths = ["subject.reference", "patient.reference", "beneficiary.reference"]
+
+    /// Staging reads whole only the types the mappings map; of the others (most of a Synthea
+    /// patient: claims, encounters, procedures) it reads only what groups them: their id and
+    /// the elements naming their patient. Their text is staged as the file has it, unvalidated:
+    /// they are read again (leniently) only when a mapped resource refers to them.
+    var skim: ParseOptions.Skim {
+        ParseOptions.Skim(wholeTypes: Set(importer.mappings.files.keys),
+                          keptElements: Set(Self.patientReferencePaths.map { String($0.prefix { $0 != "." }) }), root: false)
+    }
 
     /// The group a resource is imported with: its patient's (`Patient/id`); for a resource of a
     /// type the mappings map but that names no patient, a group of its own; else the shared group

@@ -431,7 +431,7 @@ public struct MappingLoader: Sendable {
                         if let z = zone, TimeZone(identifier: z) == nil { error(value.location, "'\(z)' is not a time zone (use an IANA name such as America/New_York)") }
                     case "now":
                         now = scalar(value, "now")
-                        if let n = now, ISO8601DateFormatter().date(from: n) == nil { error(value.location, "'now' is an ISO 8601 instant (2026-11-01T09:00:00-05:00)") }
+                        if let n = now, FHIRDateTime(n)?.precision != .second { error(value.location, "'now' is an ISO 8601 instant (2026-11-01T09:00:00-05:00)") }
                     default: unknownKey(key, keyAt, Array(MappingSchema.test), "in a test")
                     }
                 }
