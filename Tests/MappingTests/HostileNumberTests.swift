@@ -139,4 +139,19 @@ struct GoldenSnapshotFolderTests {
             #expect(MappingSource.isInsideFolder(MappingSource.resolve(expect, from: file), of: file), "\(expect)")
         }
     }
+
+    @Test("a test's 'now' is an instant with its offset; a date, a time without an offset or a made-up day is an error at its line")
+    func testNow() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-now-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let file = root.appendingPathComponent("patient.yaml").path
+        for (now, valid) in [("2026-11-01T09:00:00-05:00", true), ("2026-11-01T09:00:00.250Z", true), ("2026-11-01", false),
+                             ("2026-11-01T09:00:00", false), ("2026-02-30T09:00:00Z", false), ("tomorrow", false)] {
+            try "caregate-mapping: 1\nresource: Patient\nextends: builtin:patient.yaml\ntests:\n  - input: p.json\n    expect: p.expected.json\n    now: \"\(now)\"\n"
+                .write(toFile: file, atomically: true, encoding: .utf8)
+            let errors = MappingValidator().check(path: file).diagnostics.map(\.description).filter { $0.contains("'now' is an ISO 8601 instant") }
+            #expect(errors.count == (valid ? 0 : 1) && errors.allSatisfy { $0.hasPrefix(file + ":7:") }, "\(now): \(errors)")
+        }
+    }
 }
