@@ -49,6 +49,36 @@ struct ImportTests {
         #expect(try store.fetchContacts().map(\.carePlanUUID) == Array(repeating: current.uuid, count: 3))
     }
 
+    @Test("Patients without an id (a transaction Bundle's, named by urn:uuid) are refused with their resources, never merged into one store patient; a Patient with an id beside them is imported, whole run or staged")
+    func patientsWithoutID() async throws {
+        let bundle = """
+            {"resourceType": "Bundle", "type": "transaction", "entry": [
+              {"fullUrl": "urn:uuid:0a1b", "resource": {"resourceType": "Patient", "name": [{"family": "Ames", "given": ["Ann"]}]},
+               "request": {"method": "POST", "url": "Patient"}},
+              {"fullUrl": "urn:uuid:0c2d", "resource": {"resourceType": "Patient", "name": [{"family": "Burr", "given": ["Bob"]}]},
+               "request": {"method": "POST", "url": "Patient"}},
+              {"fullUrl": "urn:uuid:0e3f", "resource": {"resourceType": "Patient", "id": "carl", "name": [{"family": "Cole", "given": ["Carl"]}]},
+               "request": {"method": "PUT", "url": "Patient/carl"}},
+              {"fullUrl": "urn:uuid:1a1b", "resource": {"resourceType": "CarePlan", "id": "ann-plan", "status": "active", "intent": "plan",
+                "title": "Ann's plan", "subject": {"reference": "urn:uuid:0a1b"}}, "request": {"method": "POST", "url": "CarePlan"}},
+              {"fullUrl": "urn:uuid:1c2d", "resource": {"resourceType": "CarePlan", "id": "carl-plan", "status": "active", "intent": "plan",
+                "title": "Carl's plan", "subject": {"reference": "urn:uuid:0e3f"}}, "request": {"method": "POST", "url": "CarePlan"}}]}
+            """
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString)-transaction.json").path
+        try bundle.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let whole = try temporaryStore(), staged = try temporaryStore()
+        let reports = [try importer(whole).run([path]),
+                       try await StagedImport(importer: try importer(staged)).run([path], staging: try SQLiteImportStaging(inMemory: ()))]
+        for (store, report) in zip([whole, staged], reports) {
+            #expect(try store.fetchPatients().map(\.id) == ["Patient/carl"])
+            #expect(try store.fetchCarePlans().map(\.id) == ["CarePlan/carl-plan"])
+            let errors = report.notes.filter { $0.kind == .error }
+            #expect(errors.map(\.origin).sorted() == ["#entry[0]", "#entry[1]", "#entry[3]"].map { path + $0 }, "\(errors)")
+            #expect(errors.allSatisfy { $0.message.contains("the patient id is 'Patient/': the Patient has no id") })
+        }
+    }
+
     @Test("the demo Bundle: one patient, the plan, 8 tasks, 3 contacts, and the 2 results that have a task attached to its occurrences")
     func demo() throws {
         let store = try temporaryStore()

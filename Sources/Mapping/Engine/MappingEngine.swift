@@ -220,12 +220,19 @@ public struct MappingEngine: Sendable {
         }
 
         /// The store id the Patient mapping gives a Patient resource.
-        func patientKey(_ patient: Element, _ source: SourcedResource) -> String? {
+        /// The store id of a Patient resource, as the Patient mapping makes it; nil, with a note,
+        /// for a Patient without an id (see `PatientMapper.namesOne`).
+        mutating func patientKey(_ patient: Element, _ source: SourcedResource) -> String? {
+            var key = patient.string("id").map { "Patient/\($0)" } ?? "Patient/"
             if let file = mappings.files["Patient"] {
                 let inner = SourcedResource(resource: patient, container: source.container, index: source.index, origin: source.origin)
-                if let id = try? context(inner, file).string(file.patientFields["id"]) { return id }
+                if let id = try? context(inner, file).string(file.patientFields["id"]) { key = id }
             }
-            return patient.string("id").map { "Patient/\($0)" }
+            guard PatientMapper.namesOne(key) else {
+                notes.add(.error, source, nil, "its patient: " + PatientMapper.unnamed(key))
+                return nil
+            }
+            return key
         }
 
         /// Maps a resource (on its own, or inside a care plan when `carePlanID` is given).

@@ -7,12 +7,27 @@ import Foundation
 struct PatientMapper {
     let context: MappingContext
 
+    /// Whether a store patient id names someone: not empty, and not a prefix left bare by a
+    /// Patient without an id (`'Patient/' & id` gives `Patient/`). Such Patients are refused:
+    /// kept, every one of them would become the same store patient.
+    static func namesOne(_ id: String) -> Bool {
+        !id.isEmpty && !id.hasSuffix("/")
+    }
+
+    static func unnamed(_ id: String) -> String {
+        "the patient id is '\(id)': the Patient has no id to tell it from other patients, so nothing of it is imported (give it the EHR's id)"
+    }
+
     /// The patient, or nil with a note saying why not.
     func make(record: SourceRecord, notes: inout MappingNotes) -> Patient? {
         let fields = context.file.patientFields
         do {
             guard let id = try context.string(fields["id"]) else {
                 notes.add(.error, context.source, nil, "the patient id expression gave nothing")
+                return nil
+            }
+            guard Self.namesOne(id) else {
+                notes.add(.error, context.source, nil, Self.unnamed(id))
                 return nil
             }
             var name = PersonName()
