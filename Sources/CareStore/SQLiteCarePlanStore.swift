@@ -262,17 +262,19 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         SQLiteBinding.bind(p, 15, batch.device?.patientID)
         SQLiteBinding.bind(p, 16, batch.device?.stamp)
         // The JSON is bound without a copy: it outlives the step, and the binding is cleared after.
-        let code = json.withUnsafeBufferPointer { buffer in
+        let (code, failure) = json.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
                 sqlite3_bind_text(p, 12, chars.baseAddress, Int32(chars.count), nil)
                 let code = sqlite3_step(p)
+                // The message before the reset and the binding clear it.
+                let failure = code == SQLITE_DONE ? nil : String(cString: sqlite3_errmsg(db.sqliteConnection))
                 sqlite3_reset(p)
                 sqlite3_bind_null(p, 12)
-                return code
+                return (code, failure)
             }
         }
-        if code != SQLITE_DONE {
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        if let failure {
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: failure)
         }
         if let tags {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
@@ -414,11 +416,16 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         do {
             try insert(entity, revision: revision, eventStart: eventStart, successors: successors, batch: &batch, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            if case .outcome(let o) = entity {
+            // Which rule: the message names the unique index's columns (a trigger gives its own).
+            let message = error.message ?? "a constraint failed"
+            if case .outcome(let o) = entity, message.contains("entity_version.occurrence") {
                 let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
                 throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
             }
-            throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+            if message.contains("entity_version.uuid") {
+                throw StoreError.invalid(entity.entityType, id: entity.version.id, reason: "version \(entity.version.uuid.uuidString) is already in the store")
+            }
+            throw StoreError.invalid(entity.entityType, id: entity.version.id, reason: "the database refused it: \(message)")
         }
     }
 

@@ -169,6 +169,20 @@ struct SQLiteStoreTests {
         #expect(try t.store.changes(since: 0).revision == before)
     }
 
+    @Test("a version uuid already in the store is refused as such, naming the uuid, not as an id in use")
+    func versionUUIDReused() throws {
+        let t = try TemporaryStore()
+        let (_, plan, _, _) = try seed(t.store)
+        let walk = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
+        try t.store.add([.task(walk)])
+        var stretch = CareTask(id: "stretch", title: "Stretch", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
+        stretch.uuid = walk.uuid
+        #expect(throws: StoreError.invalid(.task, id: "stretch", reason: "version \(walk.uuid.uuidString) is already in the store")) {
+            try t.store.add([.task(stretch)])
+        }
+        #expect(try t.store.fetchTasks(EntityQuery(ids: ["stretch"])).isEmpty)
+    }
+
     @Test("after a failed write, retrying with the same uuid and new content stores the new content")
     func rollbackForgetsCachedVersions() throws {
         let t = try TemporaryStore()
