@@ -75,6 +75,13 @@ public struct Element: Sendable, Hashable {
     /// The resource type, when this element is a resource.
     public var resourceType: String? { isResource ? definition?.name : nil }
 
+    /// `Type/id`, when this element is a resource with an id: how other resources refer to it,
+    /// and its identity across files and Bundles.
+    public var relativeReference: String? {
+        guard let type = resourceType, let id = string("id") else { return nil }
+        return "\(type)/\(id)"
+    }
+
     /// Whether this element is a FHIR primitive (its value, if any, is in `value`).
     public var isPrimitive: Bool { definition?.kind == .primitive }
 

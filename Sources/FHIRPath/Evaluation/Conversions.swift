@@ -328,10 +328,7 @@ public final class BundleIndex: Sendable {
         for entry in bundle.children where entry.name == "entry" {
             guard let resource = entry["resource"] else { continue }
             if let fullUrl = entry.string("fullUrl") { index[fullUrl] = resource }
-            if let type = resource.resourceType, let id = resource.string("id") {
-                let relative = "\(type)/\(id)"
-                if index[relative] == nil { index[relative] = resource }
-            }
+            if let relative = resource.relativeReference, index[relative] == nil { index[relative] = resource }
         }
         byReference = index
     }

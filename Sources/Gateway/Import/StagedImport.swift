@@ -98,7 +98,7 @@ public struct StagedImport: Sendable {
     func parse(_ unit: ResourceFiles.Unit, file: Int) -> ParsedUnit {
         var parsed = ParsedUnit(items: [], problems: [])
         parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
-            let identity = Self.identity(source.resource)
+            let identity = source.resource.relativeReference
             var group = group(of: source, identity: identity, fullURL: fullURL)
             if identity == nil, group.isEmpty { group = "~\(source.origin)" }
             parsed.items.append(StagedItem(group: group, identity: identity, fullURL: fullURL, container: source.container == nil ? 0 : file + 1,
@@ -168,7 +168,7 @@ public struct StagedImport: Sendable {
         for path in Self.patientReferencePaths {
             guard let reference = resource.first(path)?.value else { continue }
             if let target = source.index?.resource(for: reference), target.resourceType == "Patient" {
-                return Self.identity(target) ?? "url:" + reference
+                return target.relativeReference ?? "url:" + reference
             }
             if let id = RestHookNotification.patientID(in: reference) { return "Patient/\(id)" }
         }
@@ -422,11 +422,6 @@ public struct StagedImport: Sendable {
         item.identity.flatMap { $0.split(separator: "/").first }.map(String.init)
     }
 
-    /// A resource's identity across files: `Type/id`.
-    static func identity(_ resource: Element) -> String? {
-        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
-        return "\(type)/\(id)"
-    }
 
     /// `Type/id` of a reference (relative, absolute or versioned).
     static func relativeKey(_ reference: String) -> String? {

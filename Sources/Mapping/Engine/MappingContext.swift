@@ -139,7 +139,7 @@ struct MappingContext {
 
 extension SourcedResource {
     /// The resource's identity across files: `Type/id`.
-    var key: String? { MappingEngine.key(resource) }
+    var key: String? { resource.relativeReference }
 
     /// `Type/id`, or the element's name for a resource without an id (messages).
     var reference: String { key ?? resource.name }

@@ -40,12 +40,6 @@ public struct MappingEngine: Sendable {
         return run.mapAll()
     }
 
-    /// A resource's identity across files: `Type/id`.
-    static func key(_ resource: Element) -> String? {
-        guard let type = resource.resourceType, let id = resource.string("id") else { return nil }
-        return "\(type)/\(id)"
-    }
-
     /// One mapping run: the resources in order, each through the file for its type, into
     /// per-patient batches; what the rules make comes from one mapper per store entity.
     struct Run {
@@ -130,7 +124,7 @@ public struct MappingEngine: Sendable {
                     guard let items = try? context.evaluate(rule.each) else { continue }
                     for case .element(let e) in items {
                         let target = e.isResource ? e : context.resolve(.element(e))
-                        if let target, let key = MappingEngine.key(target) { result.insert(key) }
+                        if let target, let key = target.relativeReference { result.insert(key) }
                     }
                 }
             }
@@ -388,10 +382,10 @@ public struct MappingEngine: Sendable {
                 return .unresolved
             }
             let inner = SourcedResource(resource: item, container: source.container, index: source.index,
-                                        origin: MappingEngine.key(item).flatMap { scope.origins[$0] } ?? source.origin)
+                                        origin: item.relativeReference.flatMap { scope.origins[$0] } ?? source.origin)
             // When the plan ends, so does what its references made.
             mapResource(inner, file, carePlanID: planID, patientID: patientID, inheritedEnd: ending)
-            return .delegated(MappingEngine.key(item) ?? type)
+            return .delegated(item.relativeReference ?? type)
         }
     }
 }
