@@ -381,7 +381,7 @@ struct JSONParser {
         if path.isEmpty { path.append(PathStep(name: typeName, index: -1)) }
         var element = Element(name: name ?? typeName, typeIndex: type.index, slot: slot)
         if skimmable, let skim = options.skim, skim.skims(typeName, isRoot: name == nil) {
-            try skimObject(type: type, keeping: skim.keptElements, into: &element)
+            try parseObject(type: type, into: &element, isResource: true, keeping: skim.keptElements.union(["id"]))
         } else {
             try parseObject(type: type, into: &element, isResource: true)
         }
@@ -391,7 +391,9 @@ struct JSONParser {
     // MARK: Objects
 
     /// Parses the object at `pos` as an instance of `type`, appending its properties to `node`.
-    mutating func parseObject(type: TypeDefinition, into node: inout Element, isResource: Bool) throws(FHIRFormatError) {
+    /// With `keeping` (a skimmed resource), only the elements it names are read; every other
+    /// property, known or not, is checked as JSON and skipped without a word.
+    mutating func parseObject(type: TypeDefinition, into node: inout Element, isResource: Bool, keeping: Set<String>? = nil) throws(FHIRFormatError) {
         let objectStart = pos
         try enter()
         pos += 1
@@ -425,7 +427,9 @@ struct JSONParser {
                 found = type.properties.lookup(UnsafeBufferPointer(rebasing: input[keyStart..<key.end]))
             }
 
-            if let (slot, typeIndex) = found {
+            if let keeping, found.map({ keeping.contains(type.elements[Int($0.slot)].name) }) != true {
+                try skipValue()
+            } else if let (slot, typeIndex) = found {
                 let definition = type.elements[Int(slot)]
                 if slot < lastSlot { sorted = false }
                 lastSlot = slot
@@ -490,40 +494,6 @@ struct JSONParser {
                 a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
             }
             node.children = indexed.map(\.element)
-        }
-    }
-
-    /// Reads a skimmed resource: its `id` and `kept` elements (when known to `type`) are parsed
-    /// into `node` as `parseObject` would; every other property is checked as JSON and skipped.
-    mutating func skimObject(type: TypeDefinition, keeping kept: Set<String>, into node: inout Element) throws(FHIRFormatError) {
-        let objectStart = pos
-        try enter()
-        pos += 1
-        if peek() == 0x7D { pos += 1; depth -= 1; return }
-        var seen = SlotSet()
-        while true {
-            guard peek() == 0x22 else { throw syntaxError("expected a property name, found \(describeNext())") }
-            let key = try scanString()
-            try expect(0x3A, "':'")
-            _ = peek()
-            let name = key.escaped ? nil : UnsafeBufferPointer(rebasing: input[key.start..<key.end])
-            if let name, let (slot, typeIndex) = type.properties.lookup(name), seen.insert(slot),
-               case let definition = type.elements[Int(slot)], !definition.isChoice,
-               definition.name == "id" || kept.contains(definition.name) {
-                try parseProperty(definition: definition, typeIndex: typeIndex, propertyName: definition.name, isResource: true, into: &node)
-            } else {
-                try skipValue()
-            }
-            guard let next = peek() else { throw syntaxError("unterminated object", at: objectStart) }
-            pos += 1
-            if next == 0x7D { break }
-            guard next == 0x2C else { throw syntaxError("expected ',' or '}' after a property, found \(describeNext())", at: pos - 1) }
-        }
-        depth -= 1
-        if !node.children.isEmpty {
-            node.children = node.children.enumerated().sorted { a, b in
-                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
-            }.map(\.element)
         }
     }
 
