@@ -49,7 +49,7 @@ struct ImportTests {
         #expect(try store.fetchContacts().map(\.carePlanUUID) == Array(repeating: current.uuid, count: 3))
     }
 
-    @Test("Patients without an id (a transaction Bundle's, named by urn:uuid) are refused with their resources, never merged into one store patient; a Patient with an id beside them is imported, whole run or staged")
+    @Test("Patients and CarePlans without an id (a transaction Bundle's, named by urn:uuid) are refused with their resources, never merged into one store entry; those with an id beside them are imported, whole run or staged")
     func patientsWithoutID() async throws {
         let bundle = """
             {"resourceType": "Bundle", "type": "transaction", "entry": [
@@ -62,7 +62,11 @@ struct ImportTests {
               {"fullUrl": "urn:uuid:1a1b", "resource": {"resourceType": "CarePlan", "id": "ann-plan", "status": "active", "intent": "plan",
                 "title": "Ann's plan", "subject": {"reference": "urn:uuid:0a1b"}}, "request": {"method": "POST", "url": "CarePlan"}},
               {"fullUrl": "urn:uuid:1c2d", "resource": {"resourceType": "CarePlan", "id": "carl-plan", "status": "active", "intent": "plan",
-                "title": "Carl's plan", "subject": {"reference": "urn:uuid:0e3f"}}, "request": {"method": "POST", "url": "CarePlan"}}]}
+                "title": "Carl's plan", "subject": {"reference": "urn:uuid:0e3f"}}, "request": {"method": "POST", "url": "CarePlan"}},
+              {"fullUrl": "urn:uuid:1e3f", "resource": {"resourceType": "CarePlan", "status": "active", "intent": "plan",
+                "title": "Carl's diet", "subject": {"reference": "urn:uuid:0e3f"}}, "request": {"method": "POST", "url": "CarePlan"}},
+              {"fullUrl": "urn:uuid:1f4a", "resource": {"resourceType": "CarePlan", "status": "active", "intent": "plan",
+                "title": "Carl's walks", "subject": {"reference": "urn:uuid:0e3f"}}, "request": {"method": "POST", "url": "CarePlan"}}]}
             """
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString)-transaction.json").path
         try bundle.write(toFile: path, atomically: true, encoding: .utf8)
@@ -74,8 +78,10 @@ struct ImportTests {
             #expect(try store.fetchPatients().map(\.id) == ["Patient/carl"])
             #expect(try store.fetchCarePlans().map(\.id) == ["CarePlan/carl-plan"])
             let errors = report.notes.filter { $0.kind == .error }
-            #expect(errors.map(\.origin).sorted() == ["#entry[0]", "#entry[1]", "#entry[3]"].map { path + $0 }, "\(errors)")
-            #expect(errors.allSatisfy { $0.message.contains("the patient id is 'Patient/': the Patient has no id") })
+            #expect(errors.map(\.origin).sorted() == ["#entry[0]", "#entry[1]", "#entry[3]", "#entry[5]", "#entry[6]"].map { path + $0 }, "\(errors)")
+            #expect(errors.filter { $0.message.contains("the patient id is 'Patient/': the Patient has no id") }.count == 3)
+            // Other resources without an id: each refused, not two care plans made one (`CarePlan/`).
+            #expect(errors.filter { $0.message.hasPrefix("the CarePlan has no id to tell it from others") }.count == 2)
         }
     }
 

@@ -232,6 +232,12 @@ public struct MappingEngine: Sendable {
         /// Maps a resource (on its own, or inside a care plan when `carePlanID` is given).
         mutating func mapResource(_ source: SourcedResource, _ file: MappingFile, carePlanID: String?, patientID given: String?, inheritedEnd: MappingCondition?) {
             if unknownModifier(source, file) { return }
+            // Store ids are made from the resource's id: without one, two such resources would be
+            // one entry (`CarePlan/`), as two Patients without an id would be one patient.
+            guard source.resource.string("id") != nil else {
+                notes.add(.error, source, nil, "the \(file.resource) has no id to tell it from others, so nothing of it is imported (give it the EHR's id)")
+                return
+            }
             let resourceContext = context(source, file)
             if inheritedEnd == nil, let skip = resourceContext.firstMatch(file.skip, path: nil, notes: &notes) {
                 notes.add(.skipped, source, nil, skip.reason ?? "a skip rule matched")
