@@ -381,7 +381,7 @@ struct JSONParser {
         if path.isEmpty { path.append(PathStep(name: typeName, index: -1)) }
         var element = Element(name: name ?? typeName, typeIndex: type.index, slot: slot)
         if skimmable, let skim = options.skim, skim.skims(typeName, isRoot: name == nil) {
-            try parseObject(type: type, into: &element, isResource: true, keeping: skim.keptElements.union(["id"]))
+            try parseObject(type: type, into: &element, isResource: true, keeping: skim.keptElements)
         } else {
             try parseObject(type: type, into: &element, isResource: true)
         }
@@ -391,8 +391,8 @@ struct JSONParser {
     // MARK: Objects
 
     /// Parses the object at `pos` as an instance of `type`, appending its properties to `node`.
-    /// With `keeping` (a skimmed resource), only the elements it names are read; every other
-    /// property, known or not, is checked as JSON and skipped without a word.
+    /// With `keeping` (a skimmed resource), only `id` and the elements it names are read; every
+    /// other property, known or not, is checked as JSON and skipped without a word.
     mutating func parseObject(type: TypeDefinition, into node: inout Element, isResource: Bool, keeping: Set<String>? = nil) throws(FHIRFormatError) {
         let objectStart = pos
         try enter()
@@ -427,7 +427,7 @@ struct JSONParser {
                 found = type.properties.lookup(UnsafeBufferPointer(rebasing: input[keyStart..<key.end]))
             }
 
-            if let keeping, found.map({ keeping.contains(type.elements[Int($0.slot)].name) }) != true {
+            if let keeping, !Self.reads(found, of: type, keeping: keeping) {
                 try skipValue()
             } else if let (slot, typeIndex) = found {
                 let definition = type.elements[Int(slot)]
@@ -495,6 +495,13 @@ struct JSONParser {
             }
             node.children = indexed.map(\.element)
         }
+    }
+
+    /// Whether a skimmed resource reads a property: its `id` and the kept elements.
+    static func reads(_ found: (slot: Int16, type: Int32)?, of type: TypeDefinition, keeping: Set<String>) -> Bool {
+        guard let found else { return false }
+        let name = type.elements[Int(found.slot)].name
+        return name == "id" || keeping.contains(name)
     }
 
     /// Parses the value of one known property (a single value or an array) into `node`.

@@ -121,6 +121,13 @@ public struct ParseOptions: Sendable {
             self.root = root
         }
 
+        /// The same skim, with the document's root skimmed or not.
+        public func skimmingRoot(_ root: Bool) -> Skim {
+            var skim = self
+            skim.root = root
+            return skim
+        }
+
         func skims(_ type: String, isRoot: Bool) -> Bool {
             type != "Bundle" && !wholeTypes.contains(type) && (!isRoot || root)
         }

@@ -122,7 +122,7 @@ public struct ResourceFiles: Sendable {
         case .unreadable(let note):
             return [note]
         case .lines(let path, let lines, var options):
-            options.skim = skim.map { var s = $0; s.root = true; return s }
+            options.skim = skim?.skimmingRoot(true)
             for line in lines {
                 do {
                     let parsed = try line.parse(options: options)
@@ -135,7 +135,7 @@ public struct ResourceFiles: Sendable {
         case .file(let path):
             do {
                 var skimming = options
-                skimming.skim = skim.map { var s = $0; s.root = false; return s }
+                skimming.skim = skim?.skimmingRoot(false)
                 var (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: skimming)
                     : (try FHIRDocument.read(contentsOf: path, options: options), nil)
                 if skim != nil, entryText == nil, parsed.resource.resourceType == "Bundle" {

@@ -87,7 +87,8 @@ public struct StagedImport: Sendable {
             }
         }
         var staged = report
-        try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file) }) { (unit: ParsedUnit) throws(StoreError) in
+        let skim = skim
+        try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file, skim: skim) }) { (unit: ParsedUnit) throws(StoreError) in
             try write(unit, into: staging, report: &staged)
         }
         report = staged
@@ -95,7 +96,7 @@ public struct StagedImport: Sendable {
 
     /// Parses a unit and works out each resource's group; keeps each resource's text as the file
     /// has it (written again only where the file has none: XML).
-    func parse(_ unit: ResourceFiles.Unit, file: Int) -> ParsedUnit {
+    func parse(_ unit: ResourceFiles.Unit, file: Int, skim: ParseOptions.Skim) -> ParsedUnit {
         var parsed = ParsedUnit(items: [], problems: [])
         parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
             let identity = source.resource.relativeReference
@@ -421,7 +422,6 @@ public struct StagedImport: Sendable {
     static func type(of item: StagedItem) -> String? {
         item.identity.flatMap { $0.split(separator: "/").first }.map(String.init)
     }
-
 
     /// `Type/id` of a reference (relative, absolute or versioned).
     static func relativeKey(_ reference: String) -> String? {

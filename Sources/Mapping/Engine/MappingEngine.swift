@@ -234,7 +234,7 @@ public struct MappingEngine: Sendable {
             if unknownModifier(source, file) { return }
             // Store ids are made from the resource's id: without one, two such resources would be
             // one entry (`CarePlan/`), as two Patients without an id would be one patient.
-            guard source.resource.string("id") != nil else {
+            guard source.key != nil else {
                 notes.add(.error, source, nil, "the \(file.resource) has no id to tell it from others, so nothing of it is imported (give it the EHR's id)")
                 return
             }
