@@ -108,8 +108,8 @@ public protocol CarePlanReader: PatientSyncReader {
     /// Versions written after `revision` (0 for everything).
     func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
     /// Ids that have more than one current version (conflicts from merged devices); among
-    /// `ids` only when given (a push asks about its own entities, not the whole store).
-    func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)]
+    /// `entities` only when given (a push asks about its own entities, not the whole store).
+    func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)]
     /// The current outcome of one occurrence of a task version, if any.
     func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome?
     /// The current version of every outcome (deleted ones' tombstones too), oldest effective

@@ -49,6 +49,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 // instead of spilling (and re-spilling) them to the WAL: 64 MiB at most. Readers
                 // (up to five) keep 4 MiB each: a served store's memory stays bounded.
                 try db.execute(sql: db.configuration.readonly ? "PRAGMA cache_size = -4096" : "PRAGMA cache_size = -65536")
+                // A savepoint's journal (each page's image before the savepoint first changes it:
+                // a group of device pushes has one savepoint per push) in memory, not a temp file.
+                if !db.configuration.readonly { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
                 // Checkpoints run off the writer's path (see `WALCheckpointer`).
                 try checkpointer.install(on: db)
             }
@@ -346,12 +349,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
            kind == SQLiteCarePlanStore.parentKind(entity) {
             return nil
         }
+        // An outcome's task is read below (which checks it is there); other parents are looked up.
         if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity),
-           !batch.knownParents.contains(parent) {
+           parentKind != "task", !batch.knownParents.contains(parent) {
             let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
             let exists = try Bool.fetchOne(statement, arguments: [parent, parentKind]) ?? false
             if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
-            if parentKind != "task" { batch.knownParents.insert(parent) }
+            batch.knownParents.insert(parent)
         }
         guard case .outcome(let outcome) = entity else { return nil }
         guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date, revision FROM entity_version WHERE uuid = ? AND kind = 'task'"),
@@ -815,16 +819,17 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return StoreChanges(entities: try rows.map { try entity($0, caching: committed) }, revision: latest)
     }
 
-    func conflicts(among ids: [String]?, db: Database) throws -> [(EntityType, String)] {
+    func conflicts(among entities: [(type: EntityType, id: String)]?, db: Database) throws -> [(EntityType, String)] {
         let rows: [Row]
-        if let ids {
-            guard !ids.isEmpty else { return [] }
-            // The ids joined first, each looked up through the (kind, id) index.
+        if let entities {
+            guard !entities.isEmpty else { return [] }
+            // The (kind, id) pairs joined first, each one look-up in the (kind, id) index.
+            let pairs = Set(entities.map { [SQLiteCarePlanStore.kind($0.type), $0.id] }).sorted { $0.lexicographicallyPrecedes($1) }
             rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT v.kind, v.id FROM json_each(?) AS wanted
-                CROSS JOIN entity_version v ON v.kind IN ('patient', 'carePlan', 'contact', 'task', 'outcome') AND v.id = wanted.value
+                CROSS JOIN entity_version v ON v.kind = wanted.value ->> 0 AND v.id = wanted.value ->> 1
                 WHERE v.next_uuids IS NULL GROUP BY v.kind, v.id HAVING COUNT(*) > 1 ORDER BY v.kind, v.id
-                """), arguments: [JSONValue.array(Set(ids).sorted().map { .string($0) }).serialized()])
+                """), arguments: [JSONValue.array(pairs.map { .array($0.map { .string($0) }) }).serialized()])
         } else {
             rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
         }
@@ -909,6 +914,12 @@ enum SQLiteBinding {
 
     static func bind(_ p: OpaquePointer?, _ index: Int32, _ value: Double?) {
         if let value { sqlite3_bind_double(p, index, value) } else { sqlite3_bind_null(p, index) }
+    }
+
+    /// A text column of the current row (nil when NULL).
+    static func text(_ p: OpaquePointer?, _ column: Int32) -> String? {
+        guard let chars = sqlite3_column_text(p, column) else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: chars, count: Int(sqlite3_column_bytes(p, column))), as: UTF8.self)
     }
 
     /// A UUID as the 16-byte blob GRDB reads and writes.

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import JSON
 
 /// Per-patient CareKit knowledge on SQLite. Each version row carries its patient
@@ -134,18 +135,27 @@ extension SQLiteCarePlanStore {
     }
     private static let healthKitLinkageKey = Array("\"healthKitLinkage\":".utf8)
 
+    /// Every device push asks this for each version it sends or links to: stepped through
+    /// SQLite's C API, a task's JSON read in place (not copied into a row) for its HealthKit link.
     func scopes(of uuids: [UUID], db: Database) throws -> [UUID: VersionScope] {
-        let statement = try db.cachedStatement(sql: "SELECT kind, json, patient_id FROM entity_version WHERE uuid = ?")
+        let p = try db.cachedStatement(sql: "SELECT kind, json, patient_id FROM entity_version WHERE uuid = ?").sqliteStatement
         var result: [UUID: VersionScope] = [:]
         for uuid in Set(uuids) {
-            guard let row = try Row.fetchOne(statement, arguments: [uuid]) else { continue }
-            let kind: String = row["kind"]
+            sqlite3_reset(p)
+            SQLiteBinding.bind(p, 1, uuid)
+            let code = sqlite3_step(p)
+            defer { sqlite3_reset(p) }
+            guard code == SQLITE_ROW else {
+                if code == SQLITE_DONE { continue }
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+            }
+            let kind = SQLiteBinding.text(p, 0) ?? ""
             let type: EntityType = if kind == "task" {
-                try row.withUnsafeData(atIndex: 1) { Self.mentionsHealthKitLinkage($0 ?? Data()) } ? .healthKitTask : .task
+                Self.mentionsHealthKitLinkage(UnsafeRawBufferPointer(start: sqlite3_column_blob(p, 1), count: Int(sqlite3_column_bytes(p, 1)))) ? .healthKitTask : .task
             } else {
                 EntityType(rawValue: kind) ?? .task
             }
-            result[uuid] = VersionScope(type: type, patientID: row["patient_id"])
+            result[uuid] = VersionScope(type: type, patientID: SQLiteBinding.text(p, 2))
         }
         return result
     }

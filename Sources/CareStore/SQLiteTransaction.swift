@@ -47,7 +47,9 @@ extension SQLiteCarePlanStore {
             try run { try store.changes(since: revision, limit: limit, db: db, committed: committed) }
         }
 
-        func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)] { try run { try store.conflicts(among: ids, db: db) } }
+        func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)] {
+            try run { try store.conflicts(among: entities, db: db) }
+        }
 
         func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
             try run { try store.liveOutcome(taskUUID: taskUUID, occurrence: occurrence, db: db, committed: committed) }
@@ -120,7 +122,9 @@ extension SQLiteCarePlanStore {
     }
 
     public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges { try reading { try $0.changes(since: revision, limit: limit) } }
-    public func conflicts(among ids: [String]?) throws(StoreError) -> [(EntityType, String)] { try reading { try $0.conflicts(among: ids) } }
+    public func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)] {
+        try reading { try $0.conflicts(among: entities) }
+    }
 
     public func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
         try reading { try $0.liveOutcome(taskUUID: taskUUID, occurrence: occurrence) }

@@ -243,6 +243,10 @@ struct SQLiteStoreTests {
         #expect(try t.store.merge(record) == 2)
         #expect(try t.store.merge(record) == 0)
         #expect(try t.store.conflicts().map(\.1) == ["metformin"])
+        // Among given entities, by kind and id: a HealthKit task is a task; a care plan of the same id is not.
+        #expect(try t.store.conflicts(among: [(.healthKitTask, "metformin"), (.task, "aspirin")]).map(\.1) == ["metformin"])
+        #expect(try t.store.conflicts(among: [(.carePlan, "metformin"), (.outcome, "metformin")]).isEmpty)
+        #expect(try t.store.conflicts(among: []).isEmpty)
         #expect(Set(try t.store.fetchTasks(EntityQuery(ids: ["metformin"])).map(\.title)) == ["Metformin (A)", "Metformin (B)"])
     }
 

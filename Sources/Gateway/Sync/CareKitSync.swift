@@ -108,19 +108,24 @@ public struct CareKitSync: Sendable {
     func merge(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector, in tx: any CarePlanWriter) throws -> PushResult {
         let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
         guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
-        try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
-        let settled = try OutcomeResolution.settle(records, in: tx)
-        // Parents first, then the gateway's resolutions, then the outcomes they settle.
+        let known = try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
+        let settled = try OutcomeResolution.settle(records, known: known, in: tx)
+        // Parents first, then the gateway's resolutions, then the outcomes they settle. The
+        // outcomes' call records the push's knowledge (the parents' call, when there are
+        // parents, records the same again).
         let isOutcome: (CareEntity) -> Bool = { $0.entityType == .outcome }
-        var merged = try tx.mergeDeviceRecords(settled.records.map { $0.filtered { !isOutcome($0) } }, patientID: patientID,
-                                               deviceKnowledge: deviceKnowledge)
+        var merged = 0
+        if settled.records.contains(where: { $0.entities.contains { !isOutcome($0) } }) {
+            merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered { !isOutcome($0) } }, patientID: patientID,
+                                                deviceKnowledge: deviceKnowledge)
+        }
         for resolution in settled.resolutions {
             try tx.merge(RevisionRecord(entities: [.outcome(resolution.version)], knowledgeVector: []))
         }
         merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
                                             deviceKnowledge: deviceKnowledge)
-        let ids = Set(records.flatMap { $0.entities.map(\.version.id) })
-        let conflicts = try tx.conflicts(among: ids.sorted()).map(\.1).sorted()
+        let sent = records.flatMap { $0.entities.map { (type: $0.entityType, id: $0.version.id) } }
+        let conflicts = try tx.conflicts(among: sent).map(\.1).sorted()
         return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
                           knowledge: try tx.patientKnowledge(patientID, upTo: nil))
     }

@@ -17,13 +17,13 @@ public struct OutcomeResolution: Sendable, Hashable {
     public var version: Outcome
 
     /// The records with each second outcome marked as superseded by its resolution, and the
-    /// resolutions to store before those outcomes.
-    static func settle(_ records: [RevisionRecord], in tx: any CarePlanReader) throws -> (records: [RevisionRecord], resolutions: [OutcomeResolution]) {
+    /// resolutions to store before those outcomes. `known`: the versions of the records that the
+    /// store holds (from `SyncScope.check`); those are not merged again, so never settled.
+    static func settle(_ records: [RevisionRecord], known: [UUID: VersionScope], in tx: any CarePlanReader) throws -> (records: [RevisionRecord], resolutions: [OutcomeResolution]) {
         struct Occurrence: Hashable { let task: UUID; let index: Int }
         var live: [Occurrence: Outcome] = [:]
         var successors: [UUID: UUID] = [:]
         var resolutions: [OutcomeResolution] = []
-        let known = try tx.scopes(of: records.flatMap { $0.entities.map(\.version.uuid) })
         for record in records {
             for case .outcome(let outcome) in record.entities where known[outcome.uuid] == nil && outcome.deletedDate == nil {
                 let key = Occurrence(task: outcome.taskUUID, index: outcome.taskOccurrenceIndex)

@@ -6,9 +6,12 @@ import Foundation
 /// patient's processes; every version it sends, and every version it links to, is its
 /// patient's own (or new, in the same push).
 enum SyncScope {
+    /// Checks a push; returns the scope of each version it sends or links to that the store
+    /// holds (the rest of the merge reads them from here instead of looking them up again).
+    @discardableResult
     static func check(_ records: [RevisionRecord], deviceKnowledge: KnowledgeVector, patientID: String,
-                      knowledge: KnowledgeVector, in tx: any CarePlanReader) throws {
-        guard let gateway = try tx.knowledgeVector().first?.id else { return }
+                      knowledge: KnowledgeVector, in tx: any CarePlanReader) throws -> [UUID: VersionScope] {
+        guard let gateway = try tx.knowledgeVector().first?.id else { return [:] }
         if deviceKnowledge.clock(for: gateway) > knowledge.clock(for: gateway) {
             throw SyncError.refused(record: nil, entity: nil, field: "knowledgeVector",
                                     reason: "claims clock \(deviceKnowledge.clock(for: gateway)) of the gateway's process, which has given this patient's devices only \(knowledge.clock(for: gateway))")
@@ -29,11 +32,11 @@ enum SyncScope {
             throw SyncError.refused(record: nil, entity: nil, field: "knowledgeVector",
                                     reason: "names process \(process.uuidString), which writes another patient's data")
         }
-        try checkEntities(records, patientID: patientID, in: tx)
+        return try checkEntities(records, patientID: patientID, in: tx)
     }
 
-    /// Every version sent and every version linked to is the patient's.
-    static func checkEntities(_ records: [RevisionRecord], patientID: String, in tx: any CarePlanReader) throws {
+    /// Every version sent and every version linked to is the patient's; returns the stored ones' scopes.
+    static func checkEntities(_ records: [RevisionRecord], patientID: String, in tx: any CarePlanReader) throws -> [UUID: VersionScope] {
         var sent: [UUID: EntityType] = [:]
         var linked: [UUID] = []
         for record in records {
@@ -69,6 +72,7 @@ enum SyncScope {
                 }
             }
         }
+        return stored
     }
 
     /// The version an entity links to as its parent, the field, and the kinds it may be.
