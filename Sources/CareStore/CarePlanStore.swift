@@ -162,10 +162,11 @@ public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
 public protocol CarePlanStore: CarePlanWriter, Sendable {
     func read<T>(_ body: (any CarePlanReader) throws -> T) throws -> T
     func write<T>(_ body: (any CarePlanWriter) throws -> T) throws -> T
-    /// Runs several bodies in one transaction, each in a savepoint of its own: a body that
+    /// Runs several bodies in one transaction, each as in a savepoint of its own: a body that
     /// throws undoes only its own writes, and one commit serves them all (device pushes arriving
     /// together share one sync of the log). Each body's result or error, in order; when the
-    /// commit fails, every body fails with its error and nothing is stored.
+    /// commit fails, every body fails with its error and nothing is stored. A body may run
+    /// twice (the store may try the group whole first), so it must write only through `tx`.
     func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>]
 }
 

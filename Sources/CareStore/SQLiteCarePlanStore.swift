@@ -50,7 +50,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 // (up to five) keep 4 MiB each: a served store's memory stays bounded.
                 try db.execute(sql: db.configuration.readonly ? "PRAGMA cache_size = -4096" : "PRAGMA cache_size = -65536")
                 // A savepoint's journal (each page's image before the savepoint first changes it:
-                // a group of device pushes has one savepoint per push) in memory, not a temp file.
+                // a group of writes that one body refused runs again with one savepoint per
+                // body) in memory, not a temp file.
                 if !db.configuration.readonly { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
                 // Checkpoints run off the writer's path (see `WALCheckpointer`).
                 try checkpointer.install(on: db)
@@ -617,7 +618,25 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
+    /// Most groups merge whole, so a group first runs in one transaction without savepoints
+    /// (a savepoint copies every page its body changes into a statement journal first: a tenth
+    /// of a device push's merge). When a body throws, that transaction is rolled back and the
+    /// group runs again with a savepoint per body: the bodies must be safe to run twice.
     public func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
+        do {
+            let results = try pool.write { db in try marked(db) {
+                let tx = Transaction(store: self, db: db, committed: false)
+                return try bodies.map { body in try body(tx) }
+            } }
+            return results.map { .success($0) }
+        } catch {
+            guard bodies.count > 1 else { return [.failure(error is DatabaseError ? wrap(error) : error)] }
+            return writeEachInSavepoint(bodies)
+        }
+    }
+
+    /// `writeGroup` with a savepoint per body: a body that throws undoes only its own writes.
+    private func writeEachInSavepoint<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
         var results: [Result<T, any Error>] = []
         do {
             try pool.write { db in try marked(db) {

@@ -383,4 +383,26 @@ struct WriteGroupTests {
         #expect(throws: (any Error).self) { try results[1].get() }
         #expect(try store.fetchPatients().map(\.id).sorted() == ["p0", "p2"])
     }
+
+    @Test("a group that merges whole runs each body once; one refused body makes the group run again body by body, and what lands is the same")
+    func wholeFirst() throws {
+        let store = try SQLiteCarePlanStore(inMemory: ())
+        let start = Date(timeIntervalSinceReferenceDate: 0)
+        let patients = (0..<4).map { Patient(id: "p\($0)", name: PersonName(givenName: "P\($0)"), effectiveDate: start) }
+        let runs = Locked([0, 0])
+        let whole = store.writeGroup(patients[0..<2].indices.map { i in
+            { tx in runs.withLock { $0[i] += 1 }; return try tx.add([.patient(patients[i])]).count }
+        })
+        #expect(whole.map { (try? $0.get()) ?? -1 } == [1, 1])
+        #expect(runs.withLock { $0 } == [1, 1])
+        let refused = store.writeGroup([
+            { tx in runs.withLock { $0[0] += 1 }; return try tx.add([.patient(patients[2])]).count },
+            { tx in runs.withLock { $0[1] += 1 }; return try tx.add([.patient(patients[0])]).count },  // p0 is there: refused
+            { tx in try tx.add([.patient(patients[3])]).count },
+        ])
+        #expect(runs.withLock { $0 } == [3, 3], "the whole attempt, then body by body")
+        #expect((try? refused[0].get()) == 1 && (try? refused[2].get()) == 1)
+        #expect(throws: StoreError.self) { try refused[1].get() }
+        #expect(try store.fetchPatients().map(\.id).sorted() == ["p0", "p1", "p2", "p3"])
+    }
 }
