@@ -359,24 +359,38 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             batch.knownParents.insert(parent)
         }
         guard case .outcome(let outcome) = entity else { return nil }
-        guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT uuid, kind, id, json, next_uuids, superseded_date, deleted_date, revision FROM entity_version WHERE uuid = ? AND kind = 'task'"),
-                                         arguments: [outcome.taskUUID]) else {
-            throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
+        // Every outcome a device pushes reads its task: stepped through SQLite's C API, the JSON
+        // read in place and decoded only when no decoded copy is at hand.
+        let p = try db.cachedStatement(sql: """
+            SELECT id, superseded_date, deleted_date, revision, json FROM entity_version WHERE uuid = ? AND kind = 'task'
+            """).sqliteStatement
+        sqlite3_reset(p)
+        defer { sqlite3_reset(p) }
+        SQLiteBinding.bind(p, 1, outcome.taskUUID)
+        let code = sqlite3_step(p)
+        guard code == SQLITE_ROW else {
+            if code == SQLITE_DONE { throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID) }
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
         let task: CareTask
         if let decoded = batch.decodedTasks[outcome.taskUUID] {
             task = decoded
         } else {
-            let committed = (row["revision"] as Int) <= (writeStart.withLock { $0 } ?? 0)
-            guard case .task(let read) = try self.entity(row, caching: committed) else {
+            let committed = Int(sqlite3_column_int64(p, 3)) <= (writeStart.withLock { $0 } ?? 0)
+            let read = try decoded(uuid: outcome.taskUUID, kind: "task", caching: committed) {
+                try JSONValue.parse(Array(UnsafeRawBufferPointer(start: sqlite3_column_blob(p, 4), count: Int(sqlite3_column_bytes(p, 4)))))
+            }
+            guard case .task(let read) = read else {
                 throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
             }
             task = read
             batch.decodedTasks[outcome.taskUUID] = read
         }
-        return try occurrenceStart(outcome, task: task, taskID: row["id"],
-                                   superseded: (row["superseded_date"] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)),
-                                   deleted: (row["deleted_date"] as Double?) != nil)
+        func date(_ column: Int32) -> Date? {
+            sqlite3_column_type(p, column) == SQLITE_NULL ? nil : Date(timeIntervalSinceReferenceDate: sqlite3_column_double(p, column))
+        }
+        return try occurrenceStart(outcome, task: task, taskID: SQLiteBinding.text(p, 0) ?? task.id,
+                                   superseded: date(1), deleted: date(2) != nil)
     }
 
     /// The start of the event an outcome is for, checking that the task version has it.
@@ -554,8 +568,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             batch.device = device
             for entity in record.entities {
                 let version = entity.version
-                let known = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), arguments: [version.uuid]) ?? false
-                if known { continue }
+                if try SQLiteBinding.hasRow(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), version.uuid, db: db) { continue }
                 // Successors that arrived earlier (out of order) are linked as the version goes in.
                 var successors: [(uuid: UUID, effective: Date)] = []
                 for next in version.nextVersionUUIDs {
@@ -584,8 +597,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     // MARK: Reading
 
     func decodeRow(kind: String, json: String) throws -> CareEntity {
+        try decodeRow(kind: kind, value: JSONValue.parse(json))
+    }
+
+    func decodeRow(kind: String, value: JSONValue) throws -> CareEntity {
         let type: EntityType = kind == "task" ? .task : EntityType(rawValue: kind)!
-        let value = try JSONValue.parse(json)
         let resolved: EntityType = (type == .task && value["healthKitLinkage"] != nil) ? .healthKitTask : type
         return try CareKitJSON.decode(resolved, from: value)
     }
@@ -684,18 +700,22 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// fill the cache: a row read inside a write transaction (`caching: false`) may yet roll back,
     /// and a version cached from it would shadow a corrected retry with the same uuid.
     func entity(_ row: Row, caching: Bool = true) throws -> CareEntity {
-        let uuid: UUID = row["uuid"]
+        let decoded = try decoded(uuid: row["uuid"], kind: row["kind"], caching: caching) { try JSONValue.parse(row["json"] as String) }
+        return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"])
+    }
+
+    /// A version's content (no successors), from the cache or decoded from its JSON (read only
+    /// when not cached).
+    func decoded(uuid: UUID, kind: String, caching: Bool, json: () throws -> JSONValue) throws -> CareEntity {
         cacheLock.lock()
         let cached = cache[uuid]
         cacheLock.unlock()
         // The decoded value is used as it is, not read back from the cache: another reader may
         // have emptied the cache in between.
-        let decoded: CareEntity
-        if let cached { decoded = cached } else {
-            decoded = try decodeRow(kind: row["kind"], json: row["json"])
-            if caching { cacheDecoded(decoded) }
-        }
-        return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"])
+        if let cached { return cached }
+        let decoded = try decodeRow(kind: kind, value: json())
+        if caching { cacheDecoded(decoded) }
+        return decoded
     }
 
     /// Puts a version decoded from a committed row into the cache.
@@ -933,6 +953,19 @@ enum SQLiteBinding {
 
     static func bind(_ p: OpaquePointer?, _ index: Int32, _ value: Double?) {
         if let value { sqlite3_bind_double(p, index, value) } else { sqlite3_bind_null(p, index) }
+    }
+
+    /// Whether a one-UUID query finds a row (the C API: every version a device pushes asks).
+    static func hasRow(_ statement: Statement, _ uuid: UUID, db: Database) throws -> Bool {
+        let p = statement.sqliteStatement
+        sqlite3_reset(p)
+        defer { sqlite3_reset(p) }
+        bind(p, 1, uuid)
+        switch sqlite3_step(p) {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        case let code: throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
     }
 
     /// A text column of the current row (nil when NULL).
