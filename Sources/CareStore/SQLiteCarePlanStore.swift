@@ -44,7 +44,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             self.checkpointer = checkpointer
             var configuration = SQLiteCarePlanStore.configuration
             configuration.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = FULL")
                 // The writer's large transactions keep their dirty pages in memory until commit
                 // instead of spilling (and re-spilling) them to the WAL: 64 MiB at most. Readers
                 // (up to five) keep 4 MiB each: a served store's memory stays bounded.
@@ -57,6 +56,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 try checkpointer.install(on: db)
             }
             pool = try DatabasePool(path: path, configuration: configuration)
+            // Every commit syncs the log, so that what a caller was told is stored survives a
+            // power cut. Set on the writer once the pool is open: the pool puts the file in WAL
+            // mode after `prepareDatabase`, and with it sets `synchronous = NORMAL` (which syncs
+            // only at checkpoints: the last commits may be lost).
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
             try SQLiteCarePlanStore.prepare(pool)
         } catch let error as StoreError {
             throw error

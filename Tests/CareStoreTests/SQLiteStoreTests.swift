@@ -274,6 +274,8 @@ struct SQLiteStoreTests {
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
         let mode = try t.store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") }
         #expect(mode == "wal")
+        // Commits sync the log (2: FULL), on the writer, whose every write goes through it.
+        #expect(try t.store.pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
         #expect(try t.store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 16384)
         let reopened = try SQLiteCarePlanStore(path: t.path)
         #expect(try reopened.fetchTasks().count == 2)
