@@ -368,13 +368,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let p = try db.cachedStatement(sql: """
             SELECT id, superseded_date, deleted_date, revision, json FROM entity_version WHERE uuid = ? AND kind = 'task'
             """).sqliteStatement
-        sqlite3_reset(p)
         defer { sqlite3_reset(p) }
-        SQLiteBinding.bind(p, 1, outcome.taskUUID)
-        let code = sqlite3_step(p)
-        guard code == SQLITE_ROW else {
-            if code == SQLITE_DONE { throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID) }
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        guard try SQLiteBinding.step(p, uuid: outcome.taskUUID, db: db) else {
+            throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
         let task: CareTask
         if let decoded = batch.decodedTasks[outcome.taskUUID] {
@@ -382,7 +378,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         } else {
             let committed = Int(sqlite3_column_int64(p, 3)) <= (writeStart.withLock { $0 } ?? 0)
             let read = try decoded(uuid: outcome.taskUUID, kind: "task", caching: committed) {
-                try JSONValue.parse(Array(UnsafeRawBufferPointer(start: sqlite3_column_blob(p, 4), count: Int(sqlite3_column_bytes(p, 4)))))
+                try JSONValue.parse(Array(SQLiteBinding.bytes(p, 4)))
             }
             guard case .task(let read) = read else {
                 throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
@@ -572,7 +568,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             batch.device = device
             for entity in record.entities {
                 let version = entity.version
-                if try SQLiteBinding.hasRow(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), version.uuid, db: db) { continue }
+                if try SQLiteBinding.hasRow(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), uuid: version.uuid, db: db) { continue }
                 // Successors that arrived earlier (out of order) are linked as the version goes in.
                 var successors: [(uuid: UUID, effective: Date)] = []
                 for next in version.nextVersionUUIDs {
@@ -959,17 +955,28 @@ enum SQLiteBinding {
         if let value { sqlite3_bind_double(p, index, value) } else { sqlite3_bind_null(p, index) }
     }
 
-    /// Whether a one-UUID query finds a row (the C API: every version a device pushes asks).
-    static func hasRow(_ statement: Statement, _ uuid: UUID, db: Database) throws -> Bool {
-        let p = statement.sqliteStatement
+    /// Steps a query whose one parameter is a version's uuid, through the C API (device pushes
+    /// ask these for every version): true when it finds a row, whose columns can be read until
+    /// the statement is reset; false when it finds none.
+    static func step(_ p: OpaquePointer?, uuid: UUID, db: Database) throws -> Bool {
         sqlite3_reset(p)
-        defer { sqlite3_reset(p) }
         bind(p, 1, uuid)
         switch sqlite3_step(p) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
         case let code: throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
+    }
+
+    /// Whether a one-uuid query finds a row.
+    static func hasRow(_ statement: Statement, uuid: UUID, db: Database) throws -> Bool {
+        defer { sqlite3_reset(statement.sqliteStatement) }
+        return try step(statement.sqliteStatement, uuid: uuid, db: db)
+    }
+
+    /// A text or blob column of the current row, in place (valid until the statement moves on).
+    static func bytes(_ p: OpaquePointer?, _ column: Int32) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: sqlite3_column_blob(p, column), count: Int(sqlite3_column_bytes(p, column)))
     }
 
     /// A text column of the current row (nil when NULL).

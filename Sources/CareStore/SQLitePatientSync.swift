@@ -140,18 +140,12 @@ extension SQLiteCarePlanStore {
     func scopes(of uuids: [UUID], db: Database) throws -> [UUID: VersionScope] {
         let p = try db.cachedStatement(sql: "SELECT kind, json, patient_id FROM entity_version WHERE uuid = ?").sqliteStatement
         var result: [UUID: VersionScope] = [:]
+        defer { sqlite3_reset(p) }
         for uuid in Set(uuids) {
-            sqlite3_reset(p)
-            SQLiteBinding.bind(p, 1, uuid)
-            let code = sqlite3_step(p)
-            defer { sqlite3_reset(p) }
-            guard code == SQLITE_ROW else {
-                if code == SQLITE_DONE { continue }
-                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
-            }
+            guard try SQLiteBinding.step(p, uuid: uuid, db: db) else { continue }
             let kind = SQLiteBinding.text(p, 0) ?? ""
             let type: EntityType = if kind == "task" {
-                Self.mentionsHealthKitLinkage(UnsafeRawBufferPointer(start: sqlite3_column_blob(p, 1), count: Int(sqlite3_column_bytes(p, 1)))) ? .healthKitTask : .task
+                Self.mentionsHealthKitLinkage(SQLiteBinding.bytes(p, 1)) ? .healthKitTask : .task
             } else {
                 EntityType(rawValue: kind) ?? .task
             }
