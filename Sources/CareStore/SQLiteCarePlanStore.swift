@@ -366,7 +366,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         // Every outcome a device pushes reads its task: stepped through SQLite's C API, the JSON
         // read in place and decoded only when no decoded copy is at hand.
         let p = try db.cachedStatement(sql: """
-            SELECT id, superseded_date, deleted_date, revision, json FROM entity_version WHERE uuid = ? AND kind = 'task'
+            SELECT superseded_date, deleted_date, revision, json FROM entity_version WHERE uuid = ? AND kind = 'task'
             """).sqliteStatement
         defer { sqlite3_reset(p) }
         guard try SQLiteBinding.step(p, uuid: outcome.taskUUID, db: db) else {
@@ -376,9 +376,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let decoded = batch.decodedTasks[outcome.taskUUID] {
             task = decoded
         } else {
-            let committed = Int(sqlite3_column_int64(p, 3)) <= (writeStart.withLock { $0 } ?? 0)
+            let committed = Int(sqlite3_column_int64(p, 2)) <= (writeStart.withLock { $0 } ?? 0)
             let read = try decoded(uuid: outcome.taskUUID, kind: "task", caching: committed) {
-                try JSONValue.parse(Array(SQLiteBinding.bytes(p, 4)))
+                try JSONValue.parse(Array(SQLiteBinding.bytes(p, 3)))
             }
             guard case .task(let read) = read else {
                 throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
@@ -389,8 +389,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         func date(_ column: Int32) -> Date? {
             sqlite3_column_type(p, column) == SQLITE_NULL ? nil : Date(timeIntervalSinceReferenceDate: sqlite3_column_double(p, column))
         }
-        return try occurrenceStart(outcome, task: task, taskID: SQLiteBinding.text(p, 0) ?? task.id,
-                                   superseded: date(1), deleted: date(2) != nil)
+        return try occurrenceStart(outcome, task: task, taskID: task.id, superseded: date(0), deleted: date(1) != nil)
     }
 
     /// The start of the event an outcome is for, checking that the task version has it.
@@ -637,16 +636,23 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// Most groups merge whole, so a group first runs in one transaction without savepoints
     /// (a savepoint copies every page its body changes into a statement journal first: a tenth
     /// of a device push's merge). When a body throws, that transaction is rolled back and the
-    /// group runs again with a savepoint per body: the bodies must be safe to run twice.
+    /// group runs again with a savepoint per body: the bodies must be safe to run twice. A
+    /// failed commit fails every body, as it would with savepoints.
     public func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
+        var bodyThrew = false
         do {
             let results = try pool.write { db in try marked(db) {
                 let tx = Transaction(store: self, db: db, committed: false)
-                return try bodies.map { body in try body(tx) }
+                return try bodies.map { body in
+                    do { return try body(tx) } catch { bodyThrew = true; throw error }
+                }
             } }
             return results.map { .success($0) }
         } catch {
-            guard bodies.count > 1 else { return [.failure(error is DatabaseError ? wrap(error) : error)] }
+            guard bodyThrew, bodies.count > 1 else {
+                let failure = error is DatabaseError ? wrap(error) : error
+                return bodies.map { _ in .failure(failure) }
+            }
             return writeEachInSavepoint(bodies)
         }
     }
@@ -863,7 +869,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let entities {
             guard !entities.isEmpty else { return [] }
             // The (kind, id) pairs joined first, each one look-up in the (kind, id) index.
-            let pairs = Set(entities.map { [SQLiteCarePlanStore.kind($0.type), $0.id] }).sorted { $0.lexicographicallyPrecedes($1) }
+            // Each pair once (a pair listed twice would count its tips twice).
+            let pairs = Set(entities.map { [SQLiteCarePlanStore.kind($0.type), $0.id] })
             rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT v.kind, v.id FROM json_each(?) AS wanted
                 CROSS JOIN entity_version v ON v.kind = wanted.value ->> 0 AND v.id = wanted.value ->> 1

@@ -8,7 +8,6 @@ import Foundation
 enum SyncScope {
     /// Checks a push; returns the scope of each version it sends or links to that the store
     /// holds (the rest of the merge reads them from here instead of looking them up again).
-    @discardableResult
     static func check(_ records: [RevisionRecord], deviceKnowledge: KnowledgeVector, patientID: String,
                       knowledge: KnowledgeVector, in tx: any CarePlanReader) throws -> [UUID: VersionScope] {
         guard let gateway = try tx.knowledgeVector().first?.id else { return [:] }
