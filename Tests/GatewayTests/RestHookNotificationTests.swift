@@ -23,6 +23,16 @@ struct RestHookNotificationTests {
             == RestHookNotification(kind: .event, unattributed: true))
     }
 
+    @Test("a reference names a patient as Patient/x, absolute or versioned; anything else names none")
+    func patientReferences() {
+        #expect(RestHookNotification.patientID(in: "Patient/maria-lopez") == "maria-lopez")
+        #expect(RestHookNotification.patientID(in: "https://ehr.example.org/fhir/Patient/7/_history/3") == "7")
+        #expect(RestHookNotification.patientID(in: "Patient/é-ü") == "é-ü")
+        for other in ["Patient/", "Patient", "Group/ward-3", "patient/7", "Patient/7/_history", "", "/7", "Practitioner/Patient"] {
+            #expect(RestHookNotification.patientID(in: other) == nil, "\(other)")
+        }
+    }
+
     @Test("a backport event names patients by focus, context or the full resource; handshakes and heartbeats change nothing")
     func backport() throws {
         func bundle(_ type: String, events: String, resources: String = "") -> String {

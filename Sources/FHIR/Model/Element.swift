@@ -98,9 +98,12 @@ public struct Element: Sendable, Hashable {
     /// Follows a dotted path of child names and returns the first match
     /// (`resource.first("code.coding.system")`), a convenience for tests and tools.
     public func first(_ path: String) -> Element? {
-        var current: Element? = self
-        for part in path.split(separator: ".") {
-            current = current?.children.first { $0.name == part }
+        var current = self
+        // Split over bytes, not characters, and compared as whole strings: this runs per resource.
+        for part in path.utf8.split(separator: UInt8(ascii: ".")) {
+            let name = String(Substring(part))
+            guard let child = current.children.first(where: { $0.name == name }) else { return nil }
+            current = child
         }
         return current
     }

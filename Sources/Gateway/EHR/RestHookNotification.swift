@@ -103,9 +103,10 @@ public struct RestHookNotification: Sendable, Equatable {
 
     /// `x` for `Patient/x`, `https://ehr/fhir/Patient/x` or `Patient/x/_history/2`; nil for other references.
     static func patientID(in reference: String) -> String? {
-        var parts = reference.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        if parts.count >= 4, parts[parts.count - 2] == "_history" { parts.removeLast(2) }
-        guard parts.count >= 2, parts[parts.count - 2] == "Patient", let id = parts.last, !id.isEmpty else { return nil }
-        return id
+        // Split over bytes, not characters: staging runs this for every resource that names a patient.
+        var parts = reference.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        if parts.count >= 4, parts[parts.count - 2].elementsEqual("_history".utf8) { parts.removeLast(2) }
+        guard parts.count >= 2, parts[parts.count - 2].elementsEqual("Patient".utf8), let id = parts.last, !id.isEmpty else { return nil }
+        return String(Substring(id))
     }
 }

@@ -311,14 +311,16 @@ public struct StagedImport: Sendable {
             while let (sequence, output) = await tasks.next() {
                 running -= 1
                 ready[sequence] = output
+                // Work goes on while `consume` runs: a slot freed is filled before, and after each.
+                fill()
                 while let output = ready.removeValue(forKey: consumed) {
                     do throws(StoreError) { try await consume(output) } catch {
                         tasks.cancelAll()
                         return .failure(error)
                     }
                     consumed += 1
+                    fill()
                 }
-                fill()
             }
             return .success(())
         }

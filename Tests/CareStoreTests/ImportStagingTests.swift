@@ -1,0 +1,37 @@
+import Foundation
+import Testing
+@testable import CareStore
+
+@Suite("Import staging: resources kept on disk under their patient")
+struct ImportStagingTests {
+    static func item(_ group: String, _ identity: String?, url: String? = nil, _ text: String) -> StagedItem {
+        StagedItem(group: group, identity: identity, fullURL: url, container: 0, origin: "test.ndjson", bytes: Array(text.utf8))
+    }
+
+    @Test("items are found by identity (through the map in memory) and by full URL; an identity never staged finds nothing; the count is what was staged, a replaced item counted once")
+    func lookUps() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-staging-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let staging = try SQLiteImportStaging(directory: directory)
+        let sequence = try staging.write { writer in
+            try writer.insert(Self.item("Patient/p1", "Patient/p1", #"{"resourceType":"Patient","id":"p1"}"#))
+            try writer.insert(Self.item("", "Practitioner/d1", #"{"resourceType":"Practitioner","id":"d1"}"#))
+            try writer.insert(Self.item("Patient/p2", nil, url: "urn:uuid:0001", #"{"resourceType":"Observation"}"#))
+            return try writer.insert(Self.item("Patient/p1", "Observation/o1", #"{"resourceType":"Observation","id":"o1"}"#))
+        }
+        try staging.write { writer in
+            let earlier = try #require(try writer.item(identity: "Observation/o1"))
+            #expect(earlier.sequence == sequence)
+            try writer.replace(earlier.sequence, with: Self.item("Patient/p1", "Observation/o1", #"{"resourceType":"Observation","id":"o1","status":"final"}"#))
+            #expect(try writer.item(identity: "Observation/o2") == nil)
+        }
+        #expect(try staging.count() == 4)
+        let found = try staging.items(identities: ["Practitioner/d1", "Observation/o1", "Practitioner/unknown"], fullURLs: ["urn:uuid:0001"])
+        #expect(Set(found.map { $0.identity ?? $0.fullURL ?? "" }) == ["Practitioner/d1", "Observation/o1", "urn:uuid:0001"])
+        #expect(found.first { $0.identity == "Observation/o1" }.map { String(decoding: $0.bytes, as: UTF8.self) }?.contains("final") == true)
+        #expect(try staging.items(identities: ["Patient/p3"], fullURLs: []).isEmpty)
+        #expect(try staging.groups() == ["Patient/p1", "Patient/p2"])
+        #expect(try staging.items(group: "Patient/p1").map(\.identity) == ["Patient/p1", "Observation/o1"])
+    }
+}
