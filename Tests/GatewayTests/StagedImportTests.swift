@@ -42,6 +42,17 @@ struct StagedImportTests {
         #expect(one.counts == four.counts && one.unmapped == four.unmapped && one.resources == four.resources, sourceLocation: sourceLocation)
     }
 
+    @Test("a staged item's type, and the Type/id a reference names (relative, absolute or versioned)")
+    func keys() {
+        let item = StagedItem(group: "", identity: "Practitioner/dr-amy-chen", fullURL: nil, container: 0, origin: "a.json", bytes: [])
+        #expect(StagedImport.type(of: item) == "Practitioner")
+        #expect(StagedImport.type(of: StagedItem(group: "", identity: nil, fullURL: "urn:uuid:1", container: 0, origin: "a.json", bytes: [])) == nil)
+        #expect(StagedImport.relativeKey("Practitioner/dr-amy-chen") == "Practitioner/dr-amy-chen")
+        #expect(StagedImport.relativeKey("https://ehr.example.org/fhir/Medication/m-é/_history/4") == "Medication/m-é")
+        #expect(StagedImport.relativeKey("urn:uuid:0b9c") == nil)
+        #expect(StagedImport.relativeKey("Patient") == nil)
+    }
+
     @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import")
     func samples() async throws {
         try await compare(sampleFiles)

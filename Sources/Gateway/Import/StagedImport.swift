@@ -422,15 +422,16 @@ public struct StagedImport: Sendable {
 
     /// A staged item's resource type, from its identity (`Type/id`).
     static func type(of item: StagedItem) -> String? {
-        item.identity.flatMap { $0.split(separator: "/").first }.map(String.init)
+        // Over bytes, not characters: this runs for every staged item.
+        item.identity.flatMap { $0.utf8.split(separator: UInt8(ascii: "/")).first }.map { String(Substring($0)) }
     }
 
     /// `Type/id` of a reference (relative, absolute or versioned).
     static func relativeKey(_ reference: String) -> String? {
-        var parts = reference.split(separator: "/")
-        if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
+        var parts = reference.utf8.split(separator: UInt8(ascii: "/"))
+        if let history = parts.lastIndex(where: { $0.elementsEqual("_history".utf8) }) { parts = Array(parts[..<history]) }
         guard parts.count >= 2 else { return nil }
-        return "\(parts[parts.count - 2])/\(parts[parts.count - 1])"
+        return "\(Substring(parts[parts.count - 2]))/\(Substring(parts[parts.count - 1]))"
     }
 }
 
