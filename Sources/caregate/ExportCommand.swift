@@ -49,6 +49,13 @@ struct ExportCommand: ParsableCommand {
     @Flag(name: .customLong("include-imported"), help: "Also export outcomes imported from the EHR's own Observations.")
     var includeImported = false
 
+    @Flag(name: .long, help: "Print every note; without it, a note said of many outcomes is printed for the first \(ExportCommand.notesShown), then counted.")
+    var verbose = false
+
+    /// How many outcomes a note is printed for before it is only counted (a store of a million
+    /// outcomes whose tasks have no code would otherwise print a million lines).
+    static let notesShown = 20
+
     /// Where the resources go, decided once from --format and the -o extension.
     enum Destination: Equatable {
         case ndjson
@@ -92,8 +99,13 @@ struct ExportCommand: ParsableCommand {
         let bar = ProgressBar()
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         defer { bar.finish() }
+        var said: [String: Int] = [:]
         func report(_ item: ExportedObservation) {
-            for note in item.notes { StandardError.print("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)") }
+            for note in item.notes {
+                said[note, default: 0] += 1
+                guard verbose || said[note]! <= Self.notesShown else { continue }
+                StandardError.print("\(item.observation.resourceType ?? "Observation") for outcome \(item.identifier): \(note)")
+            }
         }
         /// Writes to -o FILE (replaced only when everything was written) or standard output.
         func write(_ body: (FHIROutput) throws -> Void) throws {
@@ -146,6 +158,9 @@ struct ExportCommand: ParsableCommand {
             throw CommandError.fhir(error)
         } catch let error as StoreError {
             throw CommandError.store(error)
+        }
+        for (note, n) in said.sorted(by: { $0.key < $1.key }) where n > Self.notesShown && !verbose {
+            StandardError.print("... and \(n - Self.notesShown) more outcomes: \(note) (--verbose prints them)")
         }
         let administrations = kinds["MedicationAdministration", default: 0]
         let observations = kinds["Observation", default: 0]

@@ -26,6 +26,35 @@ struct ExportCommandTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).count == 2)
     }
 
+    @Test("a note said of many outcomes is printed for the first 20, then counted in one line; --verbose prints every one")
+    func repeatedNotes() async throws {
+        let store = cli.temporaryPath("export-notes.sqlite")
+        try? FileManager.default.removeItem(atPath: store)
+        let care = try SQLiteCarePlanStore(path: store)
+        let zone = TimeZone(identifier: "America/New_York")!
+        let start = Date(timeIntervalSince1970: 1_767_243_600)  // 2026-01-01 00:00 in New York
+        let patient = Patient(id: "Patient/walker", name: PersonName(givenName: "Walker"), effectiveDate: start, timezone: zone)
+        let plan = CarePlan(id: "CarePlan/walks", title: "Walks", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+        // A task with no group: no observation-codes entry names it, so each export notes it.
+        var walk = CareTask(id: "CarePlan/walks/walk", title: "Walk", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+        walk.effectiveDate = start
+        let outcomes = (0..<25).map { day in
+            CareEntity.outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: day, values: [OutcomeValue(.boolean(true))],
+                                       effectiveDate: start.addingTimeInterval(Double(day) * 86_400), timezone: zone))
+        }
+        try care.add([.patient(patient), .carePlan(plan), .task(walk)] + outcomes)
+        let quiet = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "-o", cli.temporaryPath("notes.ndjson")])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        let noted = quiet.stderr.split(separator: "\n").filter { $0.hasPrefix("Observation for outcome") && $0.contains("no observation-codes entry") }
+        #expect(noted.count == 20, "\(quiet.stderr)")
+        #expect(quiet.stderr.contains("... and 5 more outcomes: no observation-codes entry for the task's group (none): the code is the task's title as text (--verbose prints them)"), "\(quiet.stderr)")
+        #expect(quiet.stderr.contains("exported 25 Observations"))
+        let verbose = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--verbose", "-o", cli.temporaryPath("notes-all.ndjson")])
+        #expect(verbose.stderr.split(separator: "\n").filter { $0.contains("no observation-codes entry") }.count == 25, "\(verbose.stderr)")
+        #expect(!verbose.stderr.contains("more outcomes"))
+    }
+
     @Test("with a site mapping that says export-as MedicationAdministration, a recorded dose is written as one, named as one")
     func administrations() async throws {
         let store = cli.temporaryPath("export-ma.sqlite")
