@@ -109,6 +109,46 @@ struct ImportTests {
         #expect(event.start == local("2026-11-02 08:00"))
     }
 
+    @Test("results listed before the plan whose tasks record them are stored as when listed after; one with no date that no task records is skipped for that, not failed; one with no date that a task records is an error")
+    func resultsBeforeTheirPlan() throws {
+        let bundle = try FHIRDocument.read(contentsOf: demoBundle).resource
+        var entries = bundle.children.filter { $0.name == "entry" }
+        let isObservation = { (e: Element) in e["resource"]?.resourceType == "Observation" }
+        entries = entries.filter(isObservation) + entries.filter { !isObservation($0) }
+        func undated(_ id: String) throws -> Element {
+            var entry = try #require(entries.first { $0.first("resource.id")?.value == id })
+            var resource = try #require(entry["resource"])
+            resource.removeChildren(named: "effective")
+            resource.removeChildren(named: "issued")
+            resource.setValue(id + "-undated", for: "id")
+            entry.removeChildren(named: "resource")
+            entry.removeChildren(named: "fullUrl")
+            entry.append(resource)
+            return entry
+        }
+        // Steps have no task; blood pressure has one.
+        entries += [try undated("maria-lopez-steps-2026-11-01"), try undated("maria-lopez-bp-2026-11-02-am")]
+        var reordered = Element(resourceType: "Bundle")
+        reordered.setValue("collection", for: "type")
+        for entry in entries { reordered.append(entry) }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-reordered-\(UUID().uuidString).json").path
+        try Data(FHIRDocument.write(reordered, format: .json)).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+
+        let inOrder = try temporaryStore(), reorderedStore = try temporaryStore()
+        _ = try importer(inOrder).run([demoBundle])
+        let report = try importer(reorderedStore).run([path])
+        func outcomes(_ store: SQLiteCarePlanStore) throws -> [String] {
+            try store.fetchOutcomes().map { "\($0.id) \($0.taskOccurrenceIndex) \($0.values.map { "\($0.value) \($0.kind ?? "") \($0.units ?? "")" })" }.sorted()
+        }
+        #expect(try outcomes(reorderedStore) == outcomes(inOrder))
+        #expect(try outcomes(reorderedStore).count == 2)
+        let steps = report.notes.filter { $0.resource == "Observation/maria-lopez-steps-2026-11-01-undated" }.map(\.description)
+        #expect(steps.count == 1 && steps[0].contains("skipped: no task of this patient records"), "\(steps)")
+        let pressure = report.notes.filter { $0.resource == "Observation/maria-lopez-bp-2026-11-02-am-undated" }
+        #expect(pressure.map(\.kind) == [.error] && pressure[0].message.hasPrefix("no date for the outcome"), "\(pressure.map(\.description))")
+    }
+
     @Test("importing the same data again changes nothing; a dry run writes nothing")
     func idempotent() throws {
         let store = try temporaryStore()

@@ -72,6 +72,29 @@ struct MappingEngineTests {
         #expect(pressure.values.map(\.units) == ["mmHg", "mmHg"])
     }
 
+    @Test("told to defer, an outcome no task mapped before it records waits for its date and values; completed, it equals the outcome mapped at once; one a task records is complete")
+    func deferredOutcomes() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        let resources = try bundleResources(samplesDirectory.appendingPathComponent("bundle/maria-lopez-demo-bundle.json").path)
+        var deferring = MappingEngine(mappings: set, timeZone: newYork, now: importTime)
+        deferring.defersUnrecordedOutcomes = true
+        // Observations first, then the rest: no task is mapped when the Observations are.
+        let observationsFirst = resources.filter { $0.resource.resourceType == "Observation" } + resources.filter { $0.resource.resourceType != "Observation" }
+        let eager = try #require(MappingEngine(mappings: set, timeZone: newYork, now: importTime).map(observationsFirst).batches.first)
+        let deferred = try #require(deferring.map(observationsFirst).batches.first)
+        #expect(eager.outcomes.allSatisfy { $0.isComplete })
+        #expect(deferred.outcomes.count == eager.outcomes.count && deferred.outcomes.allSatisfy { !$0.isComplete })
+        func describe(_ o: MappedOutcome) -> String { "\(o.taskGroups) \(o.date) \(o.values.map { "\($0.value) \($0.kind ?? "") \($0.units ?? "")" }) \(o.recorded().contentHash)" }
+        let completed = deferred.outcomes.map { $0.completed() }
+        #expect(completed.allSatisfy { $0.notes.isEmpty })
+        #expect(completed.compactMap { $0.outcome.map(describe) } == eager.outcomes.map(describe))
+        // In the file's order the care plan comes first: the outcomes its tasks record are complete.
+        let inOrder = try #require(deferring.map(resources).batches.first)
+        let groups = Set(inOrder.tasks.compactMap(\.task.version.groupIdentifier))
+        #expect(inOrder.outcomes.contains { $0.isComplete })
+        #expect(inOrder.outcomes.allSatisfy { $0.isComplete == $0.taskGroups.contains(where: groups.contains) })
+    }
+
     @Test("the same resources read from XML give the same entries as from JSON")
     func xmlAndJSON() throws {
         let set = try MappingSet.load([mappingsDirectory.path])

@@ -93,7 +93,9 @@ public struct FHIRImporter: Sendable {
         report.notes += unique.notes
         report.seconds.reading += (clock.now - start).seconds
         start = clock.now
-        let output = MappingEngine(mappings: mappings, timeZone: timeZone, now: now).map(unique.resources)
+        var engine = MappingEngine(mappings: mappings, timeZone: timeZone, now: now)
+        engine.defersUnrecordedOutcomes = true
+        let output = engine.map(unique.resources)
         report.notes += output.notes
         report.dispositions = output.dispositions
         report.unmapped = output.unmapped

@@ -37,7 +37,8 @@ public struct StagedImport: Sendable {
         report.seconds.reading = (clock.now - start).seconds
         start = clock.now
         let groups = try staging.groups()
-        let engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
+        var engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
+        engine.defersUnrecordedOutcomes = true
         // The mapping hands each group over in order and goes on; the writer stores what waits.
         let queue = MappedQueue(limit: 4 * window, commit: Self.patientsPerCommit)
         async let stored = store(from: queue, into: report, dryRun: dryRun, spill: spill, total: groups.count, progress: progress)

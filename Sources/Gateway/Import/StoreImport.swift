@@ -204,7 +204,7 @@ public struct StoreImport: Sendable {
             for task in tasksByID.values.sorted(by: { $0.id < $1.id }) {
                 if let group = task.version.groupIdentifier, importedByGroup[group] == nil { importedByGroup[group] = task }
             }
-            for mapped in batch.outcomes {
+            for var mapped in batch.outcomes {
                 let id = mapped.source.reference
                 if known.contains(id) {
                     change(.unchanged, .outcome, id)
@@ -214,6 +214,13 @@ public struct StoreImport: Sendable {
                     notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
                                             message: "no task of this patient records \(mapped.taskGroups.joined(separator: " or ")); the result is not imported"))
                     continue
+                }
+                // Its date and values are worked out now that it has a task (see `MappingEngine.defersUnrecordedOutcomes`).
+                if !mapped.isComplete {
+                    let (complete, completionNotes) = mapped.completed()
+                    notes += completionNotes
+                    guard let complete else { continue }
+                    mapped = complete
                 }
                 guard let event = nearestEvent(task, to: mapped.date) else {
                     notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,

@@ -61,12 +61,41 @@ public struct MappedOutcome: Sendable {
     public var source: SourceRecord
     /// The resource it came from, hashed when the outcome is stored.
     var resource: Element?
+    /// Set while the date and values are still to be worked out (`completed()`).
+    var pending: PendingOutcome?
 
     init(taskGroups: [String], date: Date, values: [OutcomeValue], source: SourceRecord) {
         self.taskGroups = taskGroups
         self.date = date
         self.values = values
         self.source = source
+    }
+
+    /// An outcome whose date and values wait until a task is found for it.
+    init(taskGroups: [String], pending: PendingOutcome, source: SourceRecord) {
+        self.init(taskGroups: taskGroups, date: .distantPast, values: [], source: source)
+        self.pending = pending
+    }
+
+    /// Whether the date and values are worked out. An engine told which groups its tasks record
+    /// (`MappingEngine.defersUnrecordedOutcomes`) leaves them for outcomes no task mapped before
+    /// them records; the import completes those it finds a task for.
+    public var isComplete: Bool { pending == nil }
+
+    /// The outcome with its date and values, and what working them out noted (no date, no value,
+    /// an expression that failed); nil when it gives no outcome. A complete one is itself.
+    public func completed() -> (outcome: MappedOutcome?, notes: [ImportNote]) {
+        guard let pending else { return (self, []) }
+        var notes = MappingNotes()
+        let mapper = OutcomeMapper(rule: pending.rule, context: pending.context)
+        var outcome: MappedOutcome?
+        do {
+            outcome = try mapper.dated(pending.context, groups: taskGroups, record: source, notes: &notes)
+        } catch {
+            notes.failed(pending.context.source, nil, pending.rule.name, error)
+        }
+        outcome?.resource = resource
+        return (outcome, notes.all)
     }
 
     /// The source record with its content hash: made only for outcomes that are stored (most

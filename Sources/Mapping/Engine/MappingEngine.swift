@@ -28,6 +28,10 @@ public struct MappingEngine: Sendable {
     public var timeZone: TimeZone
     /// The import time: where schedules without a start begin, and the version dates.
     public var now: Date
+    /// Leaves an outcome's date and values unworked (`MappedOutcome.isComplete` false) when no
+    /// task mapped before it records its groups: an import completes only those it finds a task
+    /// for, and most results an EHR holds match none. Off, every outcome is complete.
+    public var defersUnrecordedOutcomes = false
 
     public init(mappings: MappingSet, timeZone: TimeZone, now: Date = Date()) {
         self.mappings = mappings
@@ -37,6 +41,7 @@ public struct MappingEngine: Sendable {
 
     public func map(_ resources: [SourcedResource]) -> MappingOutput {
         var run = Run(mappings: mappings, scope: MappingScope(now: now, timeZone: timeZone, sources: resources), resources: resources)
+        run.defersUnrecordedOutcomes = defersUnrecordedOutcomes
         return run.mapAll()
     }
 
@@ -54,6 +59,7 @@ public struct MappingEngine: Sendable {
         var madeIDs: [String: Set<String>] = [:]
         /// Each resource's content hash, computed once (by `Type/id`, else origin).
         var hashes: [String: String] = [:]
+        var defersUnrecordedOutcomes = false
 
         init(mappings: MappingSet, scope: MappingScope, resources: [SourcedResource]) {
             self.mappings = mappings
@@ -258,7 +264,12 @@ public struct MappingEngine: Sendable {
                     // serialisation of the resource) is worked out when one is (`MappedOutcome.recorded`).
                     let record = SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
                                               contentHash: "", rule: "\(MappingSource.fileName(file.path))#\(rule.name)")
-                    var mapped = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID)).map(record: record, notes: &notes)
+                    var mapper = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
+                    if defersUnrecordedOutcomes {
+                        let groups = Set(batches[patientID]?.tasks.compactMap(\.task.version.groupIdentifier) ?? [])
+                        mapper.recorded = { $0.contains(where: groups.contains) }
+                    }
+                    var mapped = mapper.map(record: record, notes: &notes)
                     for i in mapped.indices { mapped[i].resource = source.resource }
                     updateBatch(patientID) { $0.outcomes += mapped }
                 }

@@ -5,10 +5,14 @@ import Foundation
 
 /// An outcome rule's items (an Observation, say) become outcomes for the task whose group they
 /// record, with a value per value rule (several for a panel's components).
-struct OutcomeMapper {
+struct OutcomeMapper: Sendable {
     let rule: MappingRule
     /// The resource's context (its item is the resource itself).
     let context: MappingContext
+    /// Whether a task mapped so far records one of these groups. When none does, the outcome's
+    /// date and values are left for `MappedOutcome.completed()`: most results an EHR holds match
+    /// no task and are never stored. Nil: always worked out here.
+    var recorded: (@Sendable ([String]) -> Bool)? = nil
 
     /// The outcomes of the resource; skipped items and failures are noted.
     func map(record: SourceRecord, notes: inout MappingNotes) -> [MappedOutcome] {
@@ -31,6 +35,14 @@ struct OutcomeMapper {
             return nil
         }
         let groups = try context.strings(rule.fields["task-group"])
+        if let recorded, !recorded(groups) {
+            return MappedOutcome(taskGroups: groups, pending: PendingOutcome(rule: rule, context: context), source: record)
+        }
+        return try dated(context, groups: groups, record: record, notes: &notes)
+    }
+
+    /// The outcome with its date and values (nil, noted, when it has no date or no value).
+    func dated(_ context: MappingContext, groups: [String], record: SourceRecord, notes: inout MappingNotes) throws(FHIRPathError) -> MappedOutcome? {
         guard let when = try context.date(rule.fields["date"]) else {
             notes.add(.error, context.source, nil, "no date for the outcome (\(rule.fields["date"]?.text ?? "date"))")
             return nil
@@ -76,4 +88,11 @@ struct OutcomeMapper {
         default: return nil
         }
     }
+}
+
+/// An outcome item whose date and values are not worked out yet (see `OutcomeMapper.recorded`).
+struct PendingOutcome: Sendable {
+    let rule: MappingRule
+    /// The item's context.
+    let context: MappingContext
 }
