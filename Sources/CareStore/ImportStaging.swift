@@ -68,6 +68,9 @@ public final class SQLiteImportStaging: ImportStaging {
     let path: String?
     let identities = Locked(IdentityMap())
     let indexed = Locked(false)
+    /// Read-only connections to the file, one per reader at once (made when first needed): the
+    /// patients are read back on every core, and `queue` would take them one at a time.
+    let readers = Locked<[DatabaseQueue]>([])
 
     /// A staging area in a new file under `directory` (a temporary directory by default).
     public init(directory: String = NSTemporaryDirectory()) throws(StoreError) {
@@ -101,6 +104,7 @@ public final class SQLiteImportStaging: ImportStaging {
 
     deinit {
         guard let path else { return }
+        for reader in readers.withLock({ $0 }) { try? reader.close() }
         try? queue.close()
         for suffix in ["", "-journal", "-wal", "-shm"] { unlink(path + suffix) }
     }
@@ -226,7 +230,18 @@ public final class SQLiteImportStaging: ImportStaging {
     }
 
     func read<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try queue.read(body) } catch { throw .database(path: path ?? ":memory:", message: "\(error)") }
+        do {
+            guard let path else { return try queue.read(body) }
+            let reader = try readers.withLock { $0.popLast() } ?? {
+                var configuration = Configuration()
+                configuration.readonly = true
+                return try DatabaseQueue(path: path, configuration: configuration)
+            }()
+            defer { readers.withLock { $0.append(reader) } }
+            return try reader.read(body)
+        } catch {
+            throw .database(path: path ?? ":memory:", message: "\(error)")
+        }
     }
 
     static func item(_ row: Row) -> StagedItem {
