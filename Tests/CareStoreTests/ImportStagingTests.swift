@@ -34,4 +34,28 @@ struct ImportStagingTests {
         #expect(try staging.groups() == ["Patient/p1", "Patient/p2"])
         #expect(try staging.items(group: "Patient/p1").map(\.identity) == ["Patient/p1", "Observation/o1"])
     }
+
+    @Test("groups are read back on several threads at once, each through a connection of its own; what is staged after a read is seen by the next")
+    func concurrentReads() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-staging-test-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let staging = try SQLiteImportStaging(directory: directory)
+        try staging.write { writer in
+            for p in 0..<40 {
+                for o in 0..<5 { try writer.insert(Self.item("Patient/p\(p)", "Observation/p\(p)-\(o)", #"{"resourceType":"Observation"}"#)) }
+            }
+        }
+        let groups = try staging.groups()
+        #expect(groups.count == 40)
+        let read = try await withThrowingTaskGroup(of: (String, [String?]).self) { tasks in
+            for group in groups { tasks.addTask { (group, try staging.items(group: group).map(\.identity)) } }
+            return try await tasks.reduce(into: [String: [String?]]()) { $0[$1.0] = $1.1 }
+        }
+        for p in 0..<40 { #expect(read["Patient/p\(p)"] == (0..<5).map { "Observation/p\(p)-\($0)" }) }
+        #expect(staging.readers.withLock { $0.count } >= 1)
+        try staging.write { try $0.insert(Self.item("Patient/p0", "Observation/p0-late", #"{"resourceType":"Observation"}"#)) }
+        #expect(try staging.count() == 201)
+        #expect(try staging.items(group: "Patient/p0").last?.identity == "Observation/p0-late")
+    }
 }
