@@ -46,7 +46,20 @@ public enum MappingHarness: FuzzHarness {
             throw PropertyFailure("a file the checker accepts does not load: \(error)")
         }
         let engine = MappingEngine(mappings: set, timeZone: TimeZone(identifier: "UTC")!, now: Date(timeIntervalSince1970: 1_793_000_000))
-        _ = engine.map(record)
+        let eager = engine.map(record)
+        try deferredOutcomesAgree(engine, eager)
+    }
+
+    /// Outcomes left unworked and completed later are the outcomes worked out at once, in order
+    /// (when nothing failed: a failing item stops its rule's later items only when worked at once).
+    static func deferredOutcomesAgree(_ engine: MappingEngine, _ eager: MappingOutput) throws(PropertyFailure) {
+        guard !eager.notes.contains(where: { $0.kind == .error }) else { return }
+        var deferring = engine
+        deferring.defersUnrecordedOutcomes = true
+        func describe(_ o: MappedOutcome) -> String { "\(o.taskGroups) \(o.date) \(o.values.map { "\($0.value) \($0.kind ?? "") \($0.units ?? "")" })" }
+        let atOnce = eager.batches.flatMap(\.outcomes).map(describe)
+        let later = deferring.map(record).batches.flatMap(\.outcomes).compactMap { $0.completed().outcome }.map(describe)
+        if atOnce != later { throw PropertyFailure("outcomes completed later differ from those worked out at once: \(later) against \(atOnce)") }
     }
 
     /// Lines as YAML counts them: LF, CR, CRLF, NEL, LS and PS each end one (a lone CR is a line
