@@ -87,12 +87,13 @@ public struct MappedOutcome: Sendable {
     public func completed() -> (outcome: MappedOutcome?, notes: [ImportNote]) {
         guard let pending else { return (self, []) }
         var notes = MappingNotes()
-        let mapper = OutcomeMapper(rule: pending.rule, context: pending.context)
+        let context = pending.context
+        let mapper = OutcomeMapper(rule: pending.shared.rule, context: context)
         var outcome: MappedOutcome?
         do {
-            outcome = try mapper.dated(pending.context, groups: taskGroups, record: source, notes: &notes)
+            outcome = try mapper.dated(context, groups: taskGroups, record: source, notes: &notes)
         } catch {
-            notes.failed(pending.context.source, nil, pending.rule.name, error)
+            notes.failed(context.source, nil, pending.shared.rule.name, error)
         }
         outcome?.resource = resource
         return (outcome, notes.all)

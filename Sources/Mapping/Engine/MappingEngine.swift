@@ -60,6 +60,8 @@ public struct MappingEngine: Sendable {
         /// Each resource's content hash, computed once (by `Type/id`, else origin).
         var hashes: [String: String] = [:]
         var defersUnrecordedOutcomes = false
+        /// Each outcome rule's share of the outcomes left unworked, by file and rule.
+        var outcomeRuleScopes: [String: OutcomeRuleScope] = [:]
 
         init(mappings: MappingSet, scope: MappingScope, resources: [SourcedResource]) {
             self.mappings = mappings
@@ -268,6 +270,9 @@ public struct MappingEngine: Sendable {
                     if defersUnrecordedOutcomes {
                         let groups = Set(batches[patientID]?.tasks.compactMap(\.task.version.groupIdentifier) ?? [])
                         mapper.recorded = { $0.contains(where: groups.contains) }
+                        let key = file.path + "#" + rule.name
+                        if outcomeRuleScopes[key] == nil { outcomeRuleScopes[key] = OutcomeRuleScope(rule: rule, file: file, scope: scope) }
+                        mapper.shared = outcomeRuleScopes[key]
                     }
                     var mapped = mapper.map(record: record, notes: &notes)
                     for i in mapped.indices { mapped[i].resource = source.resource }

@@ -13,6 +13,8 @@ struct OutcomeMapper: Sendable {
     /// date and values are left for `MappedOutcome.completed()`: most results an EHR holds match
     /// no task and are never stored. Nil: always worked out here.
     var recorded: (@Sendable ([String]) -> Bool)? = nil
+    /// What the outcomes left unworked share: the rule, its file and the run's scope, kept once.
+    var shared: OutcomeRuleScope? = nil
 
     /// The outcomes of the resource; skipped items and failures are noted.
     func map(record: SourceRecord, notes: inout MappingNotes) -> [MappedOutcome] {
@@ -36,7 +38,9 @@ struct OutcomeMapper: Sendable {
         }
         let groups = try context.strings(rule.fields["task-group"])
         if let recorded, !recorded(groups) {
-            return MappedOutcome(taskGroups: groups, pending: PendingOutcome(rule: rule, context: context), source: record)
+            let shared = shared ?? OutcomeRuleScope(rule: rule, file: context.file, scope: context.scope)
+            let pending = PendingOutcome(shared: shared, source: context.source, item: context.item, variables: context.variables)
+            return MappedOutcome(taskGroups: groups, pending: pending, source: record)
         }
         return try dated(context, groups: groups, record: record, notes: &notes)
     }
@@ -90,9 +94,36 @@ struct OutcomeMapper: Sendable {
     }
 }
 
-/// An outcome item whose date and values are not worked out yet (see `OutcomeMapper.recorded`).
-struct PendingOutcome: Sendable {
+/// An outcome rule with its file and the run's scope: one for all the outcomes of the rule left
+/// unworked in a run (a population leaves hundreds of thousands).
+final class OutcomeRuleScope: Sendable {
     let rule: MappingRule
-    /// The item's context.
-    let context: MappingContext
+    let file: MappingFile
+    let scope: MappingScope
+
+    init(rule: MappingRule, file: MappingFile, scope: MappingScope) {
+        self.rule = rule
+        self.file = file
+        self.scope = scope
+    }
+}
+
+/// An outcome item whose date and values are not worked out yet (see `OutcomeMapper.recorded`):
+/// what its context needs beyond what the rule's outcomes share.
+final class PendingOutcome: Sendable {
+    let shared: OutcomeRuleScope
+    let source: SourcedResource
+    let item: Element
+    let variables: [String: [FHIRPathValue]]
+
+    init(shared: OutcomeRuleScope, source: SourcedResource, item: Element, variables: [String: [FHIRPathValue]]) {
+        self.shared = shared
+        self.source = source
+        self.item = item
+        self.variables = variables
+    }
+
+    var context: MappingContext {
+        MappingContext(scope: shared.scope, source: source, file: shared.file, item: item, variables: variables)
+    }
 }
