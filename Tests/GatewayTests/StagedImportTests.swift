@@ -47,10 +47,10 @@ struct StagedImportTests {
         let item = StagedItem(group: "", identity: "Practitioner/dr-amy-chen", fullURL: nil, container: 0, origin: "a.json", bytes: [])
         #expect(StagedImport.type(of: item) == "Practitioner")
         #expect(StagedImport.type(of: StagedItem(group: "", identity: nil, fullURL: "urn:uuid:1", container: 0, origin: "a.json", bytes: [])) == nil)
-        #expect(StagedImport.relativeKey("Practitioner/dr-amy-chen") == "Practitioner/dr-amy-chen")
-        #expect(StagedImport.relativeKey("https://ehr.example.org/fhir/Medication/m-é/_history/4") == "Medication/m-é")
-        #expect(StagedImport.relativeKey("urn:uuid:0b9c") == nil)
-        #expect(StagedImport.relativeKey("Patient") == nil)
+        #expect(Element.relativeReference(of: "Practitioner/dr-amy-chen") == "Practitioner/dr-amy-chen")
+        #expect(Element.relativeReference(of: "https://ehr.example.org/fhir/Medication/m-é/_history/4") == "Medication/m-é")
+        #expect(Element.relativeReference(of: "urn:uuid:0b9c") == nil)
+        #expect(Element.relativeReference(of: "Patient") == nil)
     }
 
     @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import")

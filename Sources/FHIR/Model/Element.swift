@@ -82,6 +82,17 @@ public struct Element: Sendable, Hashable {
         return "\(type)/\(id)"
     }
 
+    /// The `Type/id` a reference names: relative (`Patient/7`), absolute
+    /// (`https://ehr.example.org/fhir/Patient/7`) or versioned (`Patient/7/_history/2`); nil for
+    /// one that names no type and id (`urn:uuid:…`). Split over bytes: imports ask it of every
+    /// reference they follow.
+    public static func relativeReference(of reference: String) -> String? {
+        var parts = reference.utf8.split(separator: UInt8(ascii: "/"))
+        if let history = parts.lastIndex(where: { $0.elementsEqual("_history".utf8) }) { parts = Array(parts[..<history]) }
+        guard parts.count >= 2 else { return nil }
+        return "\(Substring(parts[parts.count - 2]))/\(Substring(parts[parts.count - 1]))"
+    }
+
     /// Whether this element is a FHIR primitive (its value, if any, is in `value`).
     public var isPrimitive: Bool { definition?.kind == .primitive }
 

@@ -337,9 +337,6 @@ public final class BundleIndex: Sendable {
     /// versioned URL ending in `Type/id`.
     public func resource(for reference: String) -> Element? {
         if let found = byReference[reference] { return found }
-        var parts = reference.split(separator: "/")
-        if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
-        guard parts.count >= 2 else { return nil }
-        return byReference["\(parts[parts.count - 2])/\(parts[parts.count - 1])"]
+        return Element.relativeReference(of: reference).flatMap { byReference[$0] }
     }
 }

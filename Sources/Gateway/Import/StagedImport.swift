@@ -361,7 +361,7 @@ public struct StagedImport: Sendable {
         // the group's own unread resources and the shared ones.
         while !frontier.isEmpty {
             let named = Set(frontier.flatMap { Self.references(in: $0.resource) })
-            let keys = Set(named.compactMap(Self.relativeKey))
+            let keys = Set(named.compactMap(Element.relativeReference(of:)))
             let ownFound = (named.union(keys)).compactMap { unreadByKey[$0] }.compactMap { unread.removeValue(forKey: $0) }
             let sharedFound = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
                 .filter { $0.group.isEmpty }
@@ -425,14 +425,6 @@ public struct StagedImport: Sendable {
     static func type(of item: StagedItem) -> String? {
         // Over bytes, not characters: this runs for every staged item.
         item.identity.flatMap { $0.utf8.split(separator: UInt8(ascii: "/")).first }.map { String(Substring($0)) }
-    }
-
-    /// `Type/id` of a reference (relative, absolute or versioned).
-    static func relativeKey(_ reference: String) -> String? {
-        var parts = reference.utf8.split(separator: UInt8(ascii: "/"))
-        if let history = parts.lastIndex(where: { $0.elementsEqual("_history".utf8) }) { parts = Array(parts[..<history]) }
-        guard parts.count >= 2 else { return nil }
-        return "\(Substring(parts[parts.count - 2]))/\(Substring(parts[parts.count - 1]))"
     }
 }
 

@@ -38,10 +38,7 @@ struct MappingScope: Sendable {
     /// A resource a reference names, by its last `Type/id` (version and base ignored).
     func resource(named reference: String) -> Element? {
         if let found = resources[reference] { return found }
-        var parts = reference.split(separator: "/")
-        if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
-        guard parts.count >= 2 else { return nil }
-        return resources["\(parts[parts.count - 2])/\(parts[parts.count - 1])"]
+        return Element.relativeReference(of: reference).flatMap { resources[$0] }
     }
 }
 

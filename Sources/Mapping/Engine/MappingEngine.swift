@@ -210,9 +210,7 @@ public struct MappingEngine: Sendable {
                 if let resolved = context.resolve(.string(reference)), resolved.resourceType == "Patient" {
                     return patientKey(resolved, source)
                 }
-                var parts = reference.split(separator: "/")
-                if let history = parts.lastIndex(of: "_history") { parts = Array(parts[..<history]) }
-                if parts.count >= 2, parts[parts.count - 2] == "Patient" { return "Patient/\(parts[parts.count - 1])" }
+                if let key = Element.relativeReference(of: reference), key.hasPrefix("Patient/") { return key }
                 notes.add(.error, source, nil, "the patient \(reference) is not in the imported data, and the reference names no Patient id")
                 return nil
             } catch {
@@ -260,25 +258,30 @@ public struct MappingEngine: Sendable {
             }
             for rule in file.tasks { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
             for rule in file.contacts { mapRule(rule, source, file, patientID: patientID, planID: planID, ending: ending) }
-            if ending == nil {
+            if ending == nil, !file.outcomes.isEmpty {
+                // The groups this patient's tasks mapped so far record, when outcomes no task records wait.
+                let recorded = defersUnrecordedOutcomes ? Set(batches[patientID]?.tasks.compactMap(\.task.version.groupIdentifier) ?? []) : nil
                 for rule in file.outcomes {
                     // Most outcomes match no task and are never stored: the content hash (a
                     // serialisation of the resource) is worked out when one is (`MappedOutcome.recorded`).
                     let record = SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
                                               contentHash: "", rule: "\(MappingSource.fileName(file.path))#\(rule.name)")
                     var mapper = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
-                    if defersUnrecordedOutcomes {
-                        let groups = Set(batches[patientID]?.tasks.compactMap(\.task.version.groupIdentifier) ?? [])
-                        mapper.recorded = { $0.contains(where: groups.contains) }
-                        let key = file.path + "#" + rule.name
-                        if outcomeRuleScopes[key] == nil { outcomeRuleScopes[key] = OutcomeRuleScope(rule: rule, file: file, scope: scope) }
-                        mapper.shared = outcomeRuleScopes[key]
-                    }
+                    if let recorded { mapper.deferral = .init(recorded: recorded, shared: outcomeRuleScope(rule, file)) }
                     var mapped = mapper.map(record: record, notes: &notes)
                     for i in mapped.indices { mapped[i].resource = source.resource }
                     updateBatch(patientID) { $0.outcomes += mapped }
                 }
             }
+        }
+
+        /// What a rule's outcomes left unworked share: made once per rule in a run.
+        mutating func outcomeRuleScope(_ rule: MappingRule, _ file: MappingFile) -> OutcomeRuleScope {
+            let key = file.path + "#" + rule.name
+            if let made = outcomeRuleScopes[key] { return made }
+            let made = OutcomeRuleScope(rule: rule, file: file, scope: scope)
+            outcomeRuleScopes[key] = made
+            return made
         }
 
         /// The resource's own care plan (its `care-plan` block): added to the batch, or ended

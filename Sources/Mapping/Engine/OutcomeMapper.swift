@@ -9,12 +9,16 @@ struct OutcomeMapper: Sendable {
     let rule: MappingRule
     /// The resource's context (its item is the resource itself).
     let context: MappingContext
-    /// Whether a task mapped so far records one of these groups. When none does, the outcome's
-    /// date and values are left for `MappedOutcome.completed()`: most results an EHR holds match
-    /// no task and are never stored. Nil: always worked out here.
-    var recorded: (@Sendable ([String]) -> Bool)? = nil
-    /// What the outcomes left unworked share: the rule, its file and the run's scope, kept once.
-    var shared: OutcomeRuleScope? = nil
+    /// Set when an outcome no task mapped so far records is left for `MappedOutcome.completed()`
+    /// (most results an EHR holds match no task and are never stored); nil: always worked out here.
+    var deferral: Deferral? = nil
+
+    struct Deferral {
+        /// The groups the patient's tasks mapped so far record.
+        let recorded: Set<String>
+        /// What the outcomes left unworked share: the rule, its file and the run's scope, kept once.
+        let shared: OutcomeRuleScope
+    }
 
     /// The outcomes of the resource; skipped items and failures are noted.
     func map(record: SourceRecord, notes: inout MappingNotes) -> [MappedOutcome] {
@@ -37,9 +41,8 @@ struct OutcomeMapper: Sendable {
             return nil
         }
         let groups = try context.strings(rule.fields["task-group"])
-        if let recorded, !recorded(groups) {
-            let shared = shared ?? OutcomeRuleScope(rule: rule, file: context.file, scope: context.scope)
-            let pending = PendingOutcome(shared: shared, source: context.source, item: context.item, variables: context.variables)
+        if let deferral, !groups.contains(where: deferral.recorded.contains) {
+            let pending = PendingOutcome(shared: deferral.shared, source: context.source, item: context.item, variables: context.variables)
             return MappedOutcome(taskGroups: groups, pending: pending, source: record)
         }
         return try dated(context, groups: groups, record: record, notes: &notes)
@@ -108,7 +111,7 @@ final class OutcomeRuleScope: Sendable {
     }
 }
 
-/// An outcome item whose date and values are not worked out yet (see `OutcomeMapper.recorded`):
+/// An outcome item whose date and values are not worked out yet (see `OutcomeMapper.deferral`):
 /// what its context needs beyond what the rule's outcomes share.
 final class PendingOutcome: Sendable {
     let shared: OutcomeRuleScope
