@@ -182,7 +182,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Mapping", "CareStore", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Gateway", "Mapping", "CareStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Replays every fuzz harness (Fuzz/Harnesses, linked in as Harnesses/) over its committed
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.

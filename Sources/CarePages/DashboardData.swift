@@ -13,7 +13,8 @@ public struct PatientOverview: Sendable {
     public var lastSync: Date?
     /// The latest delivery to the EHR of an outcome of the last 30 days (`withLastPushes`).
     public var lastPush: Date?
-    /// The outcomes of the last 30 days, whose pushes `withLastPushes` looks up.
+    /// The outcomes of the last 30 days (by `Outcome.scopedID`, as the outbox names them), whose
+    /// pushes `withLastPushes` looks up.
     var recentOutcomeIDs: [String] = []
 
     /// Every patient's row, read in one snapshot: one query for the last 30 days' events of
@@ -36,7 +37,8 @@ public struct PatientOverview: Sendable {
             return PatientOverview(patient: patient, plans: plansByPatient[patient.uuid] ?? 0, tasks: tasksByPatient[patient.uuid] ?? 0,
                                    last7Days: Adherence(events: own.filter { $0.scheduleEvent.start >= weekAgo }),
                                    last30Days: Adherence(events: own), devices: ownDevices.count,
-                                   lastSync: ownDevices.compactMap(\.lastSyncAt).max(), recentOutcomeIDs: own.compactMap { $0.outcome?.id })
+                                   lastSync: ownDevices.compactMap(\.lastSyncAt).max(),
+                                   recentOutcomeIDs: own.compactMap { $0.outcome.map { Outcome.scopedID(patientID: patient.id, outcomeID: $0.id) } })
         }
     }
 
@@ -74,7 +76,7 @@ public struct PatientDashboard: Sendable {
         self.now = now
         self.devices = devices.filter { $0.patientID == patientID }
         let planIDs = summary.carePlans.map(\.id)
-        let tasks = EntityQuery(carePlanIDs: planIDs)
+        let tasks = EntityQuery(patientIDs: [patientID], carePlanIDs: planIDs)
         let week = calendar.dateInterval(of: .weekOfYear, for: now) ?? DateInterval(start: range.start, end: tomorrow)
         // The summary holds the week up to today; only the days after today are read (events
         // overlap a range: those begun by tomorrow are the summary's).
@@ -87,7 +89,7 @@ public struct PatientDashboard: Sendable {
             .sorted { ($0.scheduleEvent.start, $0.task.id) < ($1.scheduleEvent.start, $1.task.id) }
         contacts = planIDs.isEmpty ? [] : try PageError.reading { try store.fetchContacts(tasks) }
         let ids = summary.tasks.map(\.id)
-        taskVersions = ids.isEmpty ? [] : try PageError.reading { try store.fetchTasks(EntityQuery(versions: .history, ids: ids)) }
+        taskVersions = ids.isEmpty ? [] : try PageError.reading { try store.fetchTasks(EntityQuery(versions: .history, ids: ids, patientIDs: [patientID])) }
             .sorted { $0.id != $1.id ? $0.id < $1.id : $0.effectiveDate > $1.effectiveDate }
     }
 }

@@ -44,7 +44,7 @@ public struct PatientCareSummary: Sendable {
             throw .noSuchPatient(patientID)
         }
         let plans: [CarePlan] = try PageError.reading { try store.fetchCarePlans(EntityQuery(patientIDs: [patientID])) }
-        let taskQuery = EntityQuery(carePlanIDs: plans.map(\.id))
+        let taskQuery = EntityQuery(patientIDs: [patientID], carePlanIDs: plans.map(\.id))
         let tasks: [CareTask] = plans.isEmpty ? [] : try PageError.reading { try store.fetchTasks(taskQuery) }
         let events: [TaskEvent] = plans.isEmpty ? [] : try PageError.reading { try store.events(from: range.start, to: range.end, tasks: taskQuery) }
         self.patient = patient

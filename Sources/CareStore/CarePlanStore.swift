@@ -20,12 +20,20 @@ public struct EntityQuery: Sendable, Hashable {
     /// Entities carrying any of these tags.
     public var tags: [String]?
     public var groupIdentifiers: [String]?
-    /// For care plans: those of these patients (by patient id).
+    /// Those of these patients (by patient id), for every kind: an entity's patient is fixed
+    /// when it is written (a patient is its own; a device's versions are its patient's; the rest
+    /// are their parent's, or the patient a write names). Ids are unique within a patient only:
+    /// a query by id, care plan id or task id names the patient, or it reads every patient's.
     public var patientIDs: [String]?
     /// For tasks and contacts: those of these care plans (by care plan id).
     public var carePlanIDs: [String]?
     /// For outcomes: those of these tasks (by task id).
     public var taskIDs: [String]?
+    /// Only versions the gateway wrote (imports, refreshes, its own resolutions), not those a
+    /// device sent: what the gateway derives from the EHR (where an entity came from, the EHR's
+    /// ids) is read from these, never from a device's. Combine with `.history`: a gateway
+    /// version a device has since updated is no longer current.
+    public var gatewayWrittenOnly = false
     public var limit: Int?
 
     public init(versions: VersionFilter = .latest, ids: [String]? = nil, uuids: [UUID]? = nil, remoteIDs: [String]? = nil,
@@ -90,7 +98,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum StoreOperation: Sendable {
     case add([CareEntity])
     case update([CareEntity])
-    /// Tombstones for the current versions of these ids, effective at the date.
+    /// Tombstones for the current versions of these ids, effective at the date (the ids of the
+    /// patient `apply` names).
     case delete(EntityType, ids: [String], at: Date)
 }
 
@@ -107,9 +116,10 @@ public protocol CarePlanReader: PatientSyncReader {
     func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent]
     /// Versions written after `revision` (0 for everything).
     func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges
-    /// Ids that have more than one current version (conflicts from merged devices); among
-    /// `entities` only when given (a push asks about its own entities, not the whole store).
-    func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)]
+    /// Ids that have more than one current version within one patient (conflicts from merged
+    /// devices); among `entities` of `patientID` only when given (a push asks about its own
+    /// entities, not the whole store).
+    func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)]
     /// The current outcome of one occurrence of a task version, if any.
     func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome?
     /// The current version of every outcome (deleted ones' tombstones too), oldest effective
@@ -128,6 +138,11 @@ public protocol CarePlanReader: PatientSyncReader {
 /// What can be written, with CareKit's rules (CareKit's `OCKStoreProtocol`): updates append
 /// versions, deletes append tombstones, nothing is overwritten. On the store each call is one
 /// transaction; inside `write {}` they all land together or not at all.
+///
+/// An entity's identity is (patient, kind, id): two patients' apps may both name a task
+/// `doxylamine`, and they are two tasks. A version's patient is its own id for a patient, its
+/// parent's patient otherwise, or the patient the write names (`apply(_:for:)`), which every
+/// parent it links to must then belong to.
 public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
     /// Adds first versions of new entities, all or none.
     @discardableResult
@@ -135,12 +150,15 @@ public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
     /// Appends new versions of existing entities (linked after their current versions), all or none.
     @discardableResult
     func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]
-    /// Appends tombstones for the current versions of these ids, effective at `date`.
+    /// Appends tombstones for the current versions of these ids of `patientID` (nil: entities
+    /// of no patient), effective at `date`.
     @discardableResult
-    func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity]
-    /// Several writes in one transaction: every one of them lands, or none does.
+    func delete(_ type: EntityType, ids: [String], of patientID: String?, at date: Date) throws(StoreError) -> [CareEntity]
+    /// Several writes in one transaction: every one of them lands, or none does. With
+    /// `patientID`, every entity written is that patient's (one patient's import); without, each
+    /// is its parent's, and deletes touch entities of no patient.
     @discardableResult
-    func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity]
+    func apply(_ operations: [StoreOperation], for patientID: String?) throws(StoreError) -> [CareEntity]
     /// Stores versions made elsewhere (a CareKit device's revision record) as they are: new
     /// uuids are added and linked, known ones skipped; several tips for one id is a conflict.
     @discardableResult
@@ -171,8 +189,8 @@ public protocol CarePlanStore: CarePlanWriter, Sendable {
 }
 
 extension CarePlanReader {
-    /// Every id with more than one current version.
-    public func conflicts() throws(StoreError) -> [(EntityType, String)] { try conflicts(among: nil) }
+    /// Every id with more than one current version within its patient.
+    public func conflicts() throws(StoreError) -> [(EntityType, String)] { try conflicts(among: nil, of: nil) }
     public func fetchPatients() throws(StoreError) -> [Patient] { try fetchPatients(EntityQuery()) }
     public func fetchCarePlans() throws(StoreError) -> [CarePlan] { try fetchCarePlans(EntityQuery()) }
     public func fetchContacts() throws(StoreError) -> [Contact] { try fetchContacts(EntityQuery()) }
@@ -189,7 +207,12 @@ extension CarePlanReader {
 
 extension CarePlanWriter {
     @discardableResult
-    public func delete(_ type: EntityType, ids: [String]) throws(StoreError) -> [CareEntity] { try delete(type, ids: ids, at: Date()) }
+    public func delete(_ type: EntityType, ids: [String], of patientID: String?) throws(StoreError) -> [CareEntity] {
+        try delete(type, ids: ids, of: patientID, at: Date())
+    }
+    /// `apply` with each entity's patient worked out from its parents.
+    @discardableResult
+    public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try apply(operations, for: nil) }
 }
 
 extension CarePlanStore {

@@ -366,3 +366,15 @@ extension UUID {
                            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
     }
 }
+
+extension Outcome {
+    /// The outcome's name among every patient's: its patient's id (with `%` and `/` escaped)
+    /// and its own id, joined by `/` (`/id` for an outcome of no patient). Devices choose outcome
+    /// ids and ids are unique within a patient only, so this is what the gateway names an outcome
+    /// by outside the store (the EHR identifier, the outbox): no id a device picks can name
+    /// another patient's outcome.
+    public static func scopedID(patientID: String?, outcomeID: String) -> String {
+        let patient = (patientID ?? "").replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+        return patient + "/" + outcomeID
+    }
+}

@@ -182,6 +182,15 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         registerDevices(&migrator)
         registerImportLog(&migrator)
         registerBulkFetchLog(&migrator)
+        // An entity's identity is (patient, kind, id): every version carries its patient from
+        // the write on (those written before got theirs in v3), and look-ups by id go through it.
+        migrator.registerMigration("v7-patient-identity") { db in
+            try scopeVersions(from: 0, db: db)
+            try db.execute(sql: """
+                DROP INDEX entity_version_kind_id;
+                CREATE INDEX entity_version_identity ON entity_version(kind, id, patient_id, effective_date);
+                """)
+        }
         return migrator
     }
 
@@ -189,10 +198,10 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     static func kind(_ type: EntityType) -> String { type == .healthKitTask ? "task" : type.rawValue }
 
-    /// An id added within one call, per kind.
+    /// An entity added within one call, per kind.
     struct AddedID: Hashable {
         let kind: String
-        let id: String
+        let identity: Identity
     }
 
     static func parentUUID(_ entity: CareEntity) -> (field: String, uuid: UUID)? {
@@ -221,8 +230,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     // MARK: Writing
 
-    /// Inserts one version row (and its tags); links are made by the caller.
-    func insert(_ entity: CareEntity, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
+    /// Inserts one version row (and its tags) for its patient; links are made by the caller.
+    func insert(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
                 batch: inout Batch, db: Database) throws {
         let json: [UInt8]
         if entity.withVersion({ $0.nextVersionUUIDs.isEmpty }) {
@@ -265,10 +274,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         // Successors stored before this version (a merge out of order) make it no tip from the start.
         SQLiteBinding.bind(p, 13, successors.isEmpty ? nil : successors.map(\.uuid.uuidString).joined(separator: ","))
         SQLiteBinding.bind(p, 14, successors.map(\.effective).min()?.timeIntervalSinceReferenceDate)
-        // A device's version is its patient's and carries its record's vector from the start (no
-        // second write of the row); others get their patient from their parents after the write.
-        SQLiteBinding.bind(p, 15, batch.device?.patientID)
-        SQLiteBinding.bind(p, 16, batch.device?.stamp)
+        // A device's version carries its record's vector.
+        SQLiteBinding.bind(p, 15, patientID)
+        SQLiteBinding.bind(p, 16, batch.stamp)
         // The JSON is bound without a copy: it outlives the step, and the binding is cleared after.
         let (code, failure) = json.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { chars in
@@ -288,6 +296,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             let tagStatement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO entity_tag (tag, uuid) VALUES (?, ?)")
             for tag in tags { try tagStatement.execute(arguments: [tag, uuid]) }
         }
+        batch.patients[uuid] = .some(patientID)
     }
 
     /// Records `next` as a successor of `previous` (bookkeeping: the version data is untouched).
@@ -306,25 +315,59 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         (try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0) + 1
     }
 
-    /// The current versions (tips) of many ids of one kind, in one query (the ids go in as one
-    /// JSON array, joined through `json_each`, so there is one statement however many ids).
-    func tips(kind: String, ids: [String], db: Database) throws -> [String: [(uuid: UUID, effective: Date, deleted: Bool)]] {
-        var result: [String: [(uuid: UUID, effective: Date, deleted: Bool)]] = [:]
-        guard !ids.isEmpty else { return result }
-        let list = JSONValue.array(ids.map { .string($0) }).serialized()
+    /// An entity's identity within its kind: its id within its patient (nil: of no patient).
+    struct Identity: Hashable {
+        let id: String
+        let patientID: String?
+    }
+
+    typealias Tip = (uuid: UUID, effective: Date, deleted: Bool)
+
+    /// The current versions (tips) of many entities of one kind, in one query (the identities go
+    /// in as one JSON array, joined through `json_each`, so there is one statement however many).
+    func tips(kind: String, _ identities: [Identity], db: Database) throws -> [Identity: [Tip]] {
+        var result: [Identity: [Tip]] = [:]
+        guard !identities.isEmpty else { return result }
+        let list = JSONValue.array(identities.map { .array([.string($0.id), $0.patientID.map(JSONValue.string) ?? .null]) }).serialized()
         let statement = try db.cachedStatement(sql: """
-            SELECT v.id, v.uuid, v.effective_date, v.deleted_date
-            FROM json_each(?) AS wanted CROSS JOIN entity_version v ON v.kind = ? AND v.id = wanted.value AND v.next_uuids IS NULL
+            SELECT v.id, v.patient_id, v.uuid, v.effective_date, v.deleted_date
+            FROM json_each(?) AS wanted CROSS JOIN entity_version v
+              ON v.kind = ? AND v.id = wanted.value ->> 0 AND v.patient_id IS wanted.value ->> 1 AND v.next_uuids IS NULL
             """)  // CROSS JOIN keeps the wanted ids outside: the planner otherwise walked every version of the kind for each id
         for row in try Row.fetchAll(statement, arguments: [list, kind]) {
-            result[row["id"], default: []].append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
+            result[Identity(id: row["id"], patientID: row["patient_id"]), default: []]
+                .append((row["uuid"] as UUID, Date(timeIntervalSinceReferenceDate: row["effective_date"]), (row["deleted_date"] as Double?) != nil))
         }
         return result
     }
 
-    /// The current versions (tips) of an id.
-    func tips(kind: String, id: String, db: Database) throws -> [(uuid: UUID, effective: Date, deleted: Bool)] {
-        try tips(kind: kind, ids: [id], db: db)[id] ?? []
+    /// The current versions (tips) of one entity.
+    func tips(kind: String, id: String, patientID: String?, db: Database) throws -> [Tip] {
+        let identity = Identity(id: id, patientID: patientID)
+        return try tips(kind: kind, [identity], db: db)[identity] ?? []
+    }
+
+    /// The patient a version belongs to: the write's patient when it names one (a device's
+    /// record, one patient's import), else a patient's own id, else its parent's patient (none
+    /// without a parent).
+    func patientScope(of entity: CareEntity, batch: inout Batch, db: Database) throws -> String? {
+        if let patientID = batch.patientID { return patientID }
+        if case .patient(let patient) = entity { return patient.id }
+        guard let parent = SQLiteCarePlanStore.parentUUID(entity)?.uuid else { return nil }
+        if let known = batch.patients[parent] { return known }
+        let found = try String.fetchOne(db.cachedStatement(sql: "SELECT patient_id FROM entity_version WHERE uuid = ?"), arguments: [parent])
+        batch.patients[parent] = .some(found)
+        return found
+    }
+
+    /// Refuses a version that leaves its patient: a patient written for another, or a parent of another patient's.
+    func checkScope(_ entity: CareEntity, patientID: String?, parentPatientID: String??) throws {
+        if case .patient(let patient) = entity, let patientID, patient.id != patientID {
+            throw StoreError.invalid(.patient, id: patient.id, reason: "is not the patient this write is for (\"\(patientID)\")")
+        }
+        if let parentPatientID, let parentPatientID, parentPatientID != patientID, let (field, uuid) = SQLiteCarePlanStore.parentUUID(entity) {
+            throw StoreError.missingParent(entity.entityType, id: entity.version.id, field: field, uuid: uuid)
+        }
     }
 
     /// Checks links to parents and, for outcomes, computes the event the outcome is for.
@@ -338,40 +381,50 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         var knownParents: Set<UUID> = []
         /// The version insert, prepared on first use in this call.
         var versionInsert: Statement?
-        /// For a device's record: its patient and its vector's JSON, stored with each version.
-        var device: (patientID: String, stamp: String)?
+        /// The patient every version of this call belongs to (a device's, one patient's import);
+        /// nil: each version's own (a patient's id, or its parent's).
+        var patientID: String?
+        /// For a device's record: its vector's JSON, stored with each version.
+        var stamp: String?
+        /// The patients of versions this call wrote or looked up (nil inside: of no patient).
+        var patients: [UUID: String?] = [:]
     }
 
-    /// Checks links to parents and, for outcomes, computes the event the outcome is for.
-    func validate(_ entity: CareEntity, db: Database, batch: inout Batch) throws -> Date? {
+    /// Checks links to parents (there, of the kind, and of the version's patient) and, for
+    /// outcomes, computes the event the outcome is for.
+    func validate(_ entity: CareEntity, patientID: String?, db: Database, batch: inout Batch) throws -> Date? {
         let type = entity.entityType
         let id = entity.version.id
+        let parent = SQLiteCarePlanStore.parentUUID(entity)
+        try checkScope(entity, patientID: patientID, parentPatientID: parent.flatMap { batch.patients[$0.uuid] })
         if case .outcome(let outcome) = entity, let task = batch.tasks[outcome.taskUUID] {
             // The task was added in this same call: no successor yet.
             return try occurrenceStart(outcome, task: task, taskID: task.id, superseded: nil, deleted: task.isDeleted)
         }
-        if let (_, parent) = SQLiteCarePlanStore.parentUUID(entity), let kind = batch.kinds[parent],
-           kind == SQLiteCarePlanStore.parentKind(entity) {
+        if let (_, parent) = parent, let kind = batch.kinds[parent], kind == SQLiteCarePlanStore.parentKind(entity) {
             return nil
         }
         // An outcome's task is read below (which checks it is there); other parents are looked up.
-        if let (field, parent) = SQLiteCarePlanStore.parentUUID(entity), let parentKind = SQLiteCarePlanStore.parentKind(entity),
+        if let (field, parent) = parent, let parentKind = SQLiteCarePlanStore.parentKind(entity),
            parentKind != "task", !batch.knownParents.contains(parent) {
-            let statement = try db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ? AND kind = ?")
-            let exists = try Bool.fetchOne(statement, arguments: [parent, parentKind]) ?? false
-            if !exists { throw StoreError.missingParent(type, id: id, field: field, uuid: parent) }
+            let statement = try db.cachedStatement(sql: "SELECT patient_id FROM entity_version WHERE uuid = ? AND kind = ?")
+            guard let row = try Row.fetchOne(statement, arguments: [parent, parentKind]) else {
+                throw StoreError.missingParent(type, id: id, field: field, uuid: parent)
+            }
+            try checkScope(entity, patientID: patientID, parentPatientID: .some(row[0]))
             batch.knownParents.insert(parent)
         }
         guard case .outcome(let outcome) = entity else { return nil }
         // Every outcome a device pushes reads its task: stepped through SQLite's C API, the JSON
         // read in place and decoded only when no decoded copy is at hand.
         let p = try db.cachedStatement(sql: """
-            SELECT superseded_date, deleted_date, revision, json FROM entity_version WHERE uuid = ? AND kind = 'task'
+            SELECT superseded_date, deleted_date, revision, json, patient_id FROM entity_version WHERE uuid = ? AND kind = 'task'
             """).sqliteStatement
         defer { sqlite3_reset(p) }
         guard try SQLiteBinding.step(p, uuid: outcome.taskUUID, db: db) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
+        try checkScope(entity, patientID: patientID, parentPatientID: .some(SQLiteBinding.text(p, 4)))
         let task: CareTask
         if let decoded = batch.decodedTasks[outcome.taskUUID] {
             task = decoded
@@ -412,27 +465,28 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     /// Refuses a new task version (or tombstone) that would orphan outcomes at or after its effective date.
-    func checkOrphans(taskID: String, effective: Date, db: Database) throws {
+    func checkOrphans(taskID: String, patientID: String?, effective: Date, db: Database) throws {
         let row = try Row.fetchOne(db, sql: """
             SELECT COUNT(*) AS n, MAX(o.event_start) AS latest FROM entity_version o
             WHERE o.kind = 'outcome' AND o.next_uuids IS NULL AND o.deleted_date IS NULL AND o.event_start >= ?
-              AND o.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = 'task' AND id = ?)
-            """, arguments: [effective.timeIntervalSinceReferenceDate, taskID])
+              AND o.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = 'task' AND id = ? AND patient_id IS ?)
+            """, arguments: [effective.timeIntervalSinceReferenceDate, taskID, patientID])
         if let row, let count: Int = row["n"], count > 0, let latest: Double = row["latest"] {
             throw StoreError.wouldOrphanOutcomes(taskID: taskID, count: count, latestEvent: Date(timeIntervalSinceReferenceDate: latest), effectiveDate: effective)
         }
     }
 
-    func insertChecked(_ entity: CareEntity, revision: Int, successors: [(uuid: UUID, effective: Date)] = [], batch: inout Batch, db: Database) throws {
-        try insertReportingRules(entity, revision: revision, eventStart: try validate(entity, db: db, batch: &batch),
-                                 successors: successors, batch: &batch, db: db)
+    func insertChecked(_ entity: CareEntity, patientID: String?, revision: Int, successors: [(uuid: UUID, effective: Date)] = [],
+                       batch: inout Batch, db: Database) throws {
+        let eventStart = try validate(entity, patientID: patientID, db: db, batch: &batch)
+        try insertReportingRules(entity, patientID: patientID, revision: revision, eventStart: eventStart, successors: successors, batch: &batch, db: db)
     }
 
     /// Inserts a version, turning a constraint failure into the rule it breaks.
-    func insertReportingRules(_ entity: CareEntity, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
+    func insertReportingRules(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
                               batch: inout Batch, db: Database) throws {
         do {
-            try insert(entity, revision: revision, eventStart: eventStart, successors: successors, batch: &batch, db: db)
+            try insert(entity, patientID: patientID, revision: revision, eventStart: eventStart, successors: successors, batch: &batch, db: db)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             // Which rule: the message names the unique index's columns (a trigger gives its own).
             let message = error.message ?? "a constraint failed"
@@ -447,144 +501,151 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
     }
 
-    func addVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
-        do {
-            var revision = try nextRevision(db)
-            var added: [CareEntity] = []
-            added.reserveCapacity(entities.count)
-            var idsByKind: [String: [String]] = [:]
-            for entity in entities { idsByKind[SQLiteCarePlanStore.kind(entity.entityType), default: []].append(entity.version.id) }
-            var tipsByKind: [String: [String: [(uuid: UUID, effective: Date, deleted: Bool)]]] = [:]
-            for (kind, ids) in idsByKind { tipsByKind[kind] = try tips(kind: kind, ids: ids, db: db) }
-            var addedIDs: Set<AddedID> = []
-            addedIDs.reserveCapacity(entities.count)
-            var batch = Batch()
-            batch.kinds.reserveCapacity(entities.count)
-            batch.tasks.reserveCapacity(idsByKind["task"]?.count ?? 0)
-            for entity in entities {
-                let kind = SQLiteCarePlanStore.kind(entity.entityType)
-                let tips = tipsByKind[kind]?[entity.version.id] ?? []
-                if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, id: entity.version.id)).inserted {
-                    throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
-                }
-                var version = entity.version
-                version.previousVersionUUIDs = tips.map(\.uuid)
-                version.nextVersionUUIDs = []
-                if version.createdDate == nil { version.createdDate = Date() }
-                let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                let eventStart = try validate(stored, db: db, batch: &batch)
-                try insertReportingRules(stored, revision: revision, eventStart: eventStart, batch: &batch, db: db)
-                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                batch.kinds[version.uuid] = kind
-                if case .task(let task) = stored { batch.tasks[version.uuid] = task }
-                revision += 1
-                added.append(stored)
-            }
-            return added
+    func addVersions(_ entities: [CareEntity], patientID: String?, db: Database) throws -> [CareEntity] {
+        var revision = try nextRevision(db)
+        var added: [CareEntity] = []
+        added.reserveCapacity(entities.count)
+        var batch = Batch()
+        batch.patientID = patientID
+        batch.kinds.reserveCapacity(entities.count)
+        // Each entity's patient first (a parent added in this call gives its own), then every
+        // kind's tips in one query.
+        var scopes: [String?] = []
+        scopes.reserveCapacity(entities.count)
+        var identitiesByKind: [String: [Identity]] = [:]
+        for entity in entities {
+            let scope = try patientScope(of: entity, batch: &batch, db: db)
+            scopes.append(scope)
+            batch.patients[entity.version.uuid] = .some(scope)
+            identitiesByKind[SQLiteCarePlanStore.kind(entity.entityType), default: []].append(Identity(id: entity.version.id, patientID: scope))
         }
+        var tipsByKind: [String: [Identity: [Tip]]] = [:]
+        for (kind, identities) in identitiesByKind { tipsByKind[kind] = try tips(kind: kind, identities, db: db) }
+        var addedIDs: Set<AddedID> = []
+        addedIDs.reserveCapacity(entities.count)
+        batch.tasks.reserveCapacity(identitiesByKind["task"]?.count ?? 0)
+        for (entity, scope) in zip(entities, scopes) {
+            let kind = SQLiteCarePlanStore.kind(entity.entityType)
+            let identity = Identity(id: entity.version.id, patientID: scope)
+            let tips = tipsByKind[kind]?[identity] ?? []
+            if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, identity: identity)).inserted {
+                throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+            }
+            var version = entity.version
+            version.previousVersionUUIDs = tips.map(\.uuid)
+            version.nextVersionUUIDs = []
+            if version.createdDate == nil { version.createdDate = Date() }
+            let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+            let eventStart = try validate(stored, patientID: scope, db: db, batch: &batch)
+            try insertReportingRules(stored, patientID: scope, revision: revision, eventStart: eventStart, batch: &batch, db: db)
+            for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+            batch.kinds[version.uuid] = kind
+            if case .task(let task) = stored { batch.tasks[version.uuid] = task }
+            revision += 1
+            added.append(stored)
+        }
+        return added
     }
 
-    func updateVersions(_ entities: [CareEntity], db: Database) throws -> [CareEntity] {
-        do {
-            var revision = try nextRevision(db)
-            var updated: [CareEntity] = []
-            var batch = Batch()
-            for entity in entities {
-                let kind = SQLiteCarePlanStore.kind(entity.entityType)
-                let id = entity.version.id
-                let tips = try tips(kind: kind, id: id, db: db)
-                guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
-                var version = entity.version
-                if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
-                    version.uuid = .timeOrdered()
-                }
-                if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
-                    throw StoreError.invalid(entity.entityType, id: id,
-                        reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
-                }
-                if kind == "task" { try checkOrphans(taskID: id, effective: version.effectiveDate, db: db) }
-                version.previousVersionUUIDs = tips.map(\.uuid)
-                version.nextVersionUUIDs = []
-                version.updatedDate = Date()
-                let stored = SQLiteCarePlanStore.replacing(entity, version: version)
-                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                try insertChecked(stored, revision: revision, batch: &batch, db: db)
-                revision += 1
-                updated.append(stored)
+    func updateVersions(_ entities: [CareEntity], patientID: String?, db: Database) throws -> [CareEntity] {
+        var revision = try nextRevision(db)
+        var updated: [CareEntity] = []
+        var batch = Batch()
+        batch.patientID = patientID
+        for entity in entities {
+            let kind = SQLiteCarePlanStore.kind(entity.entityType)
+            let id = entity.version.id
+            let scope = try patientScope(of: entity, batch: &batch, db: db)
+            let tips = try tips(kind: kind, id: id, patientID: scope, db: db)
+            guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
+            var version = entity.version
+            if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
+                version.uuid = .timeOrdered()
             }
-            return updated
+            if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
+                throw StoreError.invalid(entity.entityType, id: id,
+                    reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
+            }
+            if kind == "task" { try checkOrphans(taskID: id, patientID: scope, effective: version.effectiveDate, db: db) }
+            version.previousVersionUUIDs = tips.map(\.uuid)
+            version.nextVersionUUIDs = []
+            version.updatedDate = Date()
+            let stored = SQLiteCarePlanStore.replacing(entity, version: version)
+            for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+            try insertChecked(stored, patientID: scope, revision: revision, batch: &batch, db: db)
+            revision += 1
+            updated.append(stored)
         }
+        return updated
     }
 
-    func applyOperations(_ operations: [StoreOperation], db: Database) throws -> [CareEntity] {
+    func applyOperations(_ operations: [StoreOperation], patientID: String?, db: Database) throws -> [CareEntity] {
         var written: [CareEntity] = []
         for operation in operations {
             switch operation {
-            case .add(let entities): written += try addVersions(entities, db: db)
-            case .update(let entities): written += try updateVersions(entities, db: db)
-            case .delete(let type, let ids, let date): written += try deleteVersions(type, ids: ids, at: date, db: db)
+            case .add(let entities): written += try addVersions(entities, patientID: patientID, db: db)
+            case .update(let entities): written += try updateVersions(entities, patientID: patientID, db: db)
+            case .delete(let type, let ids, let date): written += try deleteVersions(type, ids: ids, patientID: patientID, at: date, db: db)
             }
         }
         return written
     }
 
-    func deleteVersions(_ type: EntityType, ids: [String], at date: Date, db: Database) throws -> [CareEntity] {
-        do {
-            var revision = try nextRevision(db)
-            var tombstones: [CareEntity] = []
-            var batch = Batch()
-            let kind = SQLiteCarePlanStore.kind(type)
-            for id in ids {
-                let tips = try tips(kind: kind, id: id, db: db)
-                guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
-                      let entity = try fetchEntity(uuid: current.uuid, db: db) else {
-                    throw StoreError.notFound(type, id: id)
-                }
-                if kind == "task" { try checkOrphans(taskID: id, effective: date, db: db) }
-                var version = entity.version
-                version.uuid = .timeOrdered()
-                version.previousVersionUUIDs = tips.map(\.uuid)
-                version.nextVersionUUIDs = []
-                version.effectiveDate = max(date, current.effective)
-                version.deletedDate = date
-                version.updatedDate = Date()
-                let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
-                for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
-                try insert(tombstone, revision: revision, eventStart: nil, batch: &batch, db: db)
-                revision += 1
-                tombstones.append(tombstone)
+    func deleteVersions(_ type: EntityType, ids: [String], patientID: String?, at date: Date, db: Database) throws -> [CareEntity] {
+        var revision = try nextRevision(db)
+        var tombstones: [CareEntity] = []
+        var batch = Batch()
+        let kind = SQLiteCarePlanStore.kind(type)
+        for id in ids {
+            let tips = try tips(kind: kind, id: id, patientID: patientID, db: db)
+            guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
+                  let entity = try fetchEntity(uuid: current.uuid, db: db) else {
+                throw StoreError.notFound(type, id: id)
             }
-            return tombstones
+            if kind == "task" { try checkOrphans(taskID: id, patientID: patientID, effective: date, db: db) }
+            var version = entity.version
+            version.uuid = .timeOrdered()
+            version.previousVersionUUIDs = tips.map(\.uuid)
+            version.nextVersionUUIDs = []
+            version.effectiveDate = max(date, current.effective)
+            version.deletedDate = date
+            version.updatedDate = Date()
+            let tombstone = SQLiteCarePlanStore.replacing(entity, version: version)
+            for tip in tips { try link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate, db: db) }
+            try insert(tombstone, patientID: patientID, revision: revision, eventStart: nil, batch: &batch, db: db)
+            revision += 1
+            tombstones.append(tombstone)
         }
+        return tombstones
     }
 
     /// Adds a record's versions not yet stored; `device`: a device's record, for its patient.
     func mergeVersions(_ record: RevisionRecord, device: (patientID: String, stamp: String)? = nil, db: Database) throws -> Int {
-        do {
-            var revision = try nextRevision(db)
-            var inserted = 0
-            var batch = Batch()
-            batch.device = device
-            for entity in record.entities {
-                let version = entity.version
-                if try SQLiteBinding.hasRow(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), uuid: version.uuid, db: db) { continue }
-                // Successors that arrived earlier (out of order) are linked as the version goes in.
-                var successors: [(uuid: UUID, effective: Date)] = []
-                for next in version.nextVersionUUIDs {
-                    if let nextEffective = try Double.fetchOne(db.cachedStatement(sql: "SELECT effective_date FROM entity_version WHERE uuid = ?"), arguments: [next]) {
-                        successors.append((next, Date(timeIntervalSinceReferenceDate: nextEffective)))
-                    }
+        var revision = try nextRevision(db)
+        var inserted = 0
+        var batch = Batch()
+        batch.patientID = device?.patientID
+        batch.stamp = device?.stamp
+        for entity in record.entities {
+            let version = entity.version
+            if try SQLiteBinding.hasRow(db.cachedStatement(sql: "SELECT 1 FROM entity_version WHERE uuid = ?"), uuid: version.uuid, db: db) { continue }
+            let scope = try patientScope(of: entity, batch: &batch, db: db)
+            // Successors that arrived earlier (out of order) are linked as the version goes in.
+            var successors: [(uuid: UUID, effective: Date)] = []
+            for next in version.nextVersionUUIDs {
+                if let nextEffective = try Double.fetchOne(db.cachedStatement(sql: "SELECT effective_date FROM entity_version WHERE uuid = ?"), arguments: [next]) {
+                    successors.append((next, Date(timeIntervalSinceReferenceDate: nextEffective)))
                 }
-                // Previous versions stop being tips first, as in an update (one live outcome per occurrence).
-                for previous in version.previousVersionUUIDs {
-                    try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
-                }
-                try insertChecked(entity, revision: revision, successors: successors, batch: &batch, db: db)
-                revision += 1
-                inserted += 1
             }
-            return inserted
+            // Previous versions stop being tips first, as in an update (one live outcome per occurrence).
+            for previous in version.previousVersionUUIDs {
+                try link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate, db: db)
+            }
+            try insertChecked(entity, patientID: scope, revision: revision, successors: successors, batch: &batch, db: db)
+            revision += 1
+            inserted += 1
         }
+        return inserted
     }
 
     static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
@@ -767,6 +828,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         if let ids = query.ids { list("v.id", ids) }
         if let uuids = query.uuids { list("v.uuid", uuids) }
         if let remoteIDs = query.remoteIDs { list("v.remote_id", remoteIDs) }
+        if query.gatewayWrittenOnly { conditions.append("v.stamp IS NULL") }
         if let groups = query.groupIdentifiers { list("v.group_identifier", groups) }
         if let tags = query.tags {
             conditions.append("v.uuid IN (SELECT uuid FROM entity_tag WHERE tag IN (\(SQLiteCarePlanStore.placeholders(tags.count))))")
@@ -776,11 +838,12 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             conditions.append("v.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = '\(parentKind)' AND id IN (\(SQLiteCarePlanStore.placeholders(ids.count))))")
             arguments += StatementArguments(ids)
         }
-        if let ids = query.patientIDs, kind == "carePlan" { parent("patient", ids) }
+        // A version's patient is its parent's, so children of the patient's parents are the patient's.
+        if let ids = query.patientIDs { list("v.patient_id", ids) }
         if let ids = query.carePlanIDs, kind == "task" || kind == "contact" { parent("carePlan", ids) }
         if let ids = query.taskIDs, kind == "outcome" { parent("task", ids) }
-        var sql = "SELECT v.uuid, v.kind, v.next_uuids FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
-        sql += kind == "outcome" ? " ORDER BY v.event_start, v.revision" : " ORDER BY v.id, v.effective_date, v.revision"
+        var sql = "SELECT v.uuid, v.kind, v.next_uuids, v.patient_id FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
+        sql += kind == "outcome" ? " ORDER BY v.event_start, v.revision" : " ORDER BY v.id, v.patient_id, v.effective_date, v.revision"
         if let limit = query.limit { sql += " LIMIT \(limit)" }
         return (sql, arguments)
     }
@@ -789,6 +852,12 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// and cached only when `committed` (read outside any write transaction, which may yet roll
     /// back: a version cached from it would shadow a corrected retry with the same uuid).
     func fetch(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, db: Database, committed: Bool) throws -> [CareEntity] {
+        try fetchScoped(kind: kind, query, includeTombstones: includeTombstones, db: db, committed: committed).map(\.entity)
+    }
+
+    /// `fetch`, each version with its patient.
+    func fetchScoped(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, db: Database,
+                     committed: Bool) throws -> [(entity: CareEntity, patientID: String?)] {
         let (sql, arguments) = select(kind: kind, query, includeTombstones: includeTombstones)
         // Versions never change: read the JSON only for those not decoded yet.
         let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
@@ -813,7 +882,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
         return try zip(rows, uuids).map { row, uuid in
             guard let decoded = found[uuid] else { throw StoreError.database(path: path, message: "version \(uuid) vanished while reading") }
-            return SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"])
+            return (SQLiteCarePlanStore.withSuccessors(decoded, nextUUIDs: row["next_uuids"]), row["patient_id"])
         }
     }
 
@@ -831,20 +900,22 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         // Versions whose span touches the range, widened by a day for windows reaching back.
         taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end))
         // Tombstones too: a deletion ends the versions before it.
-        let versions = try fetch(kind: "task", taskQuery, includeTombstones: true, db: db, committed: committed)
-            .compactMap { if case .task(let t) = $0 { t } else { nil } }
+        let scoped = try fetchScoped(kind: "task", taskQuery, includeTombstones: true, db: db, committed: committed)
+        let versions = scoped.compactMap { if case .task(let t) = $0.entity { t } else { nil } }
+        let patients = scoped.map(\.patientID)
         guard !versions.isEmpty else { return [] }
         var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
         outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
+        outcomeQuery.patientIDs = query.patientIDs
         let outcomes = try fetch(kind: "outcome", outcomeQuery, db: db, committed: committed)
             .compactMap { if case .outcome(let o) = $0 { o } else { nil } }
-        // Versions come ordered by id, then effective date: walk each task's run.
+        // Versions come ordered by id, patient, then effective date: walk each task's run.
         let index = OutcomeIndex(outcomes)
         var events: [TaskEvent] = []
         var runStart = 0
         while runStart < versions.count {
             var runEnd = runStart + 1
-            while runEnd < versions.count && versions[runEnd].id == versions[runStart].id { runEnd += 1 }
+            while runEnd < versions.count && versions[runEnd].id == versions[runStart].id && patients[runEnd] == patients[runStart] { runEnd += 1 }
             CareTask.appendEvents(of: versions[runStart..<runEnd], from: start, to: end, outcomes: index, into: &events)
             runStart = runEnd
         }
@@ -864,20 +935,22 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return StoreChanges(entities: try rows.map { try entity($0, caching: committed) }, revision: latest)
     }
 
-    func conflicts(among entities: [(type: EntityType, id: String)]?, db: Database) throws -> [(EntityType, String)] {
+    func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?, db: Database) throws -> [(EntityType, String)] {
         let rows: [Row]
         if let entities {
             guard !entities.isEmpty else { return [] }
-            // The (kind, id) pairs joined first, each one look-up in the (kind, id) index.
+            // The (kind, id) pairs joined first, each one look-up in the (kind, id, patient) index.
             // Each pair once (a pair listed twice would count its tips twice).
             let pairs = Set(entities.map { [SQLiteCarePlanStore.kind($0.type), $0.id] })
             rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT v.kind, v.id FROM json_each(?) AS wanted
-                CROSS JOIN entity_version v ON v.kind = wanted.value ->> 0 AND v.id = wanted.value ->> 1
+                CROSS JOIN entity_version v ON v.kind = wanted.value ->> 0 AND v.id = wanted.value ->> 1 AND v.patient_id IS ?
                 WHERE v.next_uuids IS NULL GROUP BY v.kind, v.id HAVING COUNT(*) > 1 ORDER BY v.kind, v.id
-                """), arguments: [JSONValue.array(pairs.map { .array($0.map { .string($0) }) }).serialized()])
+                """), arguments: [JSONValue.array(pairs.map { .array($0.map { .string($0) }) }).serialized(), patientID])
         } else {
-            rows = try Row.fetchAll(db, sql: "SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id HAVING COUNT(*) > 1 ORDER BY kind, id")
+            rows = try Row.fetchAll(db, sql: """
+                SELECT kind, id FROM entity_version WHERE next_uuids IS NULL GROUP BY kind, id, patient_id HAVING COUNT(*) > 1 ORDER BY kind, id
+                """)
         }
         return rows.map { (EntityType(rawValue: $0["kind"]) ?? .task, $0["id"]) }
     }

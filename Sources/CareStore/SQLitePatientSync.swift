@@ -24,13 +24,13 @@ extension SQLiteCarePlanStore {
         }
     }
 
-    /// Gives the versions written from `revision` on their patient, from their parents (which
-    /// come first: patients, then care plans, then tasks and contacts, then outcomes).
+    /// Gives the versions written from `revision` on that have none their patient, from their
+    /// parents (which come first: patients, then care plans, then tasks and contacts, then
+    /// outcomes): what the migrations do for versions written before writes set it.
     static func scopeVersions(from revision: Int, db: Database) throws {
         // `+kind`: the new rows by revision (the primary key), not every row of a kind through
         // the kind index, which the planner would otherwise pick (a store of a million outcomes
         // made each write scan them all).
-        // Run after every write (statements kept prepared).
         try db.cachedStatement(sql: "UPDATE entity_version SET patient_id = id WHERE revision >= ? AND +kind = 'patient'").execute(arguments: [revision])
         for kinds in ["'carePlan'", "'task', 'contact'", "'outcome'"] {
             try db.cachedStatement(sql: """

@@ -47,8 +47,8 @@ extension SQLiteCarePlanStore {
             try run { try store.changes(since: revision, limit: limit, db: db, committed: committed) }
         }
 
-        func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)] {
-            try run { try store.conflicts(among: entities, db: db) }
+        func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)] {
+            try run { try store.conflicts(among: entities, of: patientID, db: db) }
         }
 
         func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
@@ -69,27 +69,19 @@ extension SQLiteCarePlanStore {
 
         func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try run { try store.knowledgeVector(db: db) } }
 
-        /// Runs a write and gives the versions it wrote their patient.
-        func scoped<T>(_ body: () throws -> T) throws(StoreError) -> T {
-            try run {
-                let first = try store.nextRevision(db)
-                let result = try body()
-                try SQLiteCarePlanStore.scopeVersions(from: first, db: db)
-                return result
-            }
+        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.addVersions(entities, patientID: nil, db: db) } }
+
+        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.updateVersions(entities, patientID: nil, db: db) } }
+
+        func delete(_ type: EntityType, ids: [String], of patientID: String?, at date: Date) throws(StoreError) -> [CareEntity] {
+            try run { try store.deleteVersions(type, ids: ids, patientID: patientID, at: date, db: db) }
         }
 
-        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try scoped { try store.addVersions(entities, db: db) } }
-
-        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try scoped { try store.updateVersions(entities, db: db) } }
-
-        func delete(_ type: EntityType, ids: [String], at date: Date) throws(StoreError) -> [CareEntity] {
-            try scoped { try store.deleteVersions(type, ids: ids, at: date, db: db) }
+        func apply(_ operations: [StoreOperation], for patientID: String?) throws(StoreError) -> [CareEntity] {
+            try run { try store.applyOperations(operations, patientID: patientID, db: db) }
         }
 
-        func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try scoped { try store.applyOperations(operations, db: db) } }
-
-        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try scoped { try store.mergeVersions(record, db: db) } }
+        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try run { try store.mergeVersions(record, db: db) } }
 
         func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector {
             try run { try store.patientKnowledge(patientID, upTo: revision, db: db) }
@@ -122,8 +114,8 @@ extension SQLiteCarePlanStore {
     }
 
     public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges { try reading { try $0.changes(since: revision, limit: limit) } }
-    public func conflicts(among entities: [(type: EntityType, id: String)]?) throws(StoreError) -> [(EntityType, String)] {
-        try reading { try $0.conflicts(among: entities) }
+    public func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)] {
+        try reading { try $0.conflicts(among: entities, of: patientID) }
     }
 
     public func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
@@ -143,12 +135,14 @@ extension SQLiteCarePlanStore {
     @discardableResult
     public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writing { try $0.update(entities) } }
     @discardableResult
-    public func delete(_ type: EntityType, ids: [String], at date: Date = Date()) throws(StoreError) -> [CareEntity] {
-        try writing { try $0.delete(type, ids: ids, at: date) }
+    public func delete(_ type: EntityType, ids: [String], of patientID: String?, at date: Date = Date()) throws(StoreError) -> [CareEntity] {
+        try writing { try $0.delete(type, ids: ids, of: patientID, at: date) }
     }
     /// Runs several writes as one transaction: all of them, or none (an import of one patient).
     @discardableResult
-    public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try writing { try $0.apply(operations) } }
+    public func apply(_ operations: [StoreOperation], for patientID: String? = nil) throws(StoreError) -> [CareEntity] {
+        try writing { try $0.apply(operations, for: patientID) }
+    }
     @discardableResult
     public func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try writing { try $0.merge(record) } }
 

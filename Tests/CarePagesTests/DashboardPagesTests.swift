@@ -77,7 +77,8 @@ struct DashboardPagesTests {
                        Device(id: "d2", patientID: "maria", tokenHash: "y", enrolledAt: day(16), revokedAt: day(17))]
         // One of the week's weights was delivered to the EHR; another outcome is still queued.
         let weights = try store.fetchOutcomes().filter { $0.values.first?.units == "kg" }
-        try store.enqueue(weights.prefix(2).map { OutboxItem(versionUUID: $0.uuid, entityID: $0.id, idempotencyKey: "urn:caregate:outcome|\($0.id)", payload: []) })
+        try store.enqueue(weights.prefix(2).map { OutboxItem(versionUUID: $0.uuid, entityID: Outcome.scopedID(patientID: "maria", outcomeID: $0.id),
+                                                          idempotencyKey: "urn:caregate:outcome|maria/\($0.id)", payload: []) })
         let before = Date()
         try store.markPushed(weights[0].uuid, location: "https://ehr.example.org/fhir/Observation/1")
         let rows = try PatientOverview.withLastPushes(try store.read { try PatientOverview.all(in: $0, devices: devices, now: day(25, hour: 12)) }, from: store)

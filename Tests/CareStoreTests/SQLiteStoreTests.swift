@@ -112,7 +112,7 @@ struct SQLiteStoreTests {
     func deletes() throws {
         let t = try TemporaryStore()
         _ = try seed(t.store)
-        try t.store.delete(.task, ids: ["weight"], at: local("2026-11-20", zone))
+        try t.store.delete(.task, ids: ["weight"], of: "maria", at: local("2026-11-20", zone))
         #expect(try t.store.fetchTasks().map(\.id) == ["metformin"])
         #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-16", zone), duration: 86400)), ids: ["weight"])).count == 1)
         #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-21", zone), duration: 86400)), ids: ["weight"])).isEmpty)
@@ -152,7 +152,7 @@ struct SQLiteStoreTests {
         let late = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 6, values: [OutcomeValue(.boolean(true))], timezone: zone)
         #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 6, reason: "a newer task version covers the event")) { try t.store.add([.outcome(late)]) }
         // Deleting an outcome frees its occurrence.
-        try t.store.delete(.outcome, ids: [taken.id])
+        try t.store.delete(.outcome, ids: [taken.id], of: "maria")
         try t.store.add([.outcome(again)])
         #expect(try t.store.fetchOutcomes(EntityQuery(taskIDs: ["metformin"])).map(\.id) == [again.id])
     }
@@ -244,9 +244,9 @@ struct SQLiteStoreTests {
         #expect(try t.store.merge(record) == 0)
         #expect(try t.store.conflicts().map(\.1) == ["metformin"])
         // Among given entities, by kind and id: a HealthKit task is a task; a care plan of the same id is not.
-        #expect(try t.store.conflicts(among: [(.healthKitTask, "metformin"), (.task, "aspirin")]).map(\.1) == ["metformin"])
-        #expect(try t.store.conflicts(among: [(.carePlan, "metformin"), (.outcome, "metformin")]).isEmpty)
-        #expect(try t.store.conflicts(among: []).isEmpty)
+        #expect(try t.store.conflicts(among: [(.healthKitTask, "metformin"), (.task, "aspirin")], of: "maria").map(\.1) == ["metformin"])
+        #expect(try t.store.conflicts(among: [(.carePlan, "metformin"), (.outcome, "metformin")], of: "maria").isEmpty)
+        #expect(try t.store.conflicts(among: [], of: "maria").isEmpty)
         #expect(Set(try t.store.fetchTasks(EntityQuery(ids: ["metformin"])).map(\.title)) == ["Metformin (A)", "Metformin (B)"])
     }
 
@@ -291,11 +291,11 @@ struct SQLiteStoreTests {
         renamed.version.effectiveDate = start.addingTimeInterval(3600)
         let orphan = CareTask(id: "orphan", title: "Orphan", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
         #expect(throws: StoreError.self) {
-            try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])])
+            try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])], for: patient.id)
         }
         #expect(try t.store.fetchCarePlans().map(\.title) == [plan.title])
         #expect(try t.store.fetchTasks().count == 2)
-        let written = try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200))])
+        let written = try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200))], for: patient.id)
         #expect(written.count == 2)
         #expect(try t.store.fetchCarePlans().map(\.title) == ["Renamed"])
         #expect(try t.store.fetchTasks().map(\.id) == ["weight"])

@@ -245,7 +245,7 @@ struct CareKitSyncTests {
         var outcome = fixture.outcome("maria", occurrence: 1, steps: 4200)
         outcome.values.append(OutcomeValue(.text("felt \"fine\" é"), kind: "note", createdDate: local("2026-11-02 09:00")))
         try fixture.store.add([.outcome(outcome)])
-        _ = try fixture.store.delete(.task, ids: ["steps-maria"])
+        _ = try fixture.store.delete(.task, ids: ["steps-maria"], of: "maria")
         var cursor: CareKitSync.PullCursor?
         var types: Set<EntityType> = []
         repeat {

@@ -65,16 +65,17 @@ struct ExportTests {
         let export = OutcomeExport(store: store, builder: try builder())
         let before = try export.observations()
         var walk = try #require(store.fetchOutcomes().first { $0.values.first?.value == .boolean(true) })
-        let walkID = walk.id
+        let patientID = try #require(store.fetchPatients().first).id
+        let walkID = Outcome.scopedID(patientID: patientID, outcomeID: walk.id)
         walk.values = [OutcomeValue(.boolean(false), createdDate: local("2026-11-04 08:00"))]
         walk.version.effectiveDate = local("2026-11-04 08:00")
         try store.update([.outcome(walk)])
         let dose = try #require(store.fetchOutcomes().first { $0.values.first?.units == "mg" })
-        try store.delete(.outcome, ids: [dose.id], at: local("2026-11-04 09:00"))
+        try store.delete(.outcome, ids: [dose.id], of: try #require(store.fetchPatients().first).id, at: local("2026-11-04 09:00"))
         let after = try export.observations()
         let statuses = Dictionary(uniqueKeysWithValues: after.map { ($0.identifier, $0.observation.string("status") ?? "") })
         #expect(statuses[walkID] == "amended")
-        #expect(statuses[dose.id] == "entered-in-error")
+        #expect(statuses[Outcome.scopedID(patientID: patientID, outcomeID: dose.id)] == "entered-in-error")
         #expect(Set(after.map(\.identifier)) == Set(before.map(\.identifier)))
         #expect(after.first { $0.identifier == walkID }?.observation.first("value")?.value == "false")
     }
@@ -214,7 +215,7 @@ struct MedicationAdministrationExportTests {
         #expect(a.first("statusReason.text")?.value == "Recorded as not taken by the patient")
         #expect(a["dosage"] == nil)
         #expect(ResourceValidator().validate(a).isEmpty)
-        try store.delete(.outcome, ids: [dose.id], at: local("2026-11-04 09:00"))
+        try store.delete(.outcome, ids: [dose.id], of: try #require(store.fetchPatients().first).id, at: local("2026-11-04 09:00"))
         a = try #require(try export.observations().first { $0.observation.resourceType == "MedicationAdministration" }).observation
         #expect(a.string("status") == "entered-in-error")
     }

@@ -56,7 +56,7 @@ struct PushTests {
         #expect(amended.newlyQueued == 1 && amended.pushed.count == 1, "\(amended.deferred) \(amended.failed)")
         onServer = try await serverObservations(server.base)
         #expect(onServer.count == 3 && onServer.values.allSatisfy { $0 == 1 }, "\(onServer)")
-        let walkOnServer = try await FHIRRESTClient(base: server.base).search("Observation", [("identifier", "urn:caregate:outcome|\(walk.id)")])
+        let walkOnServer = try await FHIRRESTClient(base: server.base).search("Observation", [("identifier", "urn:caregate:outcome|\(Outcome.scopedID(patientID: try #require(store.fetchPatients().first).id, outcomeID: walk.id))")])
         #expect(walkOnServer.first?.string("status") == "amended")
         #expect(walkOnServer.first?.first("value")?.value == "false")
     }
@@ -144,7 +144,7 @@ struct PushTests {
         try proxy.configure([:])
         let amended = try await push.run()
         #expect(amended.newlyQueued == 1 && amended.pushed.count == 1, "\(amended.deferred) \(amended.failed)")
-        let walkOnServer = try await FHIRRESTClient(base: server.base).search("Observation", [("identifier", "urn:caregate:outcome|\(walk.id)")])
+        let walkOnServer = try await FHIRRESTClient(base: server.base).search("Observation", [("identifier", "urn:caregate:outcome|\(Outcome.scopedID(patientID: try #require(store.fetchPatients().first).id, outcomeID: walk.id))")])
         #expect(walkOnServer.count == 1)
         #expect(walkOnServer.first?.string("status") == "amended")
         // Every write went in a batch: no single POST or PUT of an Observation.

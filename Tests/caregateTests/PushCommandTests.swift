@@ -17,7 +17,7 @@ struct PushCommandTests {
         try store.add([.outcome(outcome)])
         let dry = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--store", path, "--dry-run"])
         #expect(dry.status == 0)
-        #expect(dry.stdout.contains("would create (unless an Observation with its identifier exists): Observation urn:caregate:outcome|\(outcome.id)"))
+        #expect(dry.stdout.contains("would create (unless an Observation with its identifier exists): Observation urn:caregate:outcome|Patient%2Fmaria-lopez/\(outcome.id)"))
         #expect(dry.stdout.contains("dry run: 1 newly queued"))
         let status = try await cli.caregate(["status", "--store", path])
         #expect(status.stdout == "outbox: 1 queued, 0 pushed, 0 failed\n")

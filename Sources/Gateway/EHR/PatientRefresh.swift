@@ -51,12 +51,15 @@ public struct PatientRefresh: Sendable {
         case imported(ImportReport)
     }
 
-    /// The patients with a device not revoked, with their EHR ids. A patient not imported from
-    /// a FHIR Patient (no `caregate.resource`) is left out: there is nothing to refresh from.
+    /// The patients with a device not revoked, with their EHR ids, read from the patient
+    /// versions the gateway wrote (a device's never carry them). A patient not imported from a
+    /// FHIR Patient (no `caregate.resource`) is left out: there is nothing to refresh from.
     public func enrolledPatients() throws(StoreError) -> [EnrolledPatient] {
-        let ids = Set(try devices.devices(patientID: nil).filter { $0.revokedAt == nil }.map(\.patientID))
+        let ids = Set(try devices.devices(patientID: nil).filter { $0.revokedAt == nil }.map(\.patientID)).sorted()
         guard !ids.isEmpty else { return [] }
-        return try importer.store.fetchPatients(EntityQuery(ids: ids.sorted())).compactMap { patient in
+        var query = EntityQuery(versions: .history, ids: ids, patientIDs: ids)
+        query.gatewayWrittenOnly = true
+        return GatewayOwnedFields.newestByID(try importer.store.fetchPatients(query)).values.compactMap { patient in
             guard let resource = patient.userInfo?["caregate.resource"], resource.hasPrefix("Patient/") else { return nil }
             return EnrolledPatient(storeID: patient.id, fhirID: String(resource.dropFirst("Patient/".count)))
         }.sorted { $0.storeID < $1.storeID }

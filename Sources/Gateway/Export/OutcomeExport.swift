@@ -44,35 +44,50 @@ public struct OutcomeExport: Sendable {
     }
 
     /// Finds each outcome's task version and patient through one reader, remembering what it
-    /// found (tasks and plans are few beside outcomes).
+    /// found (tasks and patients are few beside outcomes). The patient is the one the store
+    /// holds the outcome's task under (an outcome is its task's patient's); what the EHR is told
+    /// of where things came from (the subject's EHR id, the task's source resource) is read from
+    /// the versions the gateway wrote, never from a device's (`GatewayOwnedFields`).
     struct Owners {
         let reader: any CarePlanReader
-        var tasks: [UUID: CareTask] = [:]
-        var patients: [UUID: Patient?] = [:]
+        var tasks: [UUID: (task: CareTask, patientID: String?)] = [:]
+        var patients: [String: Patient?] = [:]
 
         mutating func record(_ outcome: Outcome) throws(StoreError) -> OutcomeRecord? {
-            let task: CareTask
-            if let cached = tasks[outcome.taskUUID] {
-                task = cached
-            } else {
-                guard let found = try reader.fetchTasks(EntityQuery(versions: .history, uuids: [outcome.taskUUID])).first else { return nil }
-                tasks[outcome.taskUUID] = found
-                task = found
-            }
+            guard let (task, patientID) = try task(outcome.taskUUID) else { return nil }
             var patient: Patient?
-            if let planUUID = task.carePlanUUID {
-                if let cached = patients[planUUID] {
+            if let patientID {
+                if let cached = patients[patientID] {
                     patient = cached
                 } else {
-                    let plan = try reader.fetchCarePlans(EntityQuery(versions: .history, uuids: [planUUID])).first
-                    if let patientUUID = plan?.patientUUID {
-                        patient = try reader.fetchPatients(EntityQuery(versions: .history, uuids: [patientUUID])).first
-                    }
-                    patients[planUUID] = patient
+                    patient = try gatewayWritten(EntityQuery(ids: [patientID]), of: patientID, reader.fetchPatients)
+                    patients[patientID] = patient
                 }
             }
-            return OutcomeRecord(outcome: outcome, task: task, patient: patient,
+            return OutcomeRecord(outcome: outcome, task: task, patient: patient, patientID: patientID,
                                  amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
+        }
+
+        /// A task version, its patient, and as its `remoteID` the source the gateway recorded for the task.
+        mutating func task(_ uuid: UUID) throws(StoreError) -> (CareTask, String?)? {
+            if let cached = tasks[uuid] { return cached }
+            guard var found = try reader.fetchTasks(EntityQuery(versions: .history, uuids: [uuid])).first else { return nil }
+            let patientID = try reader.scopes(of: [uuid])[uuid]?.patientID
+            // A task of no patient is the gateway's own (a device's are always its patient's).
+            if patientID != nil { found.version.remoteID = try gatewayWritten(EntityQuery(ids: [found.id]), of: patientID, reader.fetchTasks)?.remoteID }
+            tasks[uuid] = (found, patientID)
+            return (found, patientID)
+        }
+
+        /// The newest version the gateway wrote of the entity `query` names, within the patient.
+        func gatewayWritten<Entity: VersionedEntity>(_ query: EntityQuery, of patientID: String?,
+                                                      _ fetch: (EntityQuery) throws(StoreError) -> [Entity]) throws(StoreError) -> Entity? {
+            guard let patientID else { return nil }
+            var query = query
+            query.versions = .history
+            query.patientIDs = [patientID]
+            query.gatewayWrittenOnly = true
+            return try fetch(query).last
         }
     }
 
@@ -149,7 +164,7 @@ public struct OutcomeExport: Sendable {
                 progress?(seen - 1, total)
                 let (observation, notes) = builder.resource(record)
                 try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
-                                             identifier: builder.identifierValue(record.outcome), notes: notes))
+                                             identifier: builder.identifierValue(record), notes: notes))
             }
             progress?(total, total)
         }

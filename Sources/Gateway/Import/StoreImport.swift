@@ -109,7 +109,7 @@ public struct StoreImport: Sendable {
     func write(_ batch: PatientBatch, in tx: any CarePlanWriter, notes: inout [ImportNote]) throws -> [ImportChange] {
         var plan = Plan(importer: self, store: tx, batch: batch)
         try plan.build(notes: &notes)
-        if !plan.operations.isEmpty { try tx.apply(plan.operations) }
+        if !plan.operations.isEmpty { try tx.apply(plan.operations, for: batch.patientID) }
         return plan.changes
     }
 
@@ -162,7 +162,7 @@ public struct StoreImport: Sendable {
                 return next
             }
             // The patient.
-            patientUUID = try store.fetchPatients(EntityQuery(ids: [batch.patientID])).first?.uuid
+            patientUUID = try store.fetchPatients(scoped(EntityQuery(ids: [batch.patientID]))).first?.uuid
             if let patient = batch.patient { patientUUID = try reconcile(.patient(patient)).version.uuid }
             // Care plans.
             for mapped in batch.carePlans {
@@ -197,7 +197,7 @@ public struct StoreImport: Sendable {
             var outcomeAdds: [CareEntity] = []
             var taken: Set<String> = []
             // One query for the outcomes already imported, one for the patient's stored tasks.
-            let known = batch.outcomes.isEmpty ? [] : Set(try store.fetchOutcomes(EntityQuery(ids: batch.outcomes.map(\.source.reference))).map(\.id))
+            let known = batch.outcomes.isEmpty ? [] : Set(try store.fetchOutcomes(scoped(EntityQuery(ids: batch.outcomes.map(\.source.reference)))).map(\.id))
             if !batch.outcomes.isEmpty { try loadStoredTasks() }
             // This import's tasks by group, the first by id of each: looked up for every outcome.
             var importedByGroup: [String: CareTask] = [:]
@@ -228,7 +228,7 @@ public struct StoreImport: Sendable {
                     continue
                 }
                 let key = "\(task.uuid)#\(event.occurrence)"
-                let recorded = try store.fetchOutcomes(EntityQuery(versions: .inEffect(DateInterval(start: event.start, end: event.start.addingTimeInterval(1))), taskIDs: [task.id]))
+                let recorded = try store.fetchOutcomes(scoped(EntityQuery(versions: .inEffect(DateInterval(start: event.start, end: event.start.addingTimeInterval(1))), taskIDs: [task.id])))
                     .contains { $0.taskOccurrenceIndex == event.occurrence }
                 if taken.contains(key) || recorded {
                     notes.append(ImportNote(kind: .skipped, resource: id, path: nil, origin: mapped.source.origin,
@@ -262,9 +262,16 @@ public struct StoreImport: Sendable {
             }
         }
 
-        /// The current version of an entry in the store, by type and id.
+        /// A query of this patient's entries only: ids are unique within a patient.
+        func scoped(_ query: EntityQuery) -> EntityQuery {
+            var query = query
+            query.patientIDs = [batch.patientID]
+            return query
+        }
+
+        /// This patient's current version of an entry in the store, by type and id.
         func current(_ type: EntityType, _ id: String) throws -> CareEntity? {
-            let query = EntityQuery(ids: [id])
+            let query = scoped(EntityQuery(ids: [id]))
             return switch type {
             case .patient: try store.fetchPatients(query).first.map(CareEntity.patient)
             case .carePlan: try store.fetchCarePlans(query).first.map(CareEntity.carePlan)
@@ -277,12 +284,12 @@ public struct StoreImport: Sendable {
         /// The uuid of a care plan version tasks can point to: imported now or in the store.
         func planUUID(_ id: String) throws -> UUID? {
             if let uuid = planUUIDs[id] { return uuid }
-            return try store.fetchCarePlans(EntityQuery(ids: [id])).first?.uuid
+            return try store.fetchCarePlans(scoped(EntityQuery(ids: [id]))).first?.uuid
         }
 
         /// The start of the day after the task's newest live outcome, when it has any.
         func dayAfterLatestOutcome(_ taskID: String) throws -> Date? {
-            let outcomes = try store.fetchOutcomes(EntityQuery(taskIDs: [taskID]))
+            let outcomes = try store.fetchOutcomes(scoped(EntityQuery(taskIDs: [taskID])))
             guard !outcomes.isEmpty else { return nil }
             var latest: Date?
             for outcome in outcomes {
@@ -298,9 +305,9 @@ public struct StoreImport: Sendable {
         var storedByGroup: [String: CareTask] = [:]
 
         mutating func loadStoredTasks() throws {
-            let plans = try store.fetchCarePlans(EntityQuery(patientIDs: [batch.patientID])).map(\.id)
+            let plans = try store.fetchCarePlans(scoped(EntityQuery())).map(\.id)
             guard !plans.isEmpty else { return }
-            for task in try store.fetchTasks(EntityQuery(carePlanIDs: plans)).sorted(by: { $0.id > $1.id }) {
+            for task in try store.fetchTasks(scoped(EntityQuery(carePlanIDs: plans))).sorted(by: { $0.id > $1.id }) {
                 if let group = task.version.groupIdentifier { storedByGroup[group] = task }
             }
         }

@@ -105,7 +105,9 @@ public struct CareKitSync: Sendable {
     }
 
     /// A push's merge inside a transaction (`push`, or a group of pushes sharing one commit).
-    func merge(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector, in tx: any CarePlanWriter) throws -> PushResult {
+    /// The device's versions are stored without the fields the gateway owns (`GatewayOwnedFields`).
+    func merge(patientID: String, records sent: [RevisionRecord], deviceKnowledge: KnowledgeVector, in tx: any CarePlanWriter) throws -> PushResult {
+        let records = GatewayOwnedFields.stripped(sent)
         let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
         guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
         let known = try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
@@ -125,7 +127,7 @@ public struct CareKitSync: Sendable {
         merged += try tx.mergeDeviceRecords(settled.records.map { $0.filtered(isOutcome) }, patientID: patientID,
                                             deviceKnowledge: deviceKnowledge)
         let sent = records.flatMap { $0.entities.map { (type: $0.entityType, id: $0.version.id) } }
-        let conflicts = try tx.conflicts(among: sent).map(\.1).sorted()
+        let conflicts = try tx.conflicts(among: sent, of: patientID).map(\.1).sorted()
         return PushResult(merged: merged, conflicts: conflicts, resolutions: settled.resolutions,
                           knowledge: try tx.patientKnowledge(patientID, upTo: nil))
     }

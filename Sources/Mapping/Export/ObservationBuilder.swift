@@ -39,15 +39,19 @@ public struct OutcomeRecord: Sendable {
     /// The task version the outcome belongs to.
     public var task: CareTask
     public var patient: Patient?
+    /// The patient the store holds the outcome under (nil: of no patient): with the outcome's
+    /// id, it makes the EHR identifier.
+    public var patientID: String?
     /// True when earlier versions of the outcome exist (the Observation is `amended`).
     public var amended: Bool
     /// True when this version is a tombstone (the Observation is `entered-in-error`).
     public var deleted: Bool
 
-    public init(outcome: Outcome, task: CareTask, patient: Patient?, amended: Bool, deleted: Bool) {
+    public init(outcome: Outcome, task: CareTask, patient: Patient?, patientID: String?, amended: Bool, deleted: Bool) {
         self.outcome = outcome
         self.task = task
         self.patient = patient
+        self.patientID = patientID
         self.amended = amended
         self.deleted = deleted
     }
@@ -100,7 +104,7 @@ public struct ObservationBuilder: Sendable {
         var notes: [String] = []
         let outcome = record.outcome
         let task = record.task
-        var a = identified("MedicationAdministration", outcome)
+        var a = identified("MedicationAdministration", record)
         let notTaken = outcome.values.contains { $0.value == .boolean(false) }
         a.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : notTaken ? "not-done" : "completed"))
         if notTaken && !record.deleted {
@@ -155,17 +159,20 @@ public struct ObservationBuilder: Sendable {
         return (a, notes)
     }
 
-    /// The identifier value of an outcome's Observation: the outcome's logical id (stable across
-    /// its versions, so an amended outcome updates the same Observation).
-    public func identifierValue(_ outcome: Outcome) -> String { outcome.id }
+    /// The identifier value of an outcome's resource: the outcome's id within its patient
+    /// (`Outcome.scopedID`), stable across its versions, so an amended outcome updates the same
+    /// resource, and made by the gateway: no outcome id a device picks names another patient's.
+    public func identifierValue(_ record: OutcomeRecord) -> String {
+        Outcome.scopedID(patientID: record.patientID, outcomeID: record.outcome.id)
+    }
 
     /// A new resource with the outcome's id and the gateway's stable identifier.
-    func identified(_ type: String, _ outcome: Outcome) -> Element {
+    func identified(_ type: String, _ record: OutcomeRecord) -> Element {
         var resource = Element(resourceType: type)
-        resource.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(outcome.id)))
+        resource.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(record.outcome.id)))
         resource.append(Element(name: "identifier", type: "Identifier", children: [
             Element(name: "system", type: "uri", value: identifierSystem),
-            Element(name: "value", type: "string", value: identifierValue(outcome)),
+            Element(name: "value", type: "string", value: identifierValue(record)),
         ]))
         return resource
     }
@@ -175,7 +182,7 @@ public struct ObservationBuilder: Sendable {
         var notes: [String] = []
         let outcome = record.outcome
         let task = record.task
-        var o = identified("Observation", outcome)
+        var o = identified("Observation", record)
         if let source = task.version.remoteID, source.contains("/") {
             o.append(reference("basedOn", source))
         }

@@ -1,0 +1,38 @@
+import CareStore
+import Foundation
+
+/// What the gateway derives from the EHR and a device never sets: where an entity came from
+/// (`remoteID`, `source`) and the gateway's own `userInfo` entries (`caregate.*`: the FHIR
+/// resource, its hash and version). A device's versions are stored without them, whatever it
+/// sends (CareKit copies them into a new version it makes from one it pulled, so they are dropped,
+/// not refused); the gateway reads them from the versions it wrote itself
+/// (`EntityQuery.gatewayWrittenOnly`). So a device cannot point the EHR export, the refresh or
+/// the outbox at another patient's resources.
+public enum GatewayOwnedFields {
+    /// The `userInfo` keys the gateway owns start with this.
+    public static let userInfoPrefix = "caregate."
+
+    /// The version without the fields the gateway owns.
+    public static func stripped(_ entity: CareEntity) -> CareEntity {
+        var stripped = entity
+        stripped.version.remoteID = nil
+        stripped.version.source = nil
+        if let info = stripped.version.userInfo {
+            let kept = info.filter { !$0.key.hasPrefix(userInfoPrefix) }
+            stripped.version.userInfo = kept.isEmpty ? nil : kept
+        }
+        return stripped
+    }
+
+    /// A device's records with every version stripped.
+    static func stripped(_ records: [RevisionRecord]) -> [RevisionRecord] {
+        records.map { RevisionRecord(entities: $0.entities.map(stripped), knowledgeVector: $0.knowledgeVector) }
+    }
+
+    /// The newest version among `versions` (as a query by id gives them: oldest first) of each id, deletions left out.
+    static func newestByID<Entity: VersionedEntity>(_ versions: [Entity]) -> [String: Entity] {
+        var newest: [String: Entity] = [:]
+        for version in versions { newest[version.id] = version }
+        return newest.filter { !$0.value.isDeleted }
+    }
+}
