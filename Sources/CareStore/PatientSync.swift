@@ -50,6 +50,9 @@ public protocol PatientSyncReader {
     func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope]
     /// The patient whose data each of these sync processes has written.
     func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String]
+    /// Whether a device is enrolled for the patient and not revoked. A push asks inside its own
+    /// write transaction, so a device revoked while its push waited merges nothing.
+    func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool
 }
 
 public protocol PatientSyncWriter: PatientSyncReader {

@@ -95,6 +95,13 @@ extension SQLiteCarePlanStore {
 
         func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] { try run { try store.processOwners(processes, db: db) } }
 
+        func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
+            try run {
+                try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM device WHERE id = ? AND patient_id = ? AND revoked_at IS NULL"),
+                                  arguments: [deviceID, patientID]) ?? false
+            }
+        }
+
         func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
             try run { try store.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge, db: db) }
         }
@@ -154,6 +161,9 @@ extension SQLiteCarePlanStore {
     }
     public func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] { try reading { try $0.scopes(of: uuids) } }
     public func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] { try reading { try $0.processOwners(processes) } }
+    public func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
+        try reading { try $0.isEnrolled(deviceID: deviceID, patientID: patientID) }
+    }
     @discardableResult
     public func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
         try writing { try $0.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge) }

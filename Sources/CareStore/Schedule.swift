@@ -50,6 +50,15 @@ public struct ScheduleElement: Sendable, Hashable {
         return result
     }
 
+    /// At most how many occurrences start in one day: 86,400 over the interval's seconds when
+    /// it is shorter than a day, else one (what bounds the events a task can make a page compute).
+    public var maximumOccurrencesPerDay: Int {
+        if [.year, .month, .weekOfYear, .day].contains(where: { (interval.value(for: $0) ?? 0) > 0 }) { return 1 }
+        let seconds = (interval.hour ?? 0) * 3600 + (interval.minute ?? 0) * 60 + (interval.second ?? 0)
+        guard seconds > 0 else { return Int.max }
+        return (86_400 + seconds - 1) / seconds
+    }
+
     /// The interval scaled by `k` (for jumping k occurrences at once).
     func interval(times k: Int) -> DateComponents {
         var result = DateComponents()

@@ -34,8 +34,9 @@ struct CareKitSyncRoutes: Sendable {
     // MARK: Enrollment
 
     func enroll(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        if let wait = await server.throttle.retryAfter(context.remoteAddress) {
-            return JSONBody.error(.tooManyRequests, "too many wrong enrollment codes from this address; try again later",
+        // The attempt is taken before the body is read, and given back only for a right code.
+        if let wait = await server.throttle.reserve(context.client) {
+            return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
                                   headers: [.retryAfter: String(wait)])
         }
         let body: JSONValue
@@ -48,9 +49,9 @@ struct CareKitSyncRoutes: Sendable {
         }
         do {
             let (device, token) = try await Blocking.run { try enrollment.redeem(code: code) }
+            await server.throttle.succeeded(context.client)
             return JSONBody.response(.ok, "{\"token\":\(JSONBody.quoted(token)),\"deviceID\":\(JSONBody.quoted(device.id)),\"patientID\":\(JSONBody.quoted(device.patientID))}")
         } catch EnrollmentError.invalidCode {
-            await server.throttle.recordFailure(context.remoteAddress)
             return JSONBody.error(.unauthorized, EnrollmentError.invalidCode.description)
         }
     }
@@ -141,7 +142,8 @@ struct CareKitSyncRoutes: Sendable {
         let push: PushBody
         do { push = try PushBody.read(body) } catch { return Self.response(for: error) }
         let result: CareKitSync.PushResult
-        switch await server.pushes.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge) {
+        // The device is checked again inside the merge's transaction: revoked meanwhile, it merges nothing.
+        switch await server.pushes.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge, deviceID: device.id) {
         case .success(let merged): result = merged
         case .failure(let error): return Self.response(for: error)
         }
@@ -165,6 +167,8 @@ struct CareKitSyncRoutes: Sendable {
             if let record { extra.append(("record", String(record))) }
             if let entity { extra.append(("entity", JSONBody.quoted(entity))) }
             return JSONBody.error(.badRequest, error.description, extra: extra)
+        case .revoked:
+            return unauthorized
         case .store(.database):
             return JSONBody.error(.internalServerError, "the store failed; nothing of this request was merged")
         case .store(let refusal):

@@ -129,16 +129,16 @@ struct DashboardRoutes: Sendable {
     }
 
     func login(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
-        let address = context.remoteAddress
-        if let wait = await server.throttle.retryAfter("ui:" + address) {
-            return Self.html(.tooManyRequests, DashboardFrame.login(message: "Too many wrong tokens from this address: try again in \(wait) seconds."),
+        // Sign-in shares the enrollment codes' bucket; the attempt is taken before the body is read.
+        if let wait = await server.throttle.reserve(context.client) {
+            return Self.html(.tooManyRequests, DashboardFrame.login(message: "Too many wrong codes or tokens from this address: try again in \(wait) seconds."),
                              headers: [.retryAfter: String(wait)])
         }
         guard case .success(let body) = await RequestBody.bytes(request, limit: Self.formLimit),
               let token = Self.formFields(body)["token"], access.admits(token) else {
-            await server.throttle.recordFailure("ui:" + address)
             return Self.html(.unauthorized, DashboardFrame.login(message: "That is not the admin token."))
         }
+        await server.throttle.succeeded(context.client)
         let session = sessions.open()
         var cookie = "\(Self.cookie)=\(session.id); Path=/ui; HttpOnly; SameSite=Strict"
         if access.secureCookie { cookie += "; Secure" }

@@ -11,16 +11,20 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 
-/// What each request handler knows: Hummingbird's core context and the peer's address (wrong
-/// enrollment codes are counted per address).
+/// What each request handler knows: Hummingbird's core context and who the request comes from
+/// (wrong codes and requests in flight are counted per client).
 public struct GatewayRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The client's IP address, or "unknown".
-    public let remoteAddress: String
+    /// The peer's IP address, or "unknown".
+    public let peerAddress: String
+    /// The key the client's requests are counted under (`ClientAddress.key`): the peer's address,
+    /// or behind a trusted proxy the client it names; IPv6 by /64. Set by `ClientAddressMiddleware`.
+    public var client: String
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
-        remoteAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+        peerAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+        client = ClientAddress.bucket(peerAddress)
     }
 }
 
@@ -41,7 +45,9 @@ public struct GatewayServer: Sendable {
     public let ehr: EHRLink?
     /// What the EHR workers know and the requests that wake them.
     public let activity = EHRActivity()
-    let throttle: EnrollmentThrottle
+    /// Wrong secrets (enrollment codes, the admin token, the notify token) per client, one bucket.
+    let throttle: AttemptThrottle
+    let connections: ConnectionsPerAddress
     let perDevice: InFlightLimit
     let pullPages = PullPageCache()
     /// Devices' last sync times, written in the background.
@@ -70,6 +76,17 @@ public struct GatewayServer: Sendable {
         /// A request's head (request line and headers) must arrive within this many seconds of
         /// the connection opening or the last response: a slow-loris client is cut off.
         public var requestHeadSeconds: Int64 = 10
+        /// A request's body must arrive whole within this many seconds of its head (a sync body
+        /// of 8 MiB needs 140 KB/s): a client trickling a body a byte at a time is cut off.
+        public var requestBodySeconds: Int64 = 60
+        /// Open connections at most: past it the server stops accepting until one closes (kept
+        /// below the process's descriptor limit, which the store and the EHR client share).
+        public var maxConnections = GatewayServer.Limits.connectionsWithinDescriptors()
+        /// Open connections per client address (IPv6 per /64; trusted proxies not counted):
+        /// past it a new connection is closed as it opens.
+        public var connectionsPerAddress = 128
+        /// The proxies whose `Forwarded` and `X-Forwarded-For` name the client (`ClientAddress`).
+        public var trustedProxies = TrustedProxies.none
         /// Header fields per request, and their total size in bytes; past either the request is refused.
         public var headerCount = 100
         public var headerBytes = 32 << 10
@@ -81,6 +98,17 @@ public struct GatewayServer: Sendable {
         public var concurrentPerAddress = 64
 
         public init() {}
+
+        /// The descriptor limit less 256 for the store, logs and the EHR client, at most 16,384.
+        public static func connectionsWithinDescriptors() -> Int {
+            var limit = rlimit()
+            #if canImport(Glibc)
+            guard Glibc.getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 768 }
+            #else
+            guard getrlimit(RLIMIT_NOFILE, &limit) == 0 else { return 768 }
+            #endif
+            return Int(min(max(Int64(limit.rlim_cur) - 256, 32), 16_384))
+        }
     }
 
     public init(store: Store, limits: Limits = Limits(), ehr: EHRLink? = nil, dashboard: DashboardAccess? = nil) {
@@ -89,7 +117,8 @@ public struct GatewayServer: Sendable {
         self.ehr = ehr
         self.dashboard = dashboard
         sessions = DashboardSessions(idleTimeout: dashboard?.idleTimeout ?? 0)
-        throttle = EnrollmentThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
+        throttle = AttemptThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
+        connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress, trusted: limits.trustedProxies)
         perDevice = InFlightLimit(limits.concurrentPerDevice)
         perAddress = InFlightLimit(limits.concurrentPerAddress)
         pushes = PushCommitGroups(sync: CareKitSync(store: store))
@@ -103,6 +132,7 @@ public struct GatewayServer: Sendable {
         router.add(middleware: MetricsMiddleware())
         // One log line per request with its id, method, route and status (no paths, headers or bodies: no tokens, no PHI).
         router.add(middleware: RouteLogMiddleware())
+        router.add(middleware: ClientAddressMiddleware(trusted: limits.trustedProxies))
         router.add(middleware: AddressConcurrencyMiddleware(limit: perAddress))
         router.get("metrics") { [store] _, _ in
             let text = await Blocking.run { metrics.scrape(store) }
@@ -131,16 +161,17 @@ public struct GatewayServer: Sendable {
     /// finishes its requests first, then the workers finish the batch in hand.
     public func application(host: String, port: Int, tls: TLSConfiguration? = nil, logger: Logger = Logger(label: "caregate"),
                             onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
-        let headSeconds = limits.requestHeadSeconds
+        let (headSeconds, bodySeconds, connections) = (limits.requestHeadSeconds, limits.requestBodySeconds, connections)
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [RequestHeadDeadline(deadline: .seconds(headSeconds)),
+            additionalChannelHandlers: [connections.handler(), RequestDeadlines(head: .seconds(headSeconds), body: .seconds(bodySeconds)),
                                         RequestBodyCeiling(ceiling: 2 * max(limits.syncBody, limits.notifyBody, limits.enrollBody))],
             idleTimeout: .seconds(limits.idleSeconds),
             httpDecoderConfiguration: .init(maxHeaderFieldSize: limits.headerBytes, maxHeaderListSize: limits.headerBytes,
                                             maxHeaderFieldCount: limits.headerCount))
         let server: HTTPServerBuilder = try tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http)
         return Application(router: router(), server: server,
-                           configuration: .init(address: .hostname(host, port: port), serverName: "CareGate"),
+                           configuration: .init(address: .hostname(host, port: port), serverName: "CareGate",
+                                                availableConnectionsDelegate: MaximumAvailableConnections(limits.maxConnections, logger: logger)),
                            services: workers(logger: logger), onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? port) }, logger: logger)
     }
 
@@ -265,7 +296,19 @@ struct AddressConcurrencyMiddleware: RouterMiddleware {
     let limit: InFlightLimit
 
     func handle(_ request: Request, context: GatewayRequestContext, next: (Request, GatewayRequestContext) async throws -> Response) async throws -> Response {
-        try await limit.run(context.remoteAddress, what: "address") { try await next(request, context) }
+        try await limit.run(context.client, what: "address") { try await next(request, context) }
+    }
+}
+
+/// Sets who a request comes from (`GatewayRequestContext.client`) from the peer's address and,
+/// when the peer is a trusted proxy, the headers it adds.
+struct ClientAddressMiddleware: RouterMiddleware {
+    let trusted: TrustedProxies
+
+    func handle(_ request: Request, context: GatewayRequestContext, next: (Request, GatewayRequestContext) async throws -> Response) async throws -> Response {
+        var context = context
+        context.client = ClientAddress.key(peer: context.peerAddress, headers: request.headers, trusted: trusted)
+        return try await next(request, context)
     }
 }
 
@@ -275,30 +318,39 @@ public struct GatewayTLSError: Error, CustomStringConvertible {
     public var description: String { reason }
 }
 
-/// Wrong enrollment codes counted per address over a sliding window.
-actor EnrollmentThrottle {
+/// Wrong secrets per client in a sliding window: enrollment codes, the dashboard's admin token
+/// and the EHR's notify token share one bucket (a guess is a guess). An attempt is reserved
+/// before its body is read and given back only when it succeeds, so guesses sent at once are
+/// held to the limit as guesses sent one after another.
+actor AttemptThrottle {
     let limit: Int
     let window: TimeInterval
-    private var failures: [String: [Date]] = [:]
+    private var attempts: [String: [Date]] = [:]
 
     init(limit: Int, window: TimeInterval) {
         self.limit = limit
         self.window = window
     }
 
-    /// Seconds until the address may try again, or nil when it may now.
-    func retryAfter(_ address: String, now: Date = Date()) -> Int? {
-        let recent = (failures[address] ?? []).filter { now.timeIntervalSince($0) < window }
-        failures[address] = recent.isEmpty ? nil : recent
-        guard recent.count >= limit, let oldest = recent.first else { return nil }
-        return max(1, Int((window - now.timeIntervalSince(oldest)).rounded(.up)))
+    /// Takes an attempt for the client: nil when it may try (the attempt counts until
+    /// `succeeded` gives it back), else the seconds until it may.
+    func reserve(_ client: String, now: Date = Date()) -> Int? {
+        let recent = (attempts[client] ?? []).filter { now.timeIntervalSince($0) < window }
+        if recent.count >= limit, let oldest = recent.first {
+            attempts[client] = recent
+            return max(1, Int((window - now.timeIntervalSince(oldest)).rounded(.up)))
+        }
+        attempts[client] = recent + [now]
+        // Bounded: the table is pruned when large.
+        if attempts.count > 100_000 { attempts = attempts.filter { now.timeIntervalSince($0.value.last!) < window } }
+        return nil
     }
 
-    func recordFailure(_ address: String, now: Date = Date()) {
-        failures[address, default: []].append(now)
-        // Bounded: an address's list never outgrows the limit, and the table is pruned when large.
-        if failures[address]!.count > limit { failures[address]!.removeFirst(failures[address]!.count - limit) }
-        if failures.count > 100_000 { failures = failures.filter { now.timeIntervalSince($0.value.last!) < window } }
+    /// Gives back an attempt that turned out right.
+    func succeeded(_ client: String) {
+        guard var taken = attempts[client], !taken.isEmpty else { return }
+        taken.removeLast()
+        attempts[client] = taken.isEmpty ? nil : taken
     }
 }
 

@@ -13,19 +13,25 @@ struct NotificationRoutes: Sendable {
 
     func register(on router: Router<GatewayRequestContext>) {
         for path in ["fhir/notify", "fhir/notify/:type/:id"] {
-            router.post(RouterPath(path)) { request, _ in try await notify(request) }
-            router.put(RouterPath(path)) { request, _ in try await notify(request) }
+            router.post(RouterPath(path)) { request, context in try await notify(request, context) }
+            router.put(RouterPath(path)) { request, context in try await notify(request, context) }
         }
     }
 
-    func notify(_ request: Request) async throws -> Response {
+    func notify(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         guard let expected = server.ehr?.notifyToken else {
             return JSONBody.error(.notFound, "notifications are not configured (ehr.notify in the configuration)")
+        }
+        // Wrong tokens count in the bucket wrong enrollment codes do.
+        if let wait = await server.throttle.reserve(context.client) {
+            return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
+                                  headers: [.retryAfter: String(wait)])
         }
         guard Self.matches(request.headers[.authorization], token: expected) else {
             return JSONBody.error(.unauthorized, "a notification needs the token from ehr.notify (Authorization: Bearer …)",
                                   headers: [.wwwAuthenticate: "Bearer realm=\"caregate-notify\""])
         }
+        await server.throttle.succeeded(context.client)
         let body: [UInt8]
         switch await RequestBody.bytes(request, limit: server.limits.notifyBody) {
         case .success(let bytes): body = bytes

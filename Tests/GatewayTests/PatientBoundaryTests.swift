@@ -282,3 +282,128 @@ struct GatewayOwnedFieldsTests {
         #expect(Outcome.scopedID(patientID: "a/b", outcomeID: "c") != Outcome.scopedID(patientID: "a", outcomeID: "b/c"))
     }
 }
+
+/// The sizes and links a device's push is held to.
+@Suite("The patient boundary: what one device may cost and link")
+struct DevicePushBoundsTests {
+    func refusal(_ entities: [CareEntity], in fixture: SyncFixture, vector: KnowledgeVector? = nil) throws -> String {
+        let pulled = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp
+        let vector = vector ?? pulled.setting(UUID(), to: 1)
+        do {
+            _ = try fixture.sync.push(patientID: "maria", records: [RevisionRecord(entities: entities, knowledgeVector: vector.processes)], deviceKnowledge: vector)
+            return "accepted"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    func task(_ id: String, plan: UUID?, interval: DateComponents, elements: Int = 1) throws -> CareTask {
+        let start = local("2026-11-01 00:00")
+        let calendar = Schedule.calendar(newYork)
+        let schedule = try Schedule(elements: (0..<elements).map { i in
+            ScheduleElement(start: start.addingTimeInterval(Double(i) * 60), interval: interval, calendar: calendar)
+        })
+        var task = CareTask(id: id, title: id, carePlanUUID: plan, schedule: schedule, timezone: newYork)
+        task.effectiveDate = start
+        return task
+    }
+
+    @Test("a device task's schedule is bounded: one every second, or 65 elements, is refused naming the field; hourly is stored; nothing of a refused push is")
+    func scheduleBounds() throws {
+        let fixture = try SyncFixture()
+        let plan = fixture.tasks["maria"]!.carePlanUUID
+        let everySecond = try task("flood", plan: plan, interval: DateComponents(second: 1))
+        #expect(try refusal([.task(everySecond)], in: fixture)
+            == "revisions[0] task \"flood\" schedule: has up to 86400 occurrences a day; a task has at most 96 (one every 15 minutes)")
+        let many = try task("many", plan: plan, interval: DateComponents(day: 1), elements: 65)
+        #expect(try refusal([.task(many)], in: fixture) == "revisions[0] task \"many\" schedule: has 65 elements; a task has at most 64")
+        #expect(try fixture.store.fetchTasks(EntityQuery(ids: ["flood", "many"])).isEmpty)
+        #expect(try refusal([.task(try task("hourly", plan: plan, interval: DateComponents(hour: 1)))], in: fixture) == "accepted")
+    }
+
+    @Test("a knowledge vector of many invented processes is refused: one vector, and so one patient, holds at most 256 device processes")
+    func vectorBounds() throws {
+        let fixture = try SyncFixture()
+        let pulled = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp
+        var wide = pulled
+        for _ in 0..<300 { wide = wide.setting(UUID(), to: 1) }
+        #expect(try refusal([], in: fixture, vector: wide) == "knowledgeVector: names 301 processes; a vector names at most 257")
+        // 256 device processes over several pushes, then one more is refused.
+        var known = pulled
+        for _ in 0..<4 {
+            var vector = known
+            for _ in 0..<64 { vector = vector.setting(UUID(), to: 1) }
+            _ = try fixture.sync.push(patientID: "maria", records: [], deviceKnowledge: vector)
+            known = try fixture.store.patientKnowledge("maria")
+        }
+        #expect(known.clocks.count == 257)
+        // A device's vector covers its patient's knowledge (else: pull first), so the patient is full.
+        #expect(try refusal([], in: fixture, vector: known.setting(UUID(), to: 1)) == "knowledgeVector: names 258 processes; a vector names at most 257")
+        let gateway = try #require(fixture.store.knowledgeVector().first?.id)
+        let other = try #require(known.clocks.keys.first { $0 != gateway })
+        let swapped = try KnowledgeVector(processes: known.processes.filter { $0.id != other }).setting(UUID(), to: 1)
+        #expect(try refusal([], in: fixture, vector: swapped) == "the gateway has knowledge this device has not pulled: pull first")
+        #expect(try refusal([], in: fixture, vector: known) == "accepted")
+    }
+
+    @Test("links are the gateway's: a device's successors are ignored, a version naming itself or a cycle is refused, versions of one record are merged in the order their links give, and an unknown or another patient's previous version reads the same")
+    func links() throws {
+        let fixture = try SyncFixture()
+        let plan = fixture.tasks["maria"]!.carePlanUUID
+        // A successor a device names does not end a version.
+        var named = try task("named", plan: plan, interval: DateComponents(day: 1))
+        named.version.nextVersionUUIDs = [fixture.tasks["maria"]!.uuid]
+        #expect(try refusal([.task(named)], in: fixture) == "accepted")
+        #expect(try fixture.store.fetchTasks(EntityQuery(ids: ["named"])).map(\.uuid) == [named.uuid])
+        #expect(try fixture.store.fetchTasks(EntityQuery(ids: ["walk-maria"])).map(\.uuid) == [fixture.tasks["maria"]!.uuid])
+        // Itself, and a cycle.
+        var selfish = try task("selfish", plan: plan, interval: DateComponents(day: 1))
+        selfish.version.previousVersionUUIDs = [selfish.uuid]
+        #expect(try refusal([.task(selfish)], in: fixture) == "revisions[0] task \"selfish\" previousVersionUUIDs: names the version itself")
+        var a = try task("loop", plan: plan, interval: DateComponents(day: 1)), b = a
+        b.version.uuid = UUID()
+        a.version.previousVersionUUIDs = [b.uuid]
+        b.version.previousVersionUUIDs = [a.uuid]
+        #expect(try refusal([.task(a), .task(b)], in: fixture) == "revisions[0] task \"loop\" previousVersionUUIDs: versions of this record name each other as previous versions")
+        // A second version listed before the first: merged after it, one current version.
+        let first = try task("ordered", plan: plan, interval: DateComponents(day: 1))
+        var second = first
+        second.version.uuid = UUID()
+        second.title = "second"
+        second.version.effectiveDate = local("2026-11-02 00:00")
+        second.version.previousVersionUUIDs = [first.uuid]
+        #expect(try refusal([.task(second), .task(first)], in: fixture) == "accepted")
+        #expect(try fixture.store.fetchTasks(EntityQuery(ids: ["ordered"])).map(\.title) == ["second"])
+        #expect(try fixture.store.conflicts().isEmpty)
+        // Another patient's version and no version at all read the same.
+        func previous(_ uuid: UUID) throws -> String {
+            var next = try task("walk-maria", plan: plan, interval: DateComponents(day: 1))
+            next.version.previousVersionUUIDs = [uuid]
+            next.version.uuid = UUID(uuidString: "00000000-0000-7000-8000-000000000001")!
+            return try refusal([.task(next)], in: fixture).replacingOccurrences(of: uuid.uuidString, with: "X")
+        }
+        let johns = try previous(fixture.tasks["john"]!.uuid)
+        #expect(johns == "revisions[0] task \"walk-maria\" previousVersionUUIDs: X names no earlier task version of this patient's that the gateway holds or this request sends")
+        #expect(try previous(UUID()) == johns)
+        // A previous version of another kind is refused too.
+        #expect(try previous(plan!).hasSuffix("names no earlier task version of this patient's that the gateway holds or this request sends"))
+    }
+
+    @Test("a device revoked while its push waits merges nothing: the enrollment is checked again inside the push's transaction")
+    func revokedInFlight() async throws {
+        let fixture = try SyncFixture()
+        let enrollment = DeviceEnrollment(store: fixture.store)
+        let (device, token) = try enrollment.redeem(code: try enrollment.issueCode(patientID: "maria").code)
+        #expect(try enrollment.authenticate(token: token)?.id == device.id)  // what the route did before reading the body
+        #expect(try fixture.store.revokeDevice(id: device.id, at: Date()))
+        let vector = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp.setting(UUID(), to: 1)
+        let record = RevisionRecord(entities: [.outcome(fixture.outcome("maria", occurrence: 1, steps: 10))], knowledgeVector: vector.processes)
+        let pushes = PushCommitGroups(sync: fixture.sync)
+        let result = await pushes.push(patientID: "maria", records: [record], deviceKnowledge: vector, deviceID: device.id)
+        #expect(throws: SyncError.revoked) { try result.get() }
+        #expect(try fixture.store.fetchOutcomes().isEmpty)
+        // Another patient's device id is no key to Maria's data either.
+        let (johns, _) = try enrollment.redeem(code: try enrollment.issueCode(patientID: "john").code)
+        #expect(throws: SyncError.revoked) { try fixture.sync.push(patientID: "maria", records: [record], deviceKnowledge: vector, deviceID: johns.id) }
+    }
+}

@@ -32,7 +32,7 @@ struct PushCommitGroupsTests {
             case .success(let pushed): #expect(i != 13 && pushed.merged == 1 && pushed.knowledge == sends[i].vector, "push \(i)")
             case .failure(let error):
                 #expect(i == 13, "push \(i): \(error)")
-                #expect("\(error)".contains("is a version outside this patient's data"))
+                #expect("\(error)".contains("names no version of this patient's that the gateway holds or this request sends"))
             }
         }
         let outcomes = try fixture.store.fetchOutcomes()

@@ -95,10 +95,14 @@ public struct CareKitSync: Sendable {
         public var knowledge: KnowledgeVector
     }
 
-    /// Merges a device's records for its patient, all or nothing, in one transaction.
-    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector) throws(SyncError) -> PushResult {
+    /// Merges a device's records for its patient, all or nothing, in one transaction. With
+    /// `deviceID`, the device must still be enrolled when the transaction runs.
+    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector,
+                     deviceID: String? = nil) throws(SyncError) -> PushResult {
         do {
-            return try store.write { tx in try merge(patientID: patientID, records: records, deviceKnowledge: deviceKnowledge, in: tx) }
+            return try store.write { tx in
+                try merge(patientID: patientID, records: records, deviceKnowledge: deviceKnowledge, deviceID: deviceID, in: tx)
+            }
         } catch {
             throw Self.syncError(error)
         }
@@ -106,8 +110,10 @@ public struct CareKitSync: Sendable {
 
     /// A push's merge inside a transaction (`push`, or a group of pushes sharing one commit).
     /// The device's versions are stored without the fields the gateway owns (`GatewayOwnedFields`).
-    func merge(patientID: String, records sent: [RevisionRecord], deviceKnowledge: KnowledgeVector, in tx: any CarePlanWriter) throws -> PushResult {
-        let records = GatewayOwnedFields.stripped(sent)
+    func merge(patientID: String, records sent: [RevisionRecord], deviceKnowledge: KnowledgeVector, deviceID: String?,
+               in tx: any CarePlanWriter) throws -> PushResult {
+        if let deviceID, try !tx.isEnrolled(deviceID: deviceID, patientID: patientID) { throw SyncError.revoked }
+        let records = try SyncScope.ordered(GatewayOwnedFields.stripped(sent))
         let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
         guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
         let known = try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)
@@ -193,6 +199,8 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
     case refused(record: Int?, entity: String?, field: String, reason: String)
     /// The store failed or refused the versions (a missing parent, an occurrence that does not exist).
     case store(StoreError)
+    /// The device was revoked before its push was merged (HTTP 401); nothing of it is stored.
+    case revoked
 
     public var description: String {
         switch self {
@@ -200,6 +208,7 @@ public enum SyncError: Error, Sendable, Equatable, CustomStringConvertible {
         case .refused(let record, let entity, let field, let reason):
             [record.map { "revisions[\($0)]" }, entity, field].compactMap { $0 }.joined(separator: " ") + ": " + reason
         case .store(let error): "\(error)"
+        case .revoked: "the device was revoked; nothing of this request was merged"
         }
     }
 }

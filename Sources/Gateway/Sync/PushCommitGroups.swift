@@ -27,6 +27,7 @@ public final class PushCommitGroups: Sendable {
 
     struct Push: Sendable {
         var patientID: String
+        var deviceID: String?
         var records: [RevisionRecord]
         var deviceKnowledge: KnowledgeVector
         var answer: CheckedContinuation<Result<CareKitSync.PushResult, SyncError>, Never>
@@ -38,9 +39,10 @@ public final class PushCommitGroups: Sendable {
     }
 
     /// Merges a device's records for its patient (as `CareKitSync.push`), in the next group.
-    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector) async -> Result<CareKitSync.PushResult, SyncError> {
+    public func push(patientID: String, records: [RevisionRecord], deviceKnowledge: KnowledgeVector,
+                     deviceID: String? = nil) async -> Result<CareKitSync.PushResult, SyncError> {
         await withCheckedContinuation { answer in
-            let push = Push(patientID: patientID, records: records, deviceKnowledge: deviceKnowledge, answer: answer)
+            let push = Push(patientID: patientID, deviceID: deviceID, records: records, deviceKnowledge: deviceKnowledge, answer: answer)
             let start = state.withLock { waiting in
                 waiting.pushes.append(push)
                 defer { waiting.merging = true }
@@ -61,7 +63,9 @@ public final class PushCommitGroups: Sendable {
             }
             guard !group.isEmpty else { return }
             let results = sync.store.writeGroup(group.map { push in
-                { [sync] tx in try sync.merge(patientID: push.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge, in: tx) }
+                { [sync] tx in
+                    try sync.merge(patientID: push.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge, deviceID: push.deviceID, in: tx)
+                }
             })
             for (push, result) in zip(group, results) {
                 push.answer.resume(returning: result.mapError(CareKitSync.syncError))

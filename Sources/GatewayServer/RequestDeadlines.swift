@@ -1,33 +1,48 @@
 import NIOCore
 import NIOHTTPTypes
 
-/// Closes a connection whose next request head has not fully arrived within `deadline` of the
-/// connection opening or of the last response ending. The idle timeout alone cannot do this: a
-/// slow-loris client sends a byte of its headers now and then, so the connection is never idle.
-final class RequestHeadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
+/// Closes a connection whose next request does not arrive in time: its head within
+/// `headDeadline` of the connection opening or of the last response ending, and its body whole
+/// within `bodyDeadline` of its head. The idle timeout alone cannot do this: a slow-loris client
+/// sends a byte of its headers (or of its body) now and then, so the connection is never idle,
+/// and such connections piled up until the process ran out of file descriptors.
+final class RequestDeadlines: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
-    let deadline: TimeAmount
+    let headDeadline: TimeAmount
+    let bodyDeadline: TimeAmount
     private var timer: Scheduled<Void>?
+    /// Between a request's head and the end of its body.
+    private var readingBody = false
 
-    init(deadline: TimeAmount) {
-        self.deadline = deadline
+    init(head: TimeAmount, body: TimeAmount) {
+        headDeadline = head
+        bodyDeadline = body
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { arm(context) }
+    func handlerAdded(context: ChannelHandlerContext) { arm(context, headDeadline) }
 
     func handlerRemoved(context: ChannelHandlerContext) { disarm() }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) { disarm() }
+        switch unwrapInboundIn(data) {
+        case .head:
+            readingBody = true
+            arm(context, bodyDeadline)
+        case .end:
+            readingBody = false
+            disarm()
+        case .body: break
+        }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { arm(context) }
+        // A response sent before its request's body ended (a refusal) leaves the body's deadline running.
+        if case .end = unwrapOutboundIn(data), !readingBody { arm(context, headDeadline) }
         context.write(data, promise: promise)
     }
 
@@ -36,7 +51,7 @@ final class RequestHeadDeadline: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelInactive()
     }
 
-    private func arm(_ context: ChannelHandlerContext) {
+    private func arm(_ context: ChannelHandlerContext, _ deadline: TimeAmount) {
         disarm()
         let channel = context.channel
         timer = context.eventLoop.scheduleTask(in: deadline) { channel.close(promise: nil) }
