@@ -21,6 +21,21 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
     /// No access token: the key, the token endpoint or its answer (never the secret itself).
     case authorization(String)
 
+    /// What went wrong, without the server's text or any URL (either may name a patient: an
+    /// OperationOutcome quoting a name and birth date, an id in a path): what logs say.
+    public var kind: String {
+        switch self {
+        case .http(let status, let method, _, _): "HTTP \(status) to a \(method)"
+        case .transport(let error): error.kind
+        case .invalidResponse: "an answer that is not the FHIR expected"
+        case .unsupported: "a server that cannot do what is needed"
+        case .pagingLoop: "paging that loops"
+        case .outsideServer: "a link outside the server"
+        case .gaveUp(let attempts, _): "gave up after \(attempts) attempts"
+        case .authorization: "authorization failed"
+        }
+    }
+
     public var description: String {
         switch self {
         case .http(let status, let method, let url, let outcome): "\(method) \(url): HTTP \(status)\(outcome.map { ": \($0)" } ?? "")"

@@ -178,7 +178,7 @@ struct OutboxPushWorker: Service {
             return true
         } catch {
             activity.failed("\(error)")
-            logger.warning("push failed; outcomes stay queued", metadata: ["error": "\(error)"])
+            logger.warning("push failed; outcomes stay queued", metadata: ["error": "\((error as? FHIRClientError)?.kind ?? "\(error)")"])
             return false
         }
     }
@@ -226,11 +226,10 @@ struct PatientRefreshWorker: Service {
             }
             return true
         } catch {
-            // The cause names the EHR's URLs: the patient's id in them is replaced by its hash.
-            // (Readiness follows the push worker, which probes the EHR: one patient the EHR
-            // refuses does not make the gateway unready.)
-            let cause = error.cause.replacingOccurrences(of: "Patient/\(patient.fhirID)", with: "Patient/#\(logID(patient.storeID))")
-            logger.warning("refresh failed", metadata: ["patient": "\(logID(patient.storeID))", "error": "\(cause)"])
+            // The kind only: the EHR's text may quote the patient (a name, a birth date) and its
+            // URLs name them in any spelling. (Readiness follows the push worker, which probes
+            // the EHR: one patient the EHR refuses does not make the gateway unready.)
+            logger.warning("refresh failed", metadata: ["patient": "\(logID(patient.storeID))", "error": "\(error.kind)"])
             return false
         }
     }

@@ -12,6 +12,7 @@ import Mapping
 /// listen:
 ///   host: 127.0.0.1
 ///   port: 8080
+///   trusted-proxies: [10.0.0.5]   # whose X-Forwarded-For / Forwarded name the client
 /// store: /var/lib/caregate/caregate.sqlite
 /// limits:
 ///   sync-body: 8388608      # bytes
@@ -19,6 +20,9 @@ import Mapping
 ///   wrong-codes: 5          # wrong enrollment codes per address in 15 minutes
 ///   idle-seconds: 30        # a connection idle this long is closed
 ///   head-seconds: 10        # a request's headers must arrive within this (slow-loris clients)
+///   body-seconds: 60        # and its body within this of its headers
+///   max-connections: 4096   # open connections at most (default: the descriptor limit less 256)
+///   connections-per-address: 128
 ///   concurrent-per-device: 2    # sync calls in flight per device token
 ///   concurrent-per-address: 64  # requests in flight per client address
 /// ```
@@ -40,6 +44,10 @@ public struct GatewayConfig: Sendable {
     public var headSeconds = 10
     public var concurrentPerDevice = 2
     public var concurrentPerAddress = 64
+    public var bodySeconds = 60
+    public var maxConnections = GatewayServer.Limits.connectionsWithinDescriptors()
+    public var connectionsPerAddress = 128
+    public var trustedProxies = TrustedProxies.none
     /// The EHR the workers push to and refresh from; nil serves devices only.
     public var ehr: EHR?
     /// TLS in the process: the PEM certificate chain and private key (`tls: {certificate, key}`).
@@ -75,6 +83,8 @@ public struct GatewayConfig: Sendable {
         /// Where the EHR sends notifications, and where the token they carry is kept.
         public var notifyEndpoint: String?
         public var notifyToken: SecretSource?
+        /// Plain HTTP to an EHR that is not on this machine (`allow-plain-http: true`): refused otherwise.
+        public var allowPlainHTTP = false
 
         public init(base: String) {
             connection = FHIRServerConnection(base: base)
@@ -93,6 +103,10 @@ public struct GatewayConfig: Sendable {
         limits.requestHeadSeconds = Int64(headSeconds)
         limits.concurrentPerDevice = concurrentPerDevice
         limits.concurrentPerAddress = concurrentPerAddress
+        limits.requestBodySeconds = Int64(bodySeconds)
+        limits.maxConnections = maxConnections
+        limits.connectionsPerAddress = connectionsPerAddress
+        limits.trustedProxies = trustedProxies
         return limits
     }
 
@@ -109,9 +123,14 @@ public struct GatewayConfig: Sendable {
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
         config.resolvePaths(against: folder)
         reader.checkSecrets(config.ehr, environment: environment)
-        if let admin = config.adminToken, admin.read(environment: environment) == nil {
-            reader.error(reader.dashboardLocation ?? SourceLocation(file: path, line: 1, column: 1),
-                         "dashboard: no admin token in \(admin.name) (missing, unreadable, empty, or not one word)")
+        if let admin = config.adminToken {
+            reader.checkGuard(admin, "dashboard: admin token", at: reader.dashboardLocation ?? SourceLocation(file: path, line: 1, column: 1),
+                              environment: environment)
+        }
+        if let ehr = config.ehr, ehr.connection.base.hasPrefix("http://"), !ehr.allowPlainHTTP,
+           !isLoopback(URL(string: ehr.connection.base)?.host ?? "") {
+            reader.error(reader.ehrLocations["base"] ?? SourceLocation(file: path, line: 1, column: 1),
+                         "ehr.base \(ehr.connection.base) is plain HTTP to another machine: use https, or allow-plain-http: true in ehr: (a network you trust)")
         }
         if let tls = config.tls {
             do { _ = try GatewayServer.tlsConfiguration(certificate: tls.certificate, key: tls.key) } catch {
@@ -142,8 +161,13 @@ public struct GatewayConfig: Sendable {
         self.ehr = ehr
     }
 
+    /// Whether a host is this machine: `localhost`, or an address in 127.0.0.0/8 or ::1 (decided
+    /// from the address: `127.evil.example` is a name, and no loopback).
     static func isLoopback(_ host: String) -> Bool {
-        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        let host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        if host == "localhost" { return true }
+        guard let bytes = ClientAddress.bytes(host) else { return false }
+        return bytes.count == 4 ? bytes[0] == 127 : bytes == [UInt8](repeating: 0, count: 15) + [1]
     }
 }
 
@@ -164,16 +188,23 @@ struct ConfigReader {
         for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr", "tls", "dashboard"]) {
             switch key {
             case "listen":
-                for (key, _, value) in members(value, expected: ["host", "port"]) {
+                for (key, _, value) in members(value, expected: ["host", "port", "trusted-proxies"]) {
                     if key == "host", let host = text(value) { config.host = host; hostLocation = value.location }
                     if key == "port", let port = number(value, in: 0...65_535) { config.port = port }
+                    if key == "trusted-proxies" {
+                        do { config.trustedProxies = try TrustedProxies(list(value)) } catch { self.error(value.location, "listen.\(error)") }
+                    }
                 }
             case "allow-plain-http": if let flag = boolean(value) { config.allowPlainHTTP = flag }
             case "store": if let store = text(value) { config.store = store }
             case "limits":
                 for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds", "head-seconds",
+                                                                  "body-seconds", "max-connections", "connections-per-address",
                                                                   "concurrent-per-device", "concurrent-per-address"]) {
                     switch key {
+                    case "body-seconds": if let n = number(value, in: 1...3_600) { config.bodySeconds = n }
+                    case "max-connections": if let n = number(value, in: 16...1_000_000) { config.maxConnections = n }
+                    case "connections-per-address": if let n = number(value, in: 1...100_000) { config.connectionsPerAddress = n }
                     case "concurrent-per-device": if let n = number(value, in: 1...64) { config.concurrentPerDevice = n }
                     case "concurrent-per-address": if let n = number(value, in: 1...10_000) { config.concurrentPerAddress = n }
                     case "sync-body": if let n = number(value, in: 1_024...(1 << 30)) { config.syncBody = n }
@@ -204,7 +235,8 @@ struct ConfigReader {
     }
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
-                          "mappings", "time-zone", "push-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify"]
+                          "mappings", "time-zone", "push-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify",
+                          "allow-plain-http"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
     mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
@@ -238,6 +270,7 @@ struct ConfigReader {
             case "refresh-seconds": if let n = number(value, in: 1...604_800) { ehr.refreshSeconds = n }
             case "batch-size": if let n = number(value, in: 1...1_000) { ehr.batchSize = n }
             case "max-response-size": if let n = number(value, in: 1_024...(1 << 31)) { ehr.connection.maximumResponseSize = n }
+            case "allow-plain-http": if let flag = boolean(value) { ehr.allowPlainHTTP = flag }
             default:
                 for (key, _, value) in members(value, expected: ["endpoint", "token-file", "token-env"]) {
                     ehrLocations["notify." + key] = value.location
@@ -286,10 +319,31 @@ struct ConfigReader {
         if let notify = ehr.notifyToken {
             if case .file = notify { secrets.append(("notify.token-file", notify)) } else { secrets.append(("notify.token-env", notify)) }
         }
-        for (key, secret) in secrets where secret.read(environment: environment) == nil {
-            error(ehrLocations[key] ?? SourceLocation(file: "", line: 1, column: 1), "ehr.\(key): no token in \(secret.name) (missing, unreadable, empty, or not one word)")
+        for (key, secret) in secrets {
+            let at = ehrLocations[key] ?? SourceLocation(file: "", line: 1, column: 1)
+            if key.hasPrefix("notify.") {
+                checkGuard(secret, "ehr.\(key): notification token", at: at, environment: environment)
+            } else if secret.read(environment: environment) == nil {
+                error(at, "ehr.\(key): no token in \(secret.name) (missing, unreadable, empty, or not one word)")
+            }
         }
     }
+
+    /// Tokens that guard the gateway (the admin token, the EHR's notify token): there, one word,
+    /// 16 characters at least, and in a file only its owner can read.
+    mutating func checkGuard(_ secret: SecretSource, _ what: String, at: SourceLocation, environment: [String: String]) {
+        guard let token = secret.read(environment: environment) else {
+            return error(at, "\(what): none in \(secret.name) (missing, unreadable, empty, or not one word)")
+        }
+        if token.count < Self.guardLength {
+            error(at, "\(what) in \(secret.name) is \(token.count) characters; one that guards the gateway has at least \(Self.guardLength) (openssl rand -hex 32)")
+        }
+        if case .file(let path) = secret, let mode = (try? FileManager.default.attributesOfItem(atPath: path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            error(at, "\(what) in \(path) can be read by other users (mode \(String(mode, radix: 8))): chmod 600 it")
+        }
+    }
+
+    static let guardLength = 16
 
     /// A list of texts, or one text as a list of one.
     mutating func list(_ tree: YAMLTree) -> [String] {

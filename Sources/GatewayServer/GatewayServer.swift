@@ -207,9 +207,10 @@ public struct GatewayServer: Sendable {
         if let ehr {
             let window = 2 * max(ehr.pushInterval, 1) + 30
             // The last attempt must have reached it, and recently.
+            // A plain status: the probe is unauthenticated, and the EHR's address and error text
+            // (which may quote a patient) are for the operators' logs and dashboard.
             guard let contact = activity.lastContact, activity.lastError == nil, Date().timeIntervalSince(contact) <= window else {
-                let reason = activity.lastError.map { ": \($0)" } ?? " yet"
-                return JSONBody.error(.serviceUnavailable, "the EHR has not answered in the last \(Int(window)) seconds\(reason)")
+                return JSONBody.error(.serviceUnavailable, "the EHR has not answered in the last \(Int(window)) seconds")
             }
         }
         return JSONBody.response(.ok, "{\"status\":\"ready\"}")

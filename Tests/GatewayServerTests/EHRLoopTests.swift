@@ -392,8 +392,16 @@ extension GatewayServerSuites {
 final class RawConnection {
     let fd: Int32
 
-    init(port: Int) throws {
+    /// `source`: the local address to connect from (any of 127.0.0.0/8 is this machine), as another client would.
+    init(port: Int, source: String? = nil) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            try #require(bound == 0)
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -20,12 +20,17 @@ final class RunningServer: @unchecked Sendable {
     let task: Task<Void, any Error>
     let port: Int
     let client = CurlTransport()
+    let gateway: GatewayServer
+
+    /// Connections the server counts per address now.
+    func connectionCount() -> Int { gateway.connections.count }
 
     init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
          dashboard: DashboardAccess? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
         let (ports, continuation) = AsyncStream<Int>.makeStream()
-        let app = try GatewayServer(store: store, limits: limits, ehr: ehr, dashboard: dashboard).application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
+        gateway = GatewayServer(store: store, limits: limits, ehr: ehr, dashboard: dashboard)
+        let app = try gateway.application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
             continuation.yield(port)
         }
         group = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)

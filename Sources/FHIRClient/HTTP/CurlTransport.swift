@@ -48,6 +48,16 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     /// A download's file could not be made or written.
     case file(path: String, message: String)
 
+    /// The failure without its URL or path (`FHIRClientError.kind`).
+    public var kind: String {
+        switch self {
+        case .network(let code, _, _): "a network failure (libcurl error \(code))"
+        case .timedOut: "no answer in time"
+        case .tooLarge(_, let limit): "an answer over \(limit) bytes"
+        case .file: "a download that could not be written"
+        }
+    }
+
     public var description: String {
         switch self {
         case .network(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"

@@ -18,7 +18,10 @@ public struct EnrolledPatient: Sendable, Hashable {
 /// Why a refresh failed, naming the patient by the store's id.
 public struct PatientRefreshError: Error, Sendable, CustomStringConvertible {
     public var patient: String
+    /// The whole cause, the EHR's text and URLs included: for operators, not logs.
     public var cause: String
+    /// What went wrong without the EHR's text or URLs (`FHIRClientError.kind`): what logs say.
+    public var kind: String
     public var description: String { "refresh of \(patient): \(cause)" }
 }
 
@@ -76,7 +79,7 @@ public struct PatientRefresh: Sendable {
             let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID, capabilities: capabilities)
             return .imported(await importAndLog(pulled, of: patient))
         } catch {
-            throw PatientRefreshError(patient: patient.storeID, cause: error.description)
+            throw PatientRefreshError(patient: patient.storeID, cause: error.description, kind: error.kind)
         }
     }
 
