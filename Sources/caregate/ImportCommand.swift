@@ -1,5 +1,6 @@
 import ArgumentParser
 import CareStore
+import Diagnostics
 import FHIR
 import FHIRClient
 import Foundation
@@ -228,10 +229,7 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     /// The store's folder, where an import's scratch files go.
-    var scratchDirectory: String {
-        let directory = (options.path as NSString).deletingLastPathComponent
-        return directory.isEmpty ? "." : directory
-    }
+    var scratchDirectory: String { FilePath.folder(of: options.path) }
 
     /// The fetch of `--bulk-from`'s export, its state kept in the store.
     func bulkFetch(_ base: String, store: any CarePlanStore) throws -> BulkExportFetch {

@@ -55,4 +55,14 @@ struct DiagnosticsTests {
             #expect(Suggestion.closest(to: name, among: names) == expected, "\(name)")
         }
     }
+
+    @Test("a path's folder and name, bare names and the root included")
+    func filePaths() {
+        let cases: [(String, String, String)] = [("S", ".", "S"), ("care.sqlite", ".", "care.sqlite"), ("./S", ".", "S"), ("/S", "/", "S"),
+                                                 ("a/b/c.yaml", "a/b", "c.yaml"), ("/var/lib/x/", "/var/lib", "x"), ("a//b", "a", "b"), ("/", "/", "/")]
+        for (path, folder, name) in cases {
+            #expect(FilePath.folder(of: path) == folder, "\(path)")
+            #expect(FilePath.name(of: path) == name, "\(path)")
+        }
+    }
 }

@@ -33,6 +33,17 @@ struct ImportCommandTests {
         #expect((try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: reportPath))) as? [String: Any])?["resources"] as? Int == 15)
     }
 
+    @Test("a store named by a bare file name is made in the working directory, its scratch files beside it (it crashed)")
+    func bareStoreName() async throws {
+        let dir = URL(fileURLWithPath: cli.temporaryPath("bare-\(UUID().uuidString)"))
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let absolute = CommandLineTests.projectRoot.appendingPathComponent(bundle).path
+        let run = try await cli.caregate(["import", absolute, "--store", "S", "--tz", "America/New_York"], directory: dir)
+        #expect(run.status == 0 && run.stdout.hasSuffix("15 created\n"), "\(run.stderr)")
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("S").path))
+    }
+
     @Test("mapping files with errors are refused with their diagnostics, and nothing is imported")
     func badMappings() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-badmap-\(UUID().uuidString)")

@@ -39,7 +39,7 @@ public enum BuiltInMappings {
                 throw MappingError([Diagnostic(.error, at, "the file exists already; nothing was written (--force replaces the shipped files)")])
             }
             do {
-                try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(atPath: FilePath.folder(of: path), withIntermediateDirectories: true)
                 try Data(bytes).write(to: URL(fileURLWithPath: path), options: .atomic)
             } catch {
                 throw MappingError([Diagnostic(.error, at, "cannot write the file: \(error.localizedDescription)")])
@@ -62,7 +62,7 @@ public enum MappingSource {
     /// `site/careplan.yaml`), as provenance records name the rule's file.
     public static func fileName(_ path: String) -> String {
         let plain = isBuiltIn(path) ? String(path.dropFirst(builtInPrefix.count)) : path
-        return (plain as NSString).lastPathComponent
+        return FilePath.name(of: plain)
     }
 
     /// The file's bytes, or nil when there is no such file.
@@ -81,8 +81,8 @@ public enum MappingSource {
     public static func resolve(_ relative: String, from file: String) -> String {
         if relative.hasPrefix("/") || isBuiltIn(relative) { return relative }
         guard isBuiltIn(file) else {
-            let directory = (file as NSString).deletingLastPathComponent
-            return ((directory as NSString).appendingPathComponent(relative) as NSString).standardizingPath
+            let folder = file.contains("/") ? FilePath.folder(of: file) : ""
+            return ((folder as NSString).appendingPathComponent(relative) as NSString).standardizingPath
         }
         var parts = file.dropFirst(builtInPrefix.count).split(separator: "/").dropLast().map(String.init)
         for part in relative.split(separator: "/") {
@@ -107,10 +107,9 @@ public enum MappingSource {
     /// exist yet (a snapshot to be written) is kept as it is, after its resolved folder.
     static func realPath(_ path: String) -> String {
         func resolved(_ p: String) -> String { URL(fileURLWithPath: p).standardizedFileURL.resolvingSymlinksInPath().path }
-        let name = (path as NSString).lastPathComponent
+        let name = FilePath.name(of: path)
         guard !FileManager.default.fileExists(atPath: path), !["", ".", ".."].contains(name) else { return resolved(path) }
-        let folder = (path as NSString).deletingLastPathComponent
-        return resolved(folder.isEmpty ? "." : folder) + "/" + name
+        return resolved(FilePath.folder(of: path)) + "/" + name
     }
 
     /// Whether `path` (resolved from `file`) lies inside the folder of `file`, symbolic links
@@ -118,7 +117,7 @@ public enum MappingSource {
     public static func isInsideFolder(_ path: String, of file: String) -> Bool {
         if isBuiltIn(file) { return isBuiltIn(path) && !path.contains("..") }
         guard !isBuiltIn(path) else { return false }
-        let folder = realPath((file as NSString).deletingLastPathComponent.isEmpty ? "." : (file as NSString).deletingLastPathComponent)
+        let folder = realPath(FilePath.folder(of: file))
         return realPath(path).hasPrefix(folder + "/")
     }
 
