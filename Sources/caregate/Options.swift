@@ -30,13 +30,14 @@ struct StoreOptions: ParsableArguments {
 }
 
 /// `--mapping-root`: the folder mapping files may read inside (`include`, `extends`, test
-/// inputs); the working directory unless given.
+/// inputs); unless given, the folder holding each file's own folder
+/// (`MappingSource.defaultRoot`), whatever the working directory.
 struct MappingRootOption: ParsableArguments {
-    @Option(name: .customLong("mapping-root"), help: ArgumentHelp("Mapping files read only inside this folder (default: the working directory).", valueName: "dir"),
+    @Option(name: .customLong("mapping-root"), help: ArgumentHelp("Mapping files read only inside this folder (default: the folder holding each mapping file's folder).", valueName: "dir"),
             completion: .directory)
     var mappingRoot: String?
 
-    var root: String { mappingRoot ?? FileManager.default.currentDirectoryPath }
+    var root: String? { mappingRoot }
 }
 
 /// `--mappings`: a site's mapping files over the built-in ones.

@@ -42,8 +42,7 @@ struct ValidateCommand: ParsableCommand {
     func run() throws {
         let files = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(paths))
         var all: [Diagnostic] = []
-        let validator = MappingValidator(root: readRoot.root)
-        for file in files { all += validator.check(path: file).diagnostics }
+        for file in files { all += MappingValidator(root: readRoot.root ?? MappingSource.defaultRoot(for: file)).check(path: file).diagnostics }
         switch format {
         case .text:
             if !all.isEmpty { print(DiagnosticFormat.text.render(all)) }

@@ -184,7 +184,23 @@ struct OperatorOutputTests {
 struct MappingRootTests {
     let cli = CommandLineTests()
 
-    @Test("include, extends and test inputs outside the mapping root (the working directory, or --mapping-root) are errors naming them")
+    @Test("the shipped Mappings/ named from another working folder: validate finds nothing wrong, its golden tests pass, import and export use it (the mapping root came from the working directory)")
+    func mappingsFromElsewhere() async throws {
+        let folder = try outsideFolder("elsewhere")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let mappings = CommandLineTests.projectRoot.appendingPathComponent("Mappings").path
+        let demoBundle = CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path
+        let validate = try await cli.caregate(["validate", mappings], directory: folder)
+        #expect(validate.status == 0 && validate.stderr.contains(": 0 errors, 0 warnings"), "\(validate.stdout)\(validate.stderr)")
+        let test = try await cli.caregate(["test", mappings], directory: folder)
+        #expect(test.status == 0 && test.stdout.contains("6 golden tests: 6 passed, 0 failed"), "\(test.stdout)")
+        let run = try await cli.caregate(["import", demoBundle, "--mappings", mappings, "--store", "care.sqlite", "--tz", "America/New_York"], directory: folder)
+        #expect(run.status == 0 && run.stdout.contains("15 created"), "\(run.stderr)")
+        let export = try await cli.caregate(["export", "--mappings", mappings, "--store", "care.sqlite", "-o", "out.ndjson"], directory: folder)
+        #expect(export.status == 0, "\(export.stderr)")
+    }
+
+    @Test("include, extends and test inputs outside the mapping root (the folder holding the mapping folder, or --mapping-root) are errors naming them")
     func confinement() async throws {
         let folder = try outsideFolder("root")
         try FileManager.default.createDirectory(at: folder.appendingPathComponent("site"), withIntermediateDirectories: true)

@@ -21,11 +21,11 @@ public struct MappingSet: Sendable {
     public static func load(_ paths: [String], root: String? = nil) throws(MappingError) -> MappingSet {
         var files: [String: MappingFile] = [:]
         var problems: [Diagnostic] = []
-        let validator = MappingValidator(root: root)
-        let loader = MappingLoader(root: root)
         var shared = MappingTables()
         for path in MappingSet.yamlFiles(paths) {
-            let (contents, found) = loader.read(path)
+            let readRoot = root ?? MappingSource.defaultRoot(for: path)
+            let validator = MappingValidator(root: readRoot)
+            let (contents, found) = MappingLoader(root: readRoot).read(path)
             var fileProblems = found
             defer { problems += fileProblems.filter { $0.severity == .error }.sorted(by: MappingValidator.order) }
             switch contents {

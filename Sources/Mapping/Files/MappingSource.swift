@@ -95,6 +95,21 @@ public enum MappingSource {
         return builtInPrefix + parts.joined(separator: "/")
     }
 
+    /// The folder a mapping file may read inside when no root is given: the one holding the
+    /// file's own folder (a mapping folder and what sits beside it, as the shipped `Mappings/`
+    /// reads `../FHIRSamples/` for its golden tests), wherever the command runs from.
+    public static func defaultRoot(for path: String) -> String {
+        if isBuiltIn(path) { return "/" }
+        let real = realPath(path)
+        let folder = FileManager.default.fileExists(atPath: real) && !isDirectory(real) ? FilePath.folder(of: real) : real
+        return FilePath.folder(of: folder)
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var directory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &directory) && directory.boolValue
+    }
+
     /// Whether `path` lies inside the folder `root` (symbolic links followed); built-in files
     /// always do. What mapping files may read (`include`, `extends`, test inputs).
     public static func isInside(_ path: String, root: String) -> Bool {
