@@ -26,9 +26,12 @@ public struct FHIRPathExpression: Sendable, CustomStringConvertible {
     /// The expression is first type-checked against the resource's type, and one the checker
     /// refuses with an error is not evaluated: it throws that error (`.semantic`). A misspelt
     /// element (`Observation.nmae`) must not quietly give empty, nor `nmae ~ nmae` give `true`.
-    public func evaluate(on resource: Element, variables: [String: [FHIRPathValue]] = [:]) throws(FHIRPathError) -> [FHIRPathValue] {
+    /// `jsonChoiceNames` accepts FHIR's JSON spelling of a choice (`valueQuantity` for
+    /// `value.ofType(Quantity)`), which the checker otherwise refuses.
+    public func evaluate(on resource: Element, variables: [String: [FHIRPathValue]] = [:],
+                         jsonChoiceNames: Bool = false) throws(FHIRPathError) -> [FHIRPathValue] {
         if let type = resource.typeName {
-            let checker = FHIRPathChecker(rootType: type, variables: variables.mapValues { _ in InferredType.unknown })
+            let checker = FHIRPathChecker(rootType: type, variables: variables.mapValues { _ in InferredType.unknown }, strict: !jsonChoiceNames)
             if let refusal = checker.check(self).first(where: { $0.severity == .error }) {
                 throw .semantic(refusal.location, refusal.message)
             }

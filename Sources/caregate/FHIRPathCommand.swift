@@ -41,7 +41,7 @@ struct FHIRPathCommand: ParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Type-check the expression against this resource type instead of evaluating it.", valueName: "type"))
     var check: String?
 
-    @Flag(name: .customLong("json-choice-names"), help: "With --check: accept FHIR's JSON spelling of a choice (scheduledTiming) as scheduled.ofType(Timing) instead of reporting it.")
+    @Flag(name: .customLong("json-choice-names"), help: "Accept FHIR's JSON spelling of a choice (scheduledTiming) as scheduled.ofType(Timing), checking and evaluating, instead of refusing it.")
     var jsonChoiceNames = false
 
     func validate() throws {
@@ -81,7 +81,7 @@ struct FHIRPathCommand: ParsableCommand {
         for file in files {
             do {
                 let resource = try FHIRDocument.read(contentsOf: file).resource
-                let result = try compiled.evaluate(on: resource, variables: values)
+                let result = try compiled.evaluate(on: resource, variables: values, jsonChoiceNames: jsonChoiceNames)
                 print(FHIRPathCommand.json(result))
             } catch let error as FHIRPathError {
                 FileHandle.standardError.write(Data("caregate: error: \(file): expression \(error)\n".utf8))

@@ -38,6 +38,13 @@ struct FHIRPathCommandTests {
         #expect(wrong.stdout.contains("1:17: error: 'scheduledTiming' is not an element of CarePlan.activity.detail; write scheduled.ofType(Timing)"))
         let lenient = try await cli.caregate(["fhirpath", "--check", "CarePlan", "--json-choice-names", "activity.detail.scheduledTiming.repeat.timeOfDay"])
         #expect(lenient.stdout == "result: collection of time\n")
+        // Evaluating too: refused without the flag, the Quantity's value with it.
+        let weight = "FHIRSamples/json/Observation-maria-lopez-weight.json"
+        let strict = try await cli.caregate(["fhirpath", "valueQuantity.value", weight])
+        #expect(strict.status == 1 && strict.stderr.contains("'valueQuantity' is not an element of Observation; write value.ofType(Quantity)"))
+        let evaluated = try await cli.caregate(["fhirpath", "--json-choice-names", "valueQuantity.value", weight])
+        let spelled = try await cli.caregate(["fhirpath", "value.ofType(Quantity).value", weight])
+        #expect(evaluated.status == 0 && evaluated.stdout == spelled.stdout && evaluated.stdout == "[78.40]\n", "\(evaluated.stdout)\(evaluated.stderr)")
         let typo = try await cli.caregate(["fhirpath", "--check", "CarePlan", "activty.detail"])
         #expect(typo.status == 1)
         #expect(typo.stdout == "1:1: error: 'activty' is not an element of CarePlan; did you mean 'activity'?\nresult: empty\n")
