@@ -37,7 +37,8 @@ struct MappingRootOption: ParsableArguments {
             completion: .directory)
     var mappingRoot: String?
 
-    var root: String? { mappingRoot }
+    /// The root for these mapping paths: `--mapping-root`, else `MappingSource.defaultRoot`.
+    func root(for paths: [String]) -> String { mappingRoot ?? MappingSource.defaultRoot(for: paths) }
 }
 
 /// `--mappings`: a site's mapping files over the built-in ones.
@@ -59,7 +60,7 @@ struct MappingOptions: ParsableArguments {
 
     /// The built-in mappings with the site's over them; errors are printed and end the command.
     func load(whatFails: String) throws -> MappingSet {
-        do { return try MappingSet.load(site: sitePaths, root: readRoot.root) } catch {
+        do { return try MappingSet.load(site: sitePaths, root: readRoot.root(for: sitePaths)) } catch {
             for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors; nothing was \(whatFails)")
         }

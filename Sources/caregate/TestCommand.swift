@@ -38,8 +38,8 @@ struct TestCommand: ParsableCommand {
         let paths = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(self.paths))
         let tested: MappingSet, all: MappingSet
         do {
-            tested = try MappingSet.load(paths, root: readRoot.root)
-            all = try MappingSet.load(site: paths, root: readRoot.root)
+            tested = try MappingSet.load(paths, root: readRoot.root(for: paths))
+            all = try MappingSet.load(site: paths, root: readRoot.root(for: paths))
         } catch {
             for d in error.diagnostics { StandardError.print(d.description) }
             throw CommandError.message("the mapping files have errors")

@@ -42,7 +42,8 @@ struct ValidateCommand: ParsableCommand {
     func run() throws {
         let files = try ValidateCommand.mappingFiles(ValidateCommand.defaulted(paths))
         var all: [Diagnostic] = []
-        for file in files { all += MappingValidator(root: readRoot.root ?? MappingSource.defaultRoot(for: file)).check(path: file).diagnostics }
+        let validator = MappingValidator(root: readRoot.root(for: paths))
+        for file in files { all += validator.check(path: file).diagnostics }
         switch format {
         case .text:
             if !all.isEmpty { print(DiagnosticFormat.text.render(all)) }

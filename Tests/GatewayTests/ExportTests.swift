@@ -59,6 +59,28 @@ struct ExportTests {
         #expect(Set(exported.map(\.identifier)).count == 3)
     }
 
+    @Test("a task a device made with a HealthKit link and no code (OCKHealthKitTask for steps) exports with the LOINC code the import's HealthKit table gives, its category and UCUM unit, not only its title")
+    func healthKitTask() throws {
+        let store = try temporaryStore()
+        _ = try importer(store).run([demoBundle])
+        let plan = try #require(store.fetchCarePlans().first)
+        var steps = CareTask(id: "steps", title: "Steps", carePlanUUID: plan.uuid,
+                             schedule: try Schedule.allDay(start: local("2026-11-01 00:00"), timeZone: newYork), timezone: newYork)
+        steps.effectiveDate = local("2026-11-01 00:00")
+        steps.healthKitLinkage = HealthKitLinkage(quantityIdentifier: "HKQuantityTypeIdentifierStepCount", quantityType: .cumulative, unitString: "count")
+        let walked = Outcome(taskUUID: steps.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.integer(6_120), units: "count")],
+                             effectiveDate: local("2026-11-02 22:00"), timezone: newYork)
+        try store.add([.task(steps), .outcome(walked)])
+        let exported = try OutcomeExport(store: store, builder: try builder()).observations()
+        let observation = try #require(exported.first { $0.outcomeVersion == walked.uuid }).observation
+        #expect(observation.first("code.coding.system")?.value == "http://loinc.org")
+        #expect(observation.first("code.coding.code")?.value == "41950-7")
+        #expect(observation.first("category.coding.code")?.value == "activity")
+        #expect(observation.first("valueQuantity.value")?.value == "6120" || observation.first("value.value")?.value == "6120", "\(observation)")
+        #expect(observation.first("valueQuantity.code")?.value == "/d" || observation.first("value.code")?.value == "/d")
+        #expect(ResourceValidator().validate(observation).isEmpty, "\(ResourceValidator().validate(observation))")
+    }
+
     @Test("an updated outcome is amended and keeps its identifier; a deleted one is entered-in-error")
     func statuses() throws {
         let store = try storeWithAppOutcomes()

@@ -49,6 +49,53 @@ struct ImportTests {
         #expect(try store.fetchContacts().map(\.carePlanUUID) == Array(repeating: current.uuid, count: 3))
     }
 
+    @Test("an activity added to a plan the store holds starts when it first appears, not at the plan's start (1988 in one real plan); one whose timing has bounds starts there; the others are unchanged")
+    func newActivityStartsWhenItAppears() throws {
+        let store = try temporaryStore()
+        let planFile = try #require(sampleFiles.first { $0.hasSuffix("CarePlan-maria-lopez-home-care.json") })
+        var plan = try FHIRDocument.read(contentsOf: planFile).resource
+        // A plan that began long ago.
+        var period = try #require(plan.first("period"))
+        period.setValue("1988-03-01", for: "start")
+        plan.removeChildren(named: "period")
+        plan.append(period)
+        func write(_ resource: Element) throws -> String {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString)-CarePlan.json").path
+            try Data(FHIRJSONWriter().write(resource)).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+        let first = try write(plan)
+        defer { try? FileManager.default.removeItem(atPath: first) }
+        let withoutPlan = sampleFiles.filter { !$0.contains("CarePlan-") }
+        #expect(try importer(store, now: local("2026-11-01 09:00")).run(withoutPlan + [first]).failedPatients.isEmpty)
+        let before = try store.fetchTasks()
+        // Weeks later the plan gains two activities: one without bounds, one from November 15.
+        let json = try String(contentsOfFile: first, encoding: .utf8)
+        func activity(_ code: String, bounds: String?) -> String {
+            let repeatPart = (bounds.map { #""boundsPeriod": {"start": "\#($0)"}, "#  } ?? "") + #""frequency": 1, "period": 1, "periodUnit": "d""#
+            return #"{"detail": {"kind": "ServiceRequest", "code": {"coding": [{"system": "http://snomed.info/sct", "code": "\#(code)"}], "text": "New \#(code)"}, "status": "in-progress", "scheduledTiming": {"repeat": {\#(repeatPart)}}}}"#
+        }
+        let grown = json.replacingOccurrences(of: #""activity"\s*:\s*\["#, with: #""activity": ["# + activity("11111111", bounds: nil) + "," + activity("22222222", bounds: "2026-11-15") + ",",
+                                              options: .regularExpression)
+        #expect(grown != json)
+        let second = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString)-CarePlan.json").path
+        try grown.write(toFile: second, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: second) }
+        let report = try importer(store, now: local("2026-11-20 10:00")).run(withoutPlan + [second])
+        #expect(report.failedPatients.isEmpty, "\(report.failedPatients.map { $0.failure ?? "" })")
+        let tasks = try store.fetchTasks()
+        let unbounded = try #require(tasks.first { $0.id.hasSuffix("/11111111") })
+        let bounded = try #require(tasks.first { $0.id.hasSuffix("/22222222") })
+        #expect(unbounded.effectiveDate == local("2026-11-20 00:00"))
+        #expect(bounded.effectiveDate == local("2026-11-15 00:00"))
+        // No missed days before it appeared: the week before shows none of its events.
+        let earlier = try store.events(from: local("2026-11-10 00:00"), to: local("2026-11-20 00:00"), tasks: EntityQuery(ids: [unbounded.id]))
+        #expect(earlier.isEmpty)
+        #expect(try store.events(from: local("2026-11-20 00:00"), to: local("2026-11-21 00:00"), tasks: EntityQuery(ids: [unbounded.id])).count == 1)
+        // The tasks the plan had keep their versions.
+        for task in before { #expect(tasks.first { $0.id == task.id }?.uuid == task.uuid, "\(task.id)") }
+    }
+
     @Test("Patients and CarePlans without an id (a transaction Bundle's, named by urn:uuid) are refused with their resources, never merged into one store entry; those with an id beside them are imported, whole run or staged")
     func patientsWithoutID() async throws {
         let bundle = """

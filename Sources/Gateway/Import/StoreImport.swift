@@ -164,11 +164,13 @@ public struct StoreImport: Sendable {
             // The patient.
             patientUUID = try store.fetchPatients(scoped(EntityQuery(ids: [batch.patientID]))).first?.uuid
             if let patient = batch.patient { patientUUID = try reconcile(.patient(patient)).version.uuid }
-            // Care plans.
+            // Care plans, and which of them the store held before.
+            var heldPlans: Set<String> = []
             for mapped in batch.carePlans {
                 var plan = mapped.plan
                 plan.patientUUID = patientUUID
                 planUUIDs[plan.id] = try reconcile(.carePlan(plan)).version.uuid
+                if changes.last?.action != .create { heldPlans.insert(plan.id) }
             }
             // Tasks: a changed task takes effect after its newest recorded outcome, never rewriting history.
             for mapped in batch.tasks {
@@ -180,6 +182,13 @@ public struct StoreImport: Sendable {
                 }
                 task.carePlanUUID = planUUID
                 let calendar = importer.calendar
+                // An activity new to a plan the store held (the plan's own resource gave it)
+                // starts when it appears, not at the plan's start (decades of missed days for a
+                // task that did not exist), unless its own timing says where it starts.
+                if mapped.startsAtAnchor, mapped.source.reference.hasPrefix("CarePlan/"), heldPlans.contains(mapped.carePlanID),
+                   try current(.task, task.id) == nil {
+                    task.version.effectiveDate = max(task.version.effectiveDate, calendar.startOfDay(for: importer.now))
+                }
                 let placed = try reconcile(.task(task), sameAs: { existing in
                     if case .task(let old) = existing { Fingerprint.sameTask(old, task, calendar: calendar) } else { false }
                 }, notBefore: { try dayAfterLatestOutcome(task.id) }, detail: { after in

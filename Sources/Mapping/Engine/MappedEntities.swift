@@ -42,6 +42,17 @@ public struct MappedTask: Sendable {
     public var task: CareTask
     public var carePlanID: String
     public var source: SourceRecord
+    /// Whether the schedule starts at the rule's anchor (the plan's period, the request's date)
+    /// rather than where the resource's own timing says (`boundsPeriod.start`, a Period's start,
+    /// a dateTime): an activity new to a plan the store holds then starts when it first appears.
+    public var startsAtAnchor = false
+
+    public init(task: CareTask, carePlanID: String, source: SourceRecord, startsAtAnchor: Bool = false) {
+        self.task = task
+        self.carePlanID = carePlanID
+        self.source = source
+        self.startsAtAnchor = startsAtAnchor
+    }
 }
 
 /// A contact and the store id of its care plan (nil for none).

@@ -350,8 +350,10 @@ public struct MappingEngine: Sendable {
                         notes.add(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
                         return .failed
                     }
-                    guard let task = try TaskMapper(rule: rule, context: context).make(id: id, path: path, record: record, notes: &notes) else { return .failed }
-                    updateBatch(patientID) { $0.tasks.append(MappedTask(task: task, carePlanID: planID, source: record)) }
+                    guard let (task, startsAtAnchor) = try TaskMapper(rule: rule, context: context).make(id: id, path: path, record: record, notes: &notes) else {
+                        return .failed
+                    }
+                    updateBatch(patientID) { $0.tasks.append(MappedTask(task: task, carePlanID: planID, source: record, startsAtAnchor: startsAtAnchor)) }
                 } else {
                     let contact = try ContactMapper(rule: rule, context: context).make(id: id, record: record)
                     updateBatch(patientID) { $0.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record)) }

@@ -10,7 +10,8 @@ struct TaskMapper {
     let rule: MappingRule
     let context: MappingContext
 
-    func make(id: String, path: String?, record: SourceRecord, notes: inout MappingNotes) throws(FHIRPathError) -> CareTask? {
+    /// The task, and whether its schedule starts at the rule's anchor (`MappedTask.startsAtAnchor`).
+    func make(id: String, path: String?, record: SourceRecord, notes: inout MappingNotes) throws(FHIRPathError) -> (CareTask, startsAtAnchor: Bool)? {
         let fields = rule.fields, scope = context.scope, calendar = scope.calendar
         let anchor = try context.date(fields["anchor"]) ?? scope.today
         let asNeeded = try context.boolean(fields["as-needed"]) ?? false
@@ -51,7 +52,19 @@ struct TaskMapper {
         task.version.userInfo = record.userInfo
         task.version.source = VersionInfo.importedFromEHR
         try applyTables(to: &task)
-        return task
+        return (task, !asNeeded && !Self.hasOwnStart(timing.first))
+    }
+
+    /// Whether a timing says where the schedule starts (a Timing's `repeat.boundsPeriod.start`,
+    /// a Period's start, a dateTime) rather than leaving it to the anchor.
+    static func hasOwnStart(_ timing: FHIRPathValue?) -> Bool {
+        guard let timing, case .element(let e) = timing else { return false }
+        switch e.typeName {
+        case "Timing": return R4.Timing(unchecked: e).repeat?.boundsPeriod?.start != nil
+        case "Period": return R4.Period(unchecked: e).start != nil
+        case "dateTime": return true
+        default: return false
+        }
     }
 
     /// The site's words for the task's code (over what the expressions gave), and its HealthKit linkage.

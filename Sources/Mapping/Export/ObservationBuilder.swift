@@ -71,20 +71,37 @@ public struct ObservationBuilder: Sendable {
     /// By the type of resource a task came from, what its outcomes become instead of
     /// Observations (`MedicationRequest` → MedicationAdministration), from the mapping files.
     public var targets: [String: ExportTarget]
+    /// By HealthKit quantity type, the `codes` entry of a task linked to it that has no group of
+    /// its own there (a device's `OCKHealthKitTask`): the import's HealthKit table read backwards.
+    public var healthKitCodes: [String: String]
 
     public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone,
-                targets: [String: ExportTarget] = [:]) {
+                targets: [String: ExportTarget] = [:], healthKit: [String: HealthKitLinkage] = [:]) {
         self.codes = codes
         self.identifierSystem = identifierSystem
         self.timeZone = timeZone
         self.targets = targets
+        healthKitCodes = Self.codesByQuantityType(healthKit, codes: codes)
+    }
+
+    /// One code per HealthKit quantity type (the table may give two, as 41950-7 and 55423-8 for
+    /// steps): of those `codes` has an entry for, the first in code order.
+    static func codesByQuantityType(_ table: [String: HealthKitLinkage], codes: [String: ObservationCode]) -> [String: String] {
+        var result: [String: String] = [:]
+        for (key, linkage) in table {
+            let code = String(key.split(separator: "|").last ?? "")
+            guard codes[code] != nil else { continue }
+            if let taken = result[linkage.quantityIdentifier], taken < code { continue }
+            result[linkage.quantityIdentifier] = code
+        }
+        return result
     }
 
     /// The builder the mapping files describe: the shared observation-codes table and each
     /// file's `export-as`.
     public init(mappings: MappingSet, identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone) {
         self.init(codes: mappings.sharedTables.observationCodes, identifierSystem: identifierSystem, timeZone: timeZone,
-                  targets: mappings.exportTargets)
+                  targets: mappings.exportTargets, healthKit: mappings.sharedTables.healthKit)
     }
 
     /// What an outcome is exported as: a MedicationAdministration when the mapping of the
@@ -188,6 +205,7 @@ public struct ObservationBuilder: Sendable {
         }
         o.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : record.amended ? "amended" : "final"))
         let entry = task.version.groupIdentifier.flatMap { codes[$0] }
+            ?? task.healthKitLinkage.flatMap { healthKitCodes[$0.quantityIdentifier] }.flatMap { codes[$0] }
         if let category = entry?.category {
             o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
                 system: "http://terminology.hl7.org/CodeSystem/observation-category", code: category, display: nil))]))

@@ -22,16 +22,17 @@ public struct MappingSet: Sendable {
         var files: [String: MappingFile] = [:]
         var problems: [Diagnostic] = []
         var shared = MappingTables()
+        let validator = MappingValidator(root: root)
+        let loader = MappingLoader(root: root)
         for path in MappingSet.yamlFiles(paths) {
-            let readRoot = root ?? MappingSource.defaultRoot(for: path)
-            let validator = MappingValidator(root: readRoot)
-            let (contents, found) = MappingLoader(root: readRoot).read(path)
+            let (contents, found) = loader.read(path)
             var fileProblems = found
             defer { problems += fileProblems.filter { $0.severity == .error }.sorted(by: MappingValidator.order) }
             switch contents {
             case .tables(let tables):
                 shared.observationCodes.merge(tables.observationCodes) { $1 }
                 shared.units.merge(tables.units) { $1 }
+                shared.healthKit.merge(tables.healthKit) { $1 }
             case .mapping(let file?):
                 fileProblems += validator.validate(file)
                 if let other = files[file.resource] {
@@ -63,6 +64,7 @@ extension MappingSet {
         merged.files.merge(site.files) { $1 }
         merged.sharedTables.observationCodes.merge(site.sharedTables.observationCodes) { $1 }
         merged.sharedTables.units.merge(site.sharedTables.units) { $1 }
+        merged.sharedTables.healthKit.merge(site.sharedTables.healthKit) { $1 }
         return merged
     }
 }

@@ -95,14 +95,21 @@ public enum MappingSource {
         return builtInPrefix + parts.joined(separator: "/")
     }
 
-    /// The folder a mapping file may read inside when no root is given: the one holding the
-    /// file's own folder (a mapping folder and what sits beside it, as the shipped `Mappings/`
-    /// reads `../FHIRSamples/` for its golden tests), wherever the command runs from.
-    public static func defaultRoot(for path: String) -> String {
-        if isBuiltIn(path) { return "/" }
-        let real = realPath(path)
-        let folder = FileManager.default.fileExists(atPath: real) && !isDirectory(real) ? FilePath.folder(of: real) : real
-        return FilePath.folder(of: folder)
+    /// The folder mapping files may read inside when no root is given: the one holding the
+    /// mapping folder named (a file's own folder; a mapping folder and what sits beside it, as
+    /// the shipped `Mappings/` reads `../FHIRSamples/` for its golden tests), whatever the working
+    /// directory; for several, the folder holding all of theirs.
+    public static func defaultRoot(for paths: [String]) -> String {
+        let roots = paths.filter { !isBuiltIn($0) }.map { path -> [Substring] in
+            let real = realPath(path)
+            let folder = FileManager.default.fileExists(atPath: real) && !isDirectory(real) ? FilePath.folder(of: real) : real
+            return FilePath.folder(of: folder).split(separator: "/")
+        }
+        guard var common = roots.first else { return "/" }
+        for root in roots.dropFirst() {
+            common = Array(zip(common, root).prefix { $0 == $1 }.map(\.0))
+        }
+        return "/" + common.joined(separator: "/")
     }
 
     static func isDirectory(_ path: String) -> Bool {
