@@ -31,4 +31,8 @@ static inline CURLcode caregate_curl_getinfo_long(CURL *handle, CURLINFO info, l
     return curl_easy_getinfo(handle, info, value);
 }
 
+static inline CURLcode caregate_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
 #endif

@@ -45,6 +45,8 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case timedOut(url: String)
     /// The answer (decompressed) passed the transport's size limit; reading stopped there.
     case tooLarge(url: String, limit: Int)
+    /// The answer decompressed to far more than was sent (a gzip bomb); reading stopped there.
+    case decompressionBomb(url: String, received: Int, decompressed: Int)
     /// A download's file could not be made or written.
     case file(path: String, message: String)
 
@@ -54,6 +56,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .network(let code, _, _): "a network failure (libcurl error \(code))"
         case .timedOut: "no answer in time"
         case .tooLarge(_, let limit): "an answer over \(limit) bytes"
+        case .decompressionBomb: "an answer that decompressed to far more than was sent"
         case .file: "a download that could not be written"
         }
     }
@@ -63,6 +66,8 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .network(let code, let message, let url): "\(url): \(message) (libcurl error \(code))"
         case .timedOut(let url): "\(url): no answer in time (or too slow an answer)"
         case .tooLarge(let url, let limit): "\(url): the answer is larger than \(limit) bytes once decompressed; not read further (see --max-response-size)"
+        case .decompressionBomb(let url, let received, let decompressed):
+            "\(url): \(received) bytes sent decompressed to more than \(decompressed) (a compression bomb); not read further"
         case .file(let path, let message): "\(path): \(message)"
         }
     }
@@ -72,6 +77,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     /// cut, and for timeouts.
     public var isTransient: Bool {
         if case .tooLarge = self { return false }
+        if case .decompressionBomb = self { return false }
         if case .file = self { return false }
         guard case .network(let code, _, _) = self else { return true }
         // 1 unsupported protocol, 3 malformed URL, 58 client certificate, 59 cipher, 60 peer
@@ -177,6 +183,15 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     /// Collects what libcurl hands back: in memory, or a 2xx body into a file.
     final class Collector {
+        /// Past this many decompressed bytes, an answer that decompressed to more than `bombRatio`
+        /// times what was sent is a compression bomb: stopped there, long before the size limit
+        /// (FHIR JSON compresses some 10 to 30 times; a gzip bomb, a thousand).
+        static let bombFloor = 8 << 20
+        static let bombRatio = 200
+        /// The transfer's handle, to read how many bytes came over the wire.
+        var handle: UnsafeMutableRawPointer?
+        /// A compression bomb was found: libcurl was told to stop.
+        var bomb: (received: Int, decompressed: Int)?
         var body: [UInt8] = []
         var headers: [String: String] = [:]
         var status = 0
@@ -195,9 +210,18 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
         /// Takes one piece of the body; false stops the transfer.
         func take(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-            guard written + body.count + bytes.count <= limit else {
+            let delivered = written + body.count + bytes.count
+            guard delivered <= limit else {
                 exceeded = true
                 return false
+            }
+            if delivered > Self.bombFloor, let handle {
+                var received: curl_off_t = 0
+                _ = caregate_curl_getinfo_off_t(handle, CURLINFO_SIZE_DOWNLOAD_T, &received)
+                if delivered / Self.bombRatio > Int(received) {
+                    bomb = (Int(received), delivered)
+                    return false
+                }
             }
             guard let file, (200...299).contains(status) else {
                 body.append(contentsOf: bytes)
@@ -221,6 +245,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private func perform(_ request: HTTPRequest, collector: Collector) -> Result<HTTPResponse, TransportError> {
         let h = handle
         curl_easy_reset(h)
+        collector.handle = h
         let context = Unmanaged.passUnretained(collector).toOpaque()
         var list: UnsafeMutablePointer<curl_slist>?
         defer { curl_slist_free_all(list) }
@@ -291,6 +316,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
         }
         guard code == CURLE_OK else {
             if collector.exceeded { return .failure(.tooLarge(url: request.url, limit: collector.limit)) }
+            if let bomb = collector.bomb { return .failure(.decompressionBomb(url: request.url, received: bomb.received, decompressed: bomb.decompressed)) }
             if let message = collector.fileError, let file = collector.file { return .failure(.file(path: file.path, message: message)) }
             if code == CURLE_OPERATION_TIMEDOUT { return .failure(.timedOut(url: request.url)) }
             let detail = String(cString: errorBuffer)
