@@ -78,6 +78,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case duplicateOutcome(taskID: String, occurrence: Int)
     /// Updating or deleting the task would orphan outcomes recorded at or after the version's effective date.
     case wouldOrphanOutcomes(taskID: String, count: Int, latestEvent: Date, effectiveDate: Date)
+    /// The tasks' schedules could give more events in the range than are worked out at once
+    /// (`maximumEvents`): a clear refusal, never an allocation failure.
+    case tooManyEvents(estimated: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -88,6 +91,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalid(let type, let id, let reason): "\(type.rawValue) \"\(id)\": \(reason)"
         case .noSuchOccurrence(let taskID, let occurrence, let reason): "task \"\(taskID)\" occurrence \(occurrence): \(reason)"
         case .duplicateOutcome(let taskID, let occurrence): "task \"\(taskID)\" occurrence \(occurrence) already has an outcome"
+        case .tooManyEvents(let estimated, let limit):
+            "the tasks could have up to \(estimated) events in the range; at most \(limit) are worked out at once (ask for fewer days or tasks)"
         case .wouldOrphanOutcomes(let taskID, let count, let latest, let effective):
             "task \"\(taskID)\": \(count) outcome\(count == 1 ? "" : "s") recorded for events at or after \(ISO8601DateFormatter().string(from: effective)) (the latest at \(ISO8601DateFormatter().string(from: latest))); a new version must take effect after them"
         }

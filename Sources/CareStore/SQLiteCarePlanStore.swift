@@ -903,6 +903,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         let scoped = try fetchScoped(kind: "task", taskQuery, includeTombstones: true, db: db, committed: committed)
         let versions = scoped.compactMap { if case .task(let t) = $0.entity { t } else { nil } }
         let patients = scoped.map(\.patientID)
+        try Self.checkEventCount(versions, patients: patients, days: end.timeIntervalSince(start) / 86_400 + 2)
         guard !versions.isEmpty else { return [] }
         var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
         outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
@@ -925,6 +926,25 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
             return x != y ? x < y : a < b
         }
         return order.map { events[$0] }
+    }
+
+    /// Events of one patient worked out at once, at most: a page's month of a patient's tasks
+    /// is a few thousand (the dashboard's overview reads every patient's, each within this).
+    public static let maximumEvents = 1_000_000
+
+    /// Refuses a range in which one patient's tasks could give more than `maximumEvents` events
+    /// (each version's elements at their most a day, over the range's days), before any is
+    /// worked out: a task every second over years is a clear error, not an allocation failure.
+    static func checkEventCount(_ versions: [CareTask], patients: [String?], days: Double) throws {
+        var perDay: [String?: Double] = [:]
+        for (version, patient) in zip(versions, patients) {
+            for element in version.schedule.elements { perDay[patient, default: 0] += Double(min(element.maximumOccurrencesPerDay, maximumEvents)) }
+        }
+        guard let most = perDay.values.max() else { return }
+        let estimated = most * max(days, 1)
+        if estimated > Double(maximumEvents) {
+            throw StoreError.tooManyEvents(estimated: estimated >= Double(Int.max) ? Int.max : Int(estimated), limit: maximumEvents)
+        }
     }
 
     func changes(since revision: Int, limit: Int?, db: Database, committed: Bool) throws -> StoreChanges {

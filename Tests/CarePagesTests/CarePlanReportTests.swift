@@ -73,3 +73,33 @@ struct CarePlanReportTests {
         #expect(table.contains("systolic: 130 mmHg, diastolic: 85 mmHg"))
     }
 }
+
+@Suite("Events bounded per patient")
+struct EventBoundTests {
+    @Test("a task every second makes a patient's page and report a clear error naming the bound, not an allocation failure; another patient's page still reads")
+    func everySecond() throws {
+        let store = try SQLiteCarePlanStore(inMemory: ())
+        let zone = TimeZone(identifier: "America/New_York")!
+        let start = Date(timeIntervalSinceReferenceDate: 815_202_000)
+        for id in ["flood", "calm"] {
+            let patient = Patient(id: id, name: PersonName(givenName: id), effectiveDate: start, timezone: zone)
+            let plan = CarePlan(id: "plan", title: "Plan", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+            let interval = id == "flood" ? DateComponents(second: 1) : DateComponents(day: 1)
+            var task = CareTask(id: "task", title: "Task", carePlanUUID: plan.uuid,
+                                schedule: try Schedule(elements: [ScheduleElement(start: start, interval: interval, calendar: Schedule.calendar(zone))]), timezone: zone)
+            task.effectiveDate = start
+            try store.add([.patient(patient), .carePlan(plan), .task(task)])
+        }
+        let month = DateInterval(start: start, duration: 30 * 86_400)
+        let calendar = Schedule.calendar(zone)
+        do {
+            _ = try store.read { try PatientCareSummary(patientID: "flood", range: month, calendar: calendar, in: $0) }
+            Issue.record("a month of a task every second was worked out")
+        } catch {
+            #expect("\(error)".contains("events in the range; at most 1000000 are worked out at once"), "\(error)")
+        }
+        #expect(try store.read { try PatientCareSummary(patientID: "calm", range: month, calendar: calendar, in: $0) }.events.count == 30)
+        // A day of it is within the bound.
+        #expect(try store.events(from: start, to: start.addingTimeInterval(3_600), tasks: EntityQuery(patientIDs: ["flood"])).count == 3_600)
+    }
+}
