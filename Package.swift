@@ -188,7 +188,7 @@ let package = Package(
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.
         .testTarget(
             name: "FuzzReplayTests",
-            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient", "Gateway", "GatewayServer"]
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient", "Gateway", "GatewayServer", "CarePages"]
         ),
         .testTarget(
             name: "GatewayServerTests",

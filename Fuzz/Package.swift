@@ -7,7 +7,7 @@
 import PackageDescription
 
 /// One libFuzzer executable per input surface; each entry only names its harness.
-let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers", "sync", "server-config", "bulk-manifest"]
+let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers", "sync", "server-config", "bulk-manifest", "patient-boundary"]
 
 let package = Package(
     name: "CareGateFuzz",
@@ -27,6 +27,7 @@ let package = Package(
                 .product(name: "FHIRClient", package: "CareGate"),
                 .product(name: "Gateway", package: "CareGate"),
                 .product(name: "GatewayServer", package: "CareGate"),
+                .product(name: "CarePages", package: "CareGate"),
             ],
             path: "Harnesses"
         ),
