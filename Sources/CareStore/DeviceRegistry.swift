@@ -87,6 +87,12 @@ extension SQLiteCarePlanStore: DeviceRegistry {
         }
     }
 
+    /// Whether the device is enrolled for the patient and not revoked, read on `db` (a push's own transaction).
+    static func isEnrolled(deviceID: String, patientID: String, db: Database) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM device WHERE id = ? AND patient_id = ? AND revoked_at IS NULL"),
+                          arguments: [deviceID, patientID]) ?? false
+    }
+
     public func devices(patientID: String?) throws(StoreError) -> [Device] {
         try readDatabase { db in
             let rows = if let patientID {

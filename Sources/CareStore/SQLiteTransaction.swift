@@ -96,10 +96,7 @@ extension SQLiteCarePlanStore {
         func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] { try run { try store.processOwners(processes, db: db) } }
 
         func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
-            try run {
-                try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM device WHERE id = ? AND patient_id = ? AND revoked_at IS NULL"),
-                                  arguments: [deviceID, patientID]) ?? false
-            }
+            try run { try SQLiteCarePlanStore.isEnrolled(deviceID: deviceID, patientID: patientID, db: db) }
         }
 
         func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {

@@ -60,9 +60,7 @@ public struct PatientRefresh: Sendable {
     public func enrolledPatients() throws(StoreError) -> [EnrolledPatient] {
         let ids = Set(try devices.devices(patientID: nil).filter { $0.revokedAt == nil }.map(\.patientID)).sorted()
         guard !ids.isEmpty else { return [] }
-        var query = EntityQuery(versions: .history, ids: ids, patientIDs: ids)
-        query.gatewayWrittenOnly = true
-        return GatewayOwnedFields.newestByID(try importer.store.fetchPatients(query)).values.compactMap { patient in
+        return try GatewayOwnedFields.newestWritten(ids: ids, patients: ids, importer.store.fetchPatients).values.compactMap { patient in
             guard let resource = patient.userInfo?["caregate.resource"], resource.hasPrefix("Patient/") else { return nil }
             return EnrolledPatient(storeID: patient.id, fhirID: String(resource.dropFirst("Patient/".count)))
         }.sorted { $0.storeID < $1.storeID }

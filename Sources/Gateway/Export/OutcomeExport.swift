@@ -60,7 +60,7 @@ public struct OutcomeExport: Sendable {
                 if let cached = patients[patientID] {
                     patient = cached
                 } else {
-                    patient = try gatewayWritten(EntityQuery(ids: [patientID]), of: patientID, reader.fetchPatients)
+                    patient = try GatewayOwnedFields.newestWritten(ids: [patientID], patients: [patientID], keepingDeleted: true, reader.fetchPatients)[patientID]
                     patients[patientID] = patient
                 }
             }
@@ -74,20 +74,12 @@ public struct OutcomeExport: Sendable {
             guard var found = try reader.fetchTasks(EntityQuery(versions: .history, uuids: [uuid])).first else { return nil }
             let patientID = try reader.scopes(of: [uuid])[uuid]?.patientID
             // A task of no patient is the gateway's own (a device's are always its patient's).
-            if patientID != nil { found.version.remoteID = try gatewayWritten(EntityQuery(ids: [found.id]), of: patientID, reader.fetchTasks)?.remoteID }
+            if let patientID {
+                found.version.remoteID = try GatewayOwnedFields.newestWritten(ids: [found.id], patients: [patientID], keepingDeleted: true,
+                                                                              reader.fetchTasks)[found.id]?.remoteID
+            }
             tasks[uuid] = (found, patientID)
             return (found, patientID)
-        }
-
-        /// The newest version the gateway wrote of the entity `query` names, within the patient.
-        func gatewayWritten<Entity: VersionedEntity>(_ query: EntityQuery, of patientID: String?,
-                                                      _ fetch: (EntityQuery) throws(StoreError) -> [Entity]) throws(StoreError) -> Entity? {
-            guard let patientID else { return nil }
-            var query = query
-            query.versions = .history
-            query.patientIDs = [patientID]
-            query.gatewayWrittenOnly = true
-            return try fetch(query).last
         }
     }
 

@@ -29,10 +29,15 @@ public enum GatewayOwnedFields {
         records.map { RevisionRecord(entities: $0.entities.map(stripped), knowledgeVector: $0.knowledgeVector) }
     }
 
-    /// The newest version among `versions` (as a query by id gives them: oldest first) of each id, deletions left out.
-    static func newestByID<Entity: VersionedEntity>(_ versions: [Entity]) -> [String: Entity] {
+    /// By id, the newest version the gateway wrote of each of these ids of these patients: where
+    /// what it derived from the EHR is read. Deletions are left out unless `keepingDeleted` (an
+    /// ended task's outcomes still name its source).
+    static func newestWritten<Entity: VersionedEntity>(ids: [String], patients: [String], keepingDeleted: Bool = false,
+                                                       _ fetch: (EntityQuery) throws(StoreError) -> [Entity]) throws(StoreError) -> [String: Entity] {
+        var query = EntityQuery(versions: .history, ids: ids, patientIDs: patients)
+        query.gatewayWrittenOnly = true
         var newest: [String: Entity] = [:]
-        for version in versions { newest[version.id] = version }
-        return newest.filter { !$0.value.isDeleted }
+        for version in try fetch(query) { newest[version.id] = version }  // a query by id gives each id's versions oldest first
+        return keepingDeleted ? newest : newest.filter { !$0.value.isDeleted }
     }
 }
