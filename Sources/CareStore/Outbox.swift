@@ -65,8 +65,9 @@ public protocol Outbox: Sendable {
     /// versions again. Versions that are not dead letters are left alone; returns how many went.
     @discardableResult
     func forgetFailed(versions: [UUID]) throws(StoreError) -> Int
-    /// The versions the outbox holds in any state: what a push need not export again.
-    func outboxVersions() throws(StoreError) -> Set<UUID>
+    /// The versions the outbox holds in any state, each with the entity id it was queued under:
+    /// what a push need not export again, and the identifier a later version of it continues.
+    func outboxEntities() throws(StoreError) -> [UUID: String]
     /// Items in a state, oldest first.
     func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
     /// Items in `state`, most recently finished (or queued) first: what an operator looks at.
@@ -134,10 +135,15 @@ extension SQLiteCarePlanStore: Outbox {
         }
     }
 
-    /// The outcome versions the outbox holds in any state: what a push need not export again.
-    public func outboxVersions() throws(StoreError) -> Set<UUID> {
+    /// The outcome versions the outbox holds in any state, with the entity ids they were queued under.
+    public func outboxEntities() throws(StoreError) -> [UUID: String] {
         do {
-            return try pool.read { db in Set(try UUID.fetchAll(db, sql: "SELECT version_uuid FROM push_outbox")) }
+            return try pool.read { db in
+                var entities: [UUID: String] = [:]
+                let rows = try Row.fetchCursor(db, sql: "SELECT version_uuid, entity_id FROM push_outbox")
+                while let row = try rows.next() { entities[row["version_uuid"]] = row["entity_id"] }
+                return entities
+            }
         } catch {
             throw wrap(error)
         }

@@ -281,6 +281,70 @@ struct GatewayOwnedFieldsTests {
         #expect(identifiers == [Outcome.scopedID(patientID: maria, outcomeID: "outcome-1"), Outcome.scopedID(patientID: zoe, outcomeID: "outcome-1")])
         #expect(Outcome.scopedID(patientID: "a/b", outcomeID: "c") != Outcome.scopedID(patientID: "a", outcomeID: "b/c"))
     }
+
+    @Test("an outcome queued before identifiers named their patient is amended and voided under the identifier it went out with; another patient's outcome of the same id, and new outcomes, get scoped ones")
+    func identifiersFromBeforeTheUpgrade() throws {
+        let (store, maria, zoe, cleanup) = try twoImportedPatients()
+        defer { cleanup() }
+        var firsts: [String: Outcome] = [:]
+        for patient in [maria, zoe] {
+            let plan = try #require(store.fetchCarePlans(EntityQuery(patientIDs: [patient])).first)
+            var task = CareTask(id: "mood", title: "Mood", carePlanUUID: plan.uuid,
+                                schedule: try Schedule.allDay(start: local("2026-11-01 00:00"), timeZone: newYork), timezone: newYork)
+            task.effectiveDate = local("2026-11-01 00:00")
+            let outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.integer(3))],
+                                  effectiveDate: local("2026-11-02 20:00"), id: "outcome-1", timezone: newYork)
+            _ = try push([.task(task), .outcome(outcome)], for: patient, in: store)
+            firsts[patient] = outcome
+        }
+        // The gateway before the upgrade queued Maria's outcome under its bare id.
+        try store.enqueue([OutboxItem(versionUUID: firsts[maria]!.uuid, entityID: "outcome-1", idempotencyKey: "urn:caregate:outcome|outcome-1", payload: [])])
+        let push = OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: try builder()),
+                               client: FHIRRESTClient(base: "http://127.0.0.1:9/fhir"))
+        func queued(_ version: UUID) throws -> (entity: String, key: String, identifier: String?, status: String?) {
+            let item = try #require(try store.outbox(state: .queued, limit: 100).first { $0.versionUUID == version })
+            let resource = try #require(try FHIRJSONReader().read(item.payload).resource)
+            return (item.entityID, item.idempotencyKey, resource.first("identifier")?.string("value"), resource.string("status"))
+        }
+        #expect(try push.enqueue() == 1)
+        #expect(try queued(firsts[zoe]!.uuid).entity == Outcome.scopedID(patientID: zoe, outcomeID: "outcome-1"))
+
+        // Both devices amend their outcome; then Maria's device deletes hers.
+        var amended: [String: Outcome] = [:]
+        for patient in [maria, zoe] {
+            var next = firsts[patient]!
+            next.version.uuid = .timeOrdered()
+            next.version.previousVersionUUIDs = [firsts[patient]!.uuid]
+            next.values = [OutcomeValue(.integer(4))]
+            next.version.effectiveDate = local("2026-11-02 21:00")
+            _ = try self.push([.outcome(next)], for: patient, in: store)
+            amended[patient] = next
+        }
+        #expect(try push.enqueue() == 2)
+        let mariaAmended = try queued(amended[maria]!.uuid)
+        #expect(mariaAmended.entity == "outcome-1" && mariaAmended.key == "urn:caregate:outcome|outcome-1")
+        #expect(mariaAmended.identifier == "outcome-1" && mariaAmended.status == "amended")
+        let zoeAmended = try queued(amended[zoe]!.uuid)
+        #expect(zoeAmended.entity == Outcome.scopedID(patientID: zoe, outcomeID: "outcome-1") && zoeAmended.identifier == zoeAmended.entity)
+
+        var tombstone = amended[maria]!
+        tombstone.version.uuid = .timeOrdered()
+        tombstone.version.previousVersionUUIDs = [amended[maria]!.uuid]
+        tombstone.version.deletedDate = local("2026-11-02 22:00")
+        tombstone.version.effectiveDate = local("2026-11-02 22:00")
+        _ = try self.push([.outcome(tombstone)], for: maria, in: store)
+        #expect(try push.enqueue() == 1)
+        let voided = try queued(tombstone.uuid)
+        #expect(voided.identifier == "outcome-1" && voided.status == "entered-in-error")
+
+        // A new outcome of Maria's, after the upgrade, is scoped.
+        let task = try #require(store.fetchTasks(EntityQuery(ids: ["mood"], patientIDs: [maria])).first)
+        let later = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 2, values: [OutcomeValue(.integer(5))],
+                            effectiveDate: local("2026-11-03 20:00"), id: "outcome-2", timezone: newYork)
+        _ = try self.push([.outcome(later)], for: maria, in: store)
+        #expect(try push.enqueue() == 1)
+        #expect(try queued(later.uuid).identifier == Outcome.scopedID(patientID: maria, outcomeID: "outcome-2"))
+    }
 }
 
 /// The sizes and links a device's push is held to.

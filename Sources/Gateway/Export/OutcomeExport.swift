@@ -84,15 +84,15 @@ public struct OutcomeExport: Sendable {
     }
 
     public func observations() throws(StoreError) -> [ExportedObservation] {
-        try observations(excluding: [])
+        try observations(queued: [:])
     }
 
-    /// The resources of outcome versions not in `done` (the versions the push outbox already
-    /// holds), so that a push exports only what is new.
-    public func observations(excluding done: Set<UUID>) throws(StoreError) -> [ExportedObservation] {
+    /// The resources of outcome versions not in `queued` (the versions the push outbox already
+    /// holds, with the identifiers they went under), so that a push exports only what is new.
+    public func observations(queued: [UUID: String]) throws(StoreError) -> [ExportedObservation] {
         var result: [ExportedObservation] = []
         do {
-            try forEach(excluding: done) { result.append($0) }
+            try forEach(queued: queued) { result.append($0) }
         } catch let error as StoreError {
             throw error
         } catch {
@@ -144,15 +144,19 @@ public struct OutcomeExport: Sendable {
 
     /// Builds the exported resources one at a time and hands each to `body`, in the order of the
     /// outcomes' dates (then ids), so that exports of any size need memory for one resource, not
-    /// all of them: the outcomes come through the store's cursor, in one read.
-    public func forEach(excluding done: Set<UUID> = [], _ body: (ExportedObservation) throws -> Void) throws {
+    /// all of them: the outcomes come through the store's cursor, in one read. Versions in
+    /// `queued` are left out; a later version of an outcome queued there keeps the identifier
+    /// it was queued under.
+    public func forEach(queued: [UUID: String] = [:], _ body: (ExportedObservation) throws -> Void) throws {
         try store.read { reader in
             let total = try reader.currentOutcomeCount()
             var owners = Owners(reader: reader)
             var seen = 0
             try reader.forEachCurrentOutcome { outcome in
                 seen += 1
-                guard includeImported || !OutcomeExport.isImported(outcome), !done.contains(outcome.uuid), let record = try owners.record(outcome) else { return }
+                guard includeImported || !OutcomeExport.isImported(outcome), queued[outcome.uuid] == nil,
+                      var record = try owners.record(outcome) else { return }
+                record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader)
                 progress?(seen - 1, total)
                 let (observation, notes) = builder.resource(record)
                 try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
@@ -160,6 +164,19 @@ public struct OutcomeExport: Sendable {
             }
             progress?(total, total)
         }
+    }
+
+    /// The identifier an outcome's earlier versions were queued under when it is not the one
+    /// the gateway makes now: outcomes first pushed before identifiers named their patient
+    /// (`<outcome id>` then, `Outcome.scopedID` now) are amended and voided under the identifier
+    /// the EHR already holds, never given a second resource. Only the outcome's own history,
+    /// within its patient, is looked at.
+    static func sentIdentifier(of record: OutcomeRecord, queued: [UUID: String], reader: any CarePlanReader) throws(StoreError) -> String? {
+        guard record.amended, !queued.isEmpty, let patientID = record.patientID else { return nil }
+        let current = Outcome.scopedID(patientID: patientID, outcomeID: record.outcome.id)
+        let history = try reader.fetchOutcomes(EntityQuery(versions: .history, ids: [record.outcome.id], patientIDs: [patientID]))
+        let earlier = history.sorted { ($0.version.createdDate ?? .distantPast) < ($1.version.createdDate ?? .distantPast) }.compactMap { queued[$0.uuid] }
+        return earlier.first { $0 != current }
     }
 
     /// Streams a transaction (or batch) Bundle as compact JSON to `output`, entry by entry; the

@@ -47,9 +47,10 @@ public struct OutcomePush: Sendable {
         self.client = client
     }
 
-    /// Queues the current outcome versions not queued yet.
+    /// Queues the current outcome versions not queued yet, each under the identifier its
+    /// outcome's earlier versions were queued under when there were any.
     public func enqueue() throws(StoreError) -> Int {
-        let items = try export.observations(excluding: outbox.outboxVersions()).map { item in
+        let items = try export.observations(queued: outbox.outboxEntities()).map { item in
             OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
                        payload: FHIRJSONWriter(pretty: false).write(item.observation))
         }

@@ -46,6 +46,9 @@ public struct OutcomeRecord: Sendable {
     public var amended: Bool
     /// True when this version is a tombstone (the Observation is `entered-in-error`).
     public var deleted: Bool
+    /// The identifier value the outcome's earlier versions were sent under, when it is not the
+    /// one the gateway makes now (they were sent before identifiers named their patient).
+    public var sentIdentifier: String?
 
     public init(outcome: Outcome, task: CareTask, patient: Patient?, patientID: String?, amended: Bool, deleted: Bool) {
         self.outcome = outcome
@@ -179,8 +182,9 @@ public struct ObservationBuilder: Sendable {
     /// The identifier value of an outcome's resource: the outcome's id within its patient
     /// (`Outcome.scopedID`), stable across its versions, so an amended outcome updates the same
     /// resource, and made by the gateway: no outcome id a device picks names another patient's.
+    /// An outcome already known to the EHR by another identifier keeps it (`sentIdentifier`).
     public func identifierValue(_ record: OutcomeRecord) -> String {
-        Outcome.scopedID(patientID: record.patientID, outcomeID: record.outcome.id)
+        record.sentIdentifier ?? Outcome.scopedID(patientID: record.patientID, outcomeID: record.outcome.id)
     }
 
     /// A new resource with the outcome's id and the gateway's stable identifier.
