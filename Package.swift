@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "FHIR", targets: ["FHIR"]),
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
         .library(name: "CareStore", targets: ["CareStore"]),
+        .library(name: "PostgresStore", targets: ["PostgresStore"]),
         .library(name: "Mapping", targets: ["Mapping"]),
         .library(name: "FHIRClient", targets: ["FHIRClient"]),
         .library(name: "Gateway", targets: ["Gateway"]),
@@ -41,6 +42,8 @@ let package = Package(
         // /metrics: swift-metrics' API, exported in Prometheus' text format.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // The second store backend: several gateways over one PostgreSQL.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
@@ -78,6 +81,19 @@ let package = Package(
                 "JSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
+        ),
+        // 4b. The store protocols on PostgreSQL (postgres-nio), beside the SQLite store: several
+        //     gateways over one database.
+        .target(
+            name: "PostgresStore",
+            dependencies: [
+                "JSON", "CareStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // A patient's care as pages: the report, and the dashboard's patient pages.
@@ -170,7 +186,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CareStoreTests",
-            dependencies: ["CareStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["CareStore", "PostgresStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
+            name: "PostgresStoreTests",
+            dependencies: ["PostgresStore", "CareStore", "JSON"]
         ),
         .testTarget(
             name: "MappingTests",

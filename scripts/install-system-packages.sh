@@ -9,16 +9,17 @@
 #   openssl               the SMART tests' token endpoint verifies JWT signatures with it, and
 #                         the server TLS test makes its certificate
 #   curl                  a test runs the README's curl examples against caregate serve
-# With --renderers (what scripts/test.sh passes), also chromium, in which a test opens the
-# dashboard's pages, and weasyprint, which renders `caregate report --format pdf`; when they
-# cannot be installed the run goes on and their tests say SKIPPED.
+# With --for-tests (what scripts/test.sh passes), also chromium, in which a test opens the
+# dashboard's pages, weasyprint, which renders `caregate report --format pdf`, and postgresql,
+# the second store backend's server (scripts/test-postgres.sh runs a scratch cluster of it);
+# when they cannot be installed the run goes on and their tests say SKIPPED.
 set -euo pipefail
 
-if [ "${1:-}" = "--renderers" ] && ! { command -v chromium && command -v weasyprint; } >/dev/null; then
-  echo "Installing Debian packages: chromium (headless, for the dashboard's browser test), weasyprint (PDF reports)" >&2
+if [ "${1:-}" = "--for-tests" ] && ! { command -v chromium && command -v weasyprint && ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1; then
+  echo "Installing Debian packages: chromium (headless, for the dashboard's browser test), weasyprint (PDF reports), postgresql (the PostgreSQL store's tests)" >&2
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium weasyprint >/dev/null; }; then
-    echo "warning: could not install chromium and weasyprint; their tests will be SKIPPED" >&2
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium weasyprint postgresql >/dev/null; }; then
+    echo "warning: could not install chromium, weasyprint and postgresql; their tests will be SKIPPED" >&2
   fi
 fi
 

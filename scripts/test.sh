@@ -3,12 +3,15 @@
 # ../shared when it is present beside the clone and print a SKIPPED notice when it is not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/install-system-packages.sh --renderers
+./scripts/install-system-packages.sh --for-tests
 swift build --build-tests "$@"
 # The tests' temporary files (stores, fixtures, keys) go to a folder removed afterwards; the
 # FHIR server's virtual environment is kept between runs in a cache folder.
 export CAREGATE_TEST_CACHE="${CAREGATE_TEST_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/caregate-tests}"
 mkdir -p "$CAREGATE_TEST_CACHE"
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-run.XXXXXX")"
-trap 'rm -rf "$scratch"' EXIT
+# A scratch PostgreSQL cluster (its own folder: its server runs as another user), stopped afterwards.
+postgres="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-postgres.XXXXXX")"; chmod 755 "$postgres"
+trap './scripts/test-postgres.sh stop "$postgres"; rm -rf "$scratch" "$postgres"' EXIT
+eval "$(./scripts/test-postgres.sh start "$postgres/cluster")"
 TMPDIR="$scratch" swift test --skip-build "$@"

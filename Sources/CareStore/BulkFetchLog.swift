@@ -24,6 +24,16 @@ public struct BulkFetch: Sendable, Hashable {
     }
 }
 
+extension BulkFetch {
+    /// The downloaded files as every backend keeps them: a JSON array of URLs.
+    public var downloadedJSON: String { JSONValue.array(downloaded.map { .string($0) }).serialized() }
+
+    /// URLs read back from `downloadedJSON`.
+    public static func downloaded(fromJSON text: String) -> [String] {
+        (try? JSONValue.parse(Array(text.utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
+    }
+}
+
 /// The store's record of Bulk Data fetches: those under way, and for each source the instant of
 /// its last completed export (the `_since` of the next).
 public protocol BulkFetchLog: Sendable {
@@ -56,8 +66,7 @@ extension SQLiteCarePlanStore: BulkFetchLog {
         do {
             return try pool.read { db in
                 try Row.fetchOne(db, sql: "SELECT * FROM bulk_fetch WHERE source = ?", arguments: [source]).map { row in
-                    let downloaded: String = row["downloaded"]
-                    let urls = (try? JSONValue.parse(Array(downloaded.utf8)))?.arrayValue?.compactMap(\.stringValue) ?? []
+                    let urls = BulkFetch.downloaded(fromJSON: row["downloaded"])
                     let manifest: Data? = row["manifest"]
                     let seconds: Double = row["started_at"]
                     return BulkFetch(source: source, statusURL: row["status_url"], startedAt: Date(timeIntervalSinceReferenceDate: seconds),
@@ -70,7 +79,7 @@ extension SQLiteCarePlanStore: BulkFetchLog {
     }
 
     public func saveBulkFetch(_ fetch: BulkFetch) throws(StoreError) {
-        let downloaded = JSONValue.array(fetch.downloaded.map { .string($0) }).serialized()
+        let downloaded = fetch.downloadedJSON
         try writeDatabase { db in
             try db.execute(sql: "INSERT OR REPLACE INTO bulk_fetch (source, status_url, started_at, manifest, downloaded) VALUES (?, ?, ?, ?, ?)",
                            arguments: [fetch.source, fetch.statusURL, fetch.startedAt.timeIntervalSinceReferenceDate, fetch.manifest.map { Data($0) }, downloaded])

@@ -23,6 +23,22 @@ public struct ImportRun: Sendable, Hashable {
     }
 }
 
+extension ImportRun {
+    /// The counts as every backend keeps them: one JSON object, keys sorted.
+    public var countsJSON: String {
+        JSONValue.object(counts.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) }).serialized()
+    }
+
+    /// Counts read back from `countsJSON` (what is not a number is left out).
+    public static func counts(fromJSON text: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        if case .object(let members)? = try? JSONValue.parse(Array(text.utf8)) {
+            for (key, value) in members { counts[key] = value.numberValue.map { Int($0) } }
+        }
+        return counts
+    }
+}
+
 /// The record of import runs, beside the store's versions.
 public protocol ImportLog: Sendable {
     /// Keeps a run; returns its id.
@@ -50,10 +66,9 @@ extension SQLiteCarePlanStore: ImportLog {
 
     @discardableResult
     public func recordImport(_ run: ImportRun) throws(StoreError) -> Int64 {
-        let counts = JSONValue.object(run.counts.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) }).serialized()
-        return try writeDatabase { db in
+        try writeDatabase { db in
             try db.execute(sql: "INSERT INTO import_run (started_at, source, counts, report) VALUES (?, ?, ?, ?)",
-                           arguments: [run.startedAt.timeIntervalSinceReferenceDate, run.source, counts, Data(run.report)])
+                           arguments: [run.startedAt.timeIntervalSinceReferenceDate, run.source, run.countsJSON, Data(run.report)])
             return db.lastInsertedRowID
         }
     }
@@ -70,11 +85,7 @@ extension SQLiteCarePlanStore: ImportLog {
         do {
             return try pool.read { db in
                 try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                    let countsText: String = row["counts"]
-                    var counts: [String: Int] = [:]
-                    if case .object(let members)? = try? JSONValue.parse(Array(countsText.utf8)) {
-                        for (key, value) in members { counts[key] = value.numberValue.map { Int($0) } }
-                    }
+                    let counts = ImportRun.counts(fromJSON: row["counts"])
                     let seconds: Double = row["started_at"]
                     let report: Data = row["report"] ?? Data()
                     return ImportRun(id: row["id"], startedAt: Date(timeIntervalSinceReferenceDate: seconds), source: row["source"],

@@ -70,11 +70,21 @@ public protocol Outbox: Sendable {
     func outboxEntities() throws(StoreError) -> [UUID: String]
     /// Items in a state, oldest first.
     func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
+    /// Takes up to `limit` queued items, oldest first, for `worker` until `now + lease`: items
+    /// another worker holds under a lease not yet over are passed by, so several push workers
+    /// (in one process or many, over one database) never send one item at once, and the items
+    /// of a worker that died come back by themselves when its lease ends. Recording an item's
+    /// delivery, or `release`, ends its lease.
+    func claim(limit: Int, worker: String, lease: TimeInterval, now: Date) throws(StoreError) -> [OutboxItem]
+    /// Ends the leases `worker` still holds (the items it did not get to): they are queued for anyone.
+    func release(worker: String) throws(StoreError)
     /// Items in `state`, most recently finished (or queued) first: what an operator looks at.
     func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
     /// When each of these entities (outcome ids) was last delivered; those never pushed are absent.
     func lastPushed(entityIDs: [String]) throws(StoreError) -> [String: Date]
-    /// Records the results of a batch in one transaction: all of them or, on error, none.
+    /// Records the results of a batch in one transaction: all of them or, on error, none. A
+    /// delivery or a dead letter ends the item's lease; a failure in passing keeps it (the
+    /// worker tries it once per run, and `release` hands it back).
     func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
     func outboxCounts() throws(StoreError) -> OutboxCounts
 }
@@ -153,6 +163,25 @@ extension SQLiteCarePlanStore: Outbox {
         try outboxItems(sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY queued_at, rowid LIMIT ?", state: state, limit: limit)
     }
 
+    /// One write transaction (SQLite has one writer at a time): the items are picked and leased together.
+    public func claim(limit: Int, worker: String, lease: TimeInterval, now: Date = Date()) throws(StoreError) -> [OutboxItem] {
+        try writeDatabase { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT * FROM push_outbox WHERE state = 'queued' AND (lease_until IS NULL OR lease_until <= ?) ORDER BY queued_at, rowid LIMIT ?
+                """, arguments: [now.timeIntervalSinceReferenceDate, limit])
+            let statement = try db.cachedStatement(sql: "UPDATE push_outbox SET claimed_by = ?, lease_until = ? WHERE version_uuid = ?")
+            let until = now.addingTimeInterval(lease).timeIntervalSinceReferenceDate
+            for row in rows { try statement.execute(arguments: [worker, until, row["version_uuid"] as UUID]) }
+            return rows.map(Self.outboxItem)
+        }
+    }
+
+    public func release(worker: String) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "UPDATE push_outbox SET claimed_by = NULL, lease_until = NULL WHERE claimed_by = ?", arguments: [worker])
+        }
+    }
+
     public func latestOutbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {
         try outboxItems(sql: "SELECT * FROM push_outbox WHERE state = ? ORDER BY COALESCE(finished_at, queued_at) DESC, rowid DESC LIMIT ?",
                         state: state, limit: limit)
@@ -179,27 +208,27 @@ extension SQLiteCarePlanStore: Outbox {
     }
 
     func outboxItems(sql: String, state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem] {
-        func date(_ row: Row, _ column: String) -> Date? {
-            guard let seconds = row[column] as Double? else { return nil }
-            return Date(timeIntervalSinceReferenceDate: seconds)
-        }
         do {
-            return try pool.read { db in
-                try Row.fetchAll(db, sql: sql, arguments: [state.rawValue, limit]).map { row in
-                    var item = OutboxItem(versionUUID: row["version_uuid"], entityID: row["entity_id"], idempotencyKey: row["idempotency_key"],
-                                          payload: [UInt8]((row["payload"] as Data?) ?? Data()))
-                    item.state = OutboxItem.State(rawValue: row["state"]) ?? .queued
-                    item.attempts = row["attempts"]
-                    item.lastError = row["last_error"]
-                    item.remoteLocation = row["remote_location"]
-                    item.queuedAt = date(row, "queued_at")
-                    item.finishedAt = date(row, "finished_at")
-                    return item
-                }
-            }
+            return try pool.read { db in try Row.fetchAll(db, sql: sql, arguments: [state.rawValue, limit]).map(Self.outboxItem) }
         } catch {
             throw wrap(error)
         }
+    }
+
+    static func outboxItem(_ row: Row) -> OutboxItem {
+        func date(_ column: String) -> Date? {
+            guard let seconds = row[column] as Double? else { return nil }
+            return Date(timeIntervalSinceReferenceDate: seconds)
+        }
+        var item = OutboxItem(versionUUID: row["version_uuid"], entityID: row["entity_id"], idempotencyKey: row["idempotency_key"],
+                              payload: [UInt8]((row["payload"] as Data?) ?? Data()))
+        item.state = OutboxItem.State(rawValue: row["state"]) ?? .queued
+        item.attempts = row["attempts"]
+        item.lastError = row["last_error"]
+        item.remoteLocation = row["remote_location"]
+        item.queuedAt = date("queued_at")
+        item.finishedAt = date("finished_at")
+        return item
     }
 
     /// Records the results of a batch in one transaction: all of them or, on error, none.
@@ -209,11 +238,18 @@ extension SQLiteCarePlanStore: Outbox {
             for delivery in deliveries {
                 switch delivery {
                 case .pushed(let version, let location):
-                    try db.execute(sql: "UPDATE push_outbox SET state = 'pushed', attempts = attempts + 1, remote_location = ?, last_error = NULL, finished_at = ? WHERE version_uuid = ?",
-                                   arguments: [location, now, version])
+                    try db.execute(sql: """
+                        UPDATE push_outbox SET state = 'pushed', attempts = attempts + 1, remote_location = ?, last_error = NULL, finished_at = ?,
+                                               claimed_by = NULL, lease_until = NULL
+                        WHERE version_uuid = ?
+                        """, arguments: [location, now, version])
                 case .failed(let version, let error, let dead):
-                    try db.execute(sql: "UPDATE push_outbox SET state = ?, attempts = attempts + 1, last_error = ?, finished_at = ? WHERE version_uuid = ?",
-                                   arguments: [dead ? "failed" : "queued", error, dead ? now : nil, version])
+                    try db.execute(sql: """
+                        UPDATE push_outbox SET state = ?, attempts = attempts + 1, last_error = ?, finished_at = ?,
+                                               claimed_by = CASE WHEN ? THEN NULL ELSE claimed_by END,
+                                               lease_until = CASE WHEN ? THEN NULL ELSE lease_until END
+                        WHERE version_uuid = ?
+                        """, arguments: [dead ? "failed" : "queued", error, dead ? now : nil, dead, dead, version])
                 }
             }
         }

@@ -191,6 +191,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 CREATE INDEX entity_version_identity ON entity_version(kind, id, patient_id, effective_date);
                 """)
         }
+        // Outbox items are claimed by a push worker under a lease (see `Outbox.claim`).
+        migrator.registerMigration("v8-outbox-leases") { db in
+            try db.execute(sql: """
+                ALTER TABLE push_outbox ADD COLUMN claimed_by TEXT;
+                ALTER TABLE push_outbox ADD COLUMN lease_until REAL;
+                """)
+        }
         return migrator
     }
 

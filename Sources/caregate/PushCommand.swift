@@ -133,8 +133,13 @@ struct PushCommand: AsyncParsableCommand {
     @Option(name: .customLong("batch-size"), help: "Observations per batch Bundle when the server takes batches (1: one request each).")
     var batchSize = 50
 
+    @Option(name: .customLong("lease-seconds"),
+            help: "How long this run holds the queued items it takes; a run that dies leaves them to others after this (default: 600).")
+    var leaseSeconds = Int(OutcomePush.defaultLease)
+
     func validate() throws {
         if batchSize < 1 { throw ValidationError("--batch-size must be at least 1") }
+        if leaseSeconds < 1 { throw ValidationError("--lease-seconds must be at least 1") }
     }
 
     func run() async throws {
@@ -146,6 +151,7 @@ struct PushCommand: AsyncParsableCommand {
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
         push.batchSize = batchSize
+        push.lease = TimeInterval(leaseSeconds)
         push.progress = { bar.update("pushing", done: $0, total: $1) }
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {

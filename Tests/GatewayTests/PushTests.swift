@@ -241,7 +241,7 @@ struct PushKillTests {
                              effectiveDate: local("2026-11-03 21:00"), timezone: newYork))
         })
         let arguments = ["push", "--to", proxy.base, "--store", path, "--mappings", projectRoot.appendingPathComponent("Mappings").path,
-                         "--tz", "America/New_York", "--batch-size", "1"]
+                         "--tz", "America/New_York", "--batch-size", "1", "--lease-seconds", "1"]
         // Each request waits 50 ms at the proxy, so a kill lands between and inside requests.
         try proxy.configure(["delay": 0.05])
         var kills = 0
@@ -268,6 +268,8 @@ struct PushKillTests {
         }
         #expect(kills >= 3, "the pushes ended before they could be killed")
         try proxy.configure([:])
+        // What the killed runs held comes back when their one-second leases end.
+        try await Task.sleep(nanoseconds: 1_100_000_000)
         let last = try start()
         while last.isRunning { try await Task.sleep(nanoseconds: 10_000_000) }
         #expect(last.terminationStatus == 0)

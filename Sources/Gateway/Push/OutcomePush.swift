@@ -40,6 +40,19 @@ public struct OutcomePush: Sendable {
     public var batchSize = 1
     /// Told how many queued items were sent (or settled) of how many, as the run goes.
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
+    /// Who this run claims items as (`Outbox.claim`): host, process and a run of its own.
+    public var worker = OutcomePush.workerName()
+    /// How long a claim holds: it must outlast sending a claimed handful, retries included. A
+    /// worker that dies leaves its items to others once this has passed.
+    public var lease: TimeInterval = OutcomePush.defaultLease
+
+    /// Ten minutes: a claim is at most `max(batchSize, 10)` items.
+    public static let defaultLease: TimeInterval = 600
+
+    /// `host/pid/run`: unique to this run, readable in the outbox.
+    public static func workerName() -> String {
+        "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
+    }
 
     public init(outbox: any Outbox, export: OutcomeExport, client: FHIRRESTClient) {
         self.outbox = outbox
@@ -57,29 +70,58 @@ public struct OutcomePush: Sendable {
         return try outbox.enqueue(items)
     }
 
-    /// Queues what is new and sends what is queued. With `retryFailed`, the dead letters are
-    /// exported again first (after a mapping fix, say) and sent like new ones.
+    /// Queues what is new and sends what is queued, a claimed handful at a time (see
+    /// `Outbox.claim`): several workers, in this process or others over one database, share the
+    /// queue and never send one item at once. With `retryFailed`, the dead letters are exported
+    /// again first (after a mapping fix, say) and sent like new ones.
     public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
         var report = PushReport()
         if retryFailed && !dryRun { report.retriedFailed = try outbox.forgetFailed() }
         report.newlyQueued = try enqueue()
-        let queued = try outbox.queuedOutbox(limit: 100_000)
         if dryRun {
-            for item in queued {
-                guard let resource = try? FHIRJSONReader().read(item.payload).resource else { continue }
-                let type = resource.resourceType ?? "Observation"
-                let status = resource.string("status")
-                let action = ExportedObservation.isFirstVersion(resource) ? "create (unless an \(type) with its identifier exists)"
-                    : status == "entered-in-error" ? "mark entered-in-error" : status == "amended" ? "amend" : "create or update by identifier"
-                report.planned.append("\(action): \(type) \(item.idempotencyKey)")
-            }
+            report.planned = try outbox.queuedOutbox(limit: 100_000).compactMap(plannedAction)
             return report
         }
-        guard !queued.isEmpty else { return report }
-        let capabilities = ServerCapabilities(try await client.capabilities())
+        // Items whose send failed in passing stay leased to this run (tried once per run); the
+        // rest of what it holds goes back to the queue however the run ends.
+        defer { try? outbox.release(worker: worker) }
+        let total = try outbox.outboxCounts().queued
+        var sent = 0
         var strategies: [String: Strategy] = [:]
+        var capabilities: ServerCapabilities?
+        var failuresInARow = 0
+        defer { progress?(sent, max(sent, total)) }
+        while failuresInARow < maxConsecutiveFailures {
+            let claimed = try outbox.claim(limit: max(batchSize, 10), worker: worker, lease: lease, now: Date())
+            guard !claimed.isEmpty else { break }
+            if capabilities == nil { capabilities = ServerCapabilities(try await client.capabilities()) }
+            let ready = try prepare(claimed, capabilities: capabilities!, strategies: &strategies, report: &report)
+            try await send(ready, strategies: strategies, done: sent, total: max(total, sent + claimed.count),
+                           failuresInARow: &failuresInARow, report: &report)
+            sent += claimed.count
+        }
+        if !report.pushed.isEmpty {
+            report.provenanceLocation = try? await client.create(provenance(targets: report.pushed.compactMap(\.location))).location
+        }
+        return report
+    }
+
+    /// What a dry run says of a queued item (`amend: Observation urn:caregate:outcome|…`).
+    func plannedAction(_ item: OutboxItem) -> String? {
+        guard let resource = try? FHIRJSONReader().read(item.payload).resource else { return nil }
+        let type = resource.resourceType ?? "Observation"
+        let status = resource.string("status")
+        let action = ExportedObservation.isFirstVersion(resource) ? "create (unless an \(type) with its identifier exists)"
+            : status == "entered-in-error" ? "mark entered-in-error" : status == "amended" ? "amend" : "create or update by identifier"
+        return "\(action): \(type) \(item.idempotencyKey)"
+    }
+
+    /// Claimed items read back into resources, each type's strategy settled from the server's
+    /// CapabilityStatement; a payload that cannot be read is dead-lettered.
+    func prepare(_ claimed: [OutboxItem], capabilities: ServerCapabilities, strategies: inout [String: Strategy],
+                 report: inout PushReport) throws -> [(item: OutboxItem, observation: Element)] {
         var ready: [(item: OutboxItem, observation: Element)] = []
-        for item in queued {
+        for item in claimed {
             do {
                 var observation = try FHIRJSONReader().read(item.payload).resource
                 observation.removeChildren(named: "id")
@@ -95,39 +137,39 @@ public struct OutcomePush: Sendable {
                 report.failed.append((item.idempotencyKey, "\(error)"))
             }
         }
-        var failuresInARow = 0
-        defer { progress?(ready.count, ready.count) }
+        return ready
+    }
+
+    /// Sends prepared items, in batches when the server takes conditional batches, else one by one.
+    func send(_ ready: [(item: OutboxItem, observation: Element)], strategies: [String: Strategy], done: Int, total: Int,
+              failuresInARow: inout Int, report: inout PushReport) async throws {
         if batchSize > 1 && strategies.values.allSatisfy({ $0.batch && $0.conditionalCreate && $0.conditionalUpdate }) {
             var start = 0
             while start < ready.count && failuresInARow < maxConsecutiveFailures {
-                progress?(start, ready.count)
+                progress?(done + start, total)
                 let chunk = Array(ready[start..<min(start + batchSize, ready.count)])
                 start += chunk.count
                 if try await pushBatch(chunk, report: &report) { failuresInARow = 0 } else { failuresInARow += 1 }
             }
-        } else {
-            for (i, (item, observation)) in ready.enumerated() where failuresInARow < maxConsecutiveFailures {
-                progress?(i, ready.count)
-                let identifier = item.idempotencyKey
-                do {
-                    let location = try await deliver(observation, key: identifier, strategy: strategies[observation.resourceType ?? "Observation"]!)
-                    try outbox.markPushed(item.versionUUID, location: location)
-                    report.pushed.append((identifier, location))
-                    failuresInARow = 0
-                } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
-                    try outbox.markAttempt(item.versionUUID, error: error.description, dead: true)
-                    report.failed.append((identifier, error.description))
-                } catch {
-                    try outbox.markAttempt(item.versionUUID, error: "\(error)", dead: false)
-                    report.deferred.append((identifier, "\(error)"))
-                    failuresInARow += 1
-                }
+            return
+        }
+        for (i, (item, observation)) in ready.enumerated() where failuresInARow < maxConsecutiveFailures {
+            progress?(done + i, total)
+            let identifier = item.idempotencyKey
+            do {
+                let location = try await deliver(observation, key: identifier, strategy: strategies[observation.resourceType ?? "Observation"]!)
+                try outbox.markPushed(item.versionUUID, location: location)
+                report.pushed.append((identifier, location))
+                failuresInARow = 0
+            } catch let error as FHIRClientError where !error.isTransient && !isGaveUp(error) {
+                try outbox.markAttempt(item.versionUUID, error: error.description, dead: true)
+                report.failed.append((identifier, error.description))
+            } catch {
+                try outbox.markAttempt(item.versionUUID, error: "\(error)", dead: false)
+                report.deferred.append((identifier, "\(error)"))
+                failuresInARow += 1
             }
         }
-        if !report.pushed.isEmpty {
-            report.provenanceLocation = try? await client.create(provenance(targets: report.pushed.compactMap(\.location))).location
-        }
-        return report
     }
 
     /// Sends one batch and files each entry by its own outcome: pushed, dead-lettered (refused)

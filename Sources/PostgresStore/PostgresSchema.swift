@@ -1,0 +1,110 @@
+import CareStore
+import Foundation
+import PostgresNIO
+
+/// The store's schema on PostgreSQL: numbered migrations, each applied once, in order, at open.
+/// Several gateways starting together migrate once: the migrations run in one transaction that
+/// first takes a transaction-scoped advisory lock, so the others wait, then find them applied.
+/// Times are `double precision` seconds since 2001-01-01 (Foundation's reference date, as the
+/// SQLite store keeps them), uuids PostgreSQL's 16-byte `uuid`.
+public enum PostgresSchema {
+    /// A migration's statements run one by one (the driver's extended protocol takes one
+    /// statement at a time), all in the migrating transaction.
+    struct Migration: Sendable {
+        let name: String
+        let sql: String
+
+        var statements: [String] {
+            sql.components(separatedBy: ";\n").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.filter { !$0.isEmpty }
+        }
+    }
+
+    /// The advisory lock key the migrations take (any fixed number; "CGmigrat" in ASCII).
+    static let lockKey: Int64 = 0x4347_6d69_6772_6174
+
+    static let migrations: [Migration] = [
+        Migration(name: "v1-gateway-tables", sql: """
+            CREATE TABLE store_meta (key text PRIMARY KEY, value text NOT NULL);
+            CREATE TABLE enrollment_code (code_hash text PRIMARY KEY, patient_id text NOT NULL, expires double precision NOT NULL);
+            CREATE TABLE device (
+                id text PRIMARY KEY,
+                patient_id text NOT NULL,
+                token_hash text NOT NULL UNIQUE,
+                enrolled_at double precision NOT NULL,
+                revoked_at double precision,
+                last_sync_at double precision
+            );
+            CREATE INDEX device_patient ON device (patient_id);
+            CREATE TABLE import_run (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                started_at double precision NOT NULL,
+                source text NOT NULL,
+                counts text NOT NULL,
+                report bytea NOT NULL
+            );
+            CREATE TABLE bulk_fetch (
+                source text PRIMARY KEY,
+                status_url text NOT NULL,
+                started_at double precision NOT NULL,
+                manifest bytea,
+                downloaded text NOT NULL
+            );
+            CREATE TABLE bulk_since (source text PRIMARY KEY, transaction_time text NOT NULL);
+            CREATE TABLE push_outbox (
+                version_uuid uuid PRIMARY KEY,
+                seq bigint GENERATED ALWAYS AS IDENTITY,
+                entity_id text NOT NULL,
+                idempotency_key text NOT NULL,
+                payload bytea NOT NULL,
+                state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'pushed', 'failed')),
+                attempts integer NOT NULL DEFAULT 0,
+                last_error text,
+                remote_location text,
+                queued_at double precision NOT NULL,
+                finished_at double precision,
+                claimed_by text,
+                lease_until double precision
+            );
+            CREATE INDEX push_outbox_queued ON push_outbox (queued_at, seq) WHERE state = 'queued';
+            CREATE INDEX push_outbox_finished ON push_outbox (state, (COALESCE(finished_at, queued_at)) DESC, seq DESC);
+            CREATE INDEX push_outbox_entity ON push_outbox (entity_id) WHERE state = 'pushed'
+            """),
+    ]
+
+    /// Applies the migrations this database has not had; returns the names applied (none when
+    /// another instance got there first).
+    @discardableResult
+    public static func migrate(_ database: PostgresDatabase) throws -> [String] {
+        try migrate(database, upTo: migrations.count)
+    }
+
+    /// The first `count` migrations only: a store as an earlier CareGate left it (upgrade tests).
+    static func migrate(_ database: PostgresDatabase, upTo count: Int) throws -> [String] {
+        try database.transaction { session in
+            try session.query("SELECT pg_advisory_xact_lock(\(lockKey))")
+            try session.execute("CREATE TABLE IF NOT EXISTS caregate_migration (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            let done = Set(try session.query("SELECT name FROM caregate_migration").map { try $0.decode(String.self) })
+            var applied: [String] = []
+            for migration in migrations.prefix(count) where !done.contains(migration.name) {
+                for statement in migration.statements {
+                    do {
+                        try session.execute(statement)
+                    } catch let error as StoreError {
+                        guard case .database(let path, let message) = error else { throw error }
+                        throw StoreError.database(path: path, message: "migration \(migration.name): \(message)")
+                    }
+                }
+                try session.query("INSERT INTO caregate_migration (name) VALUES (\(migration.name))")
+                applied.append(migration.name)
+            }
+            return applied
+        }
+    }
+
+    /// The migrations applied to this database, in the order they ran.
+    public static func applied(_ database: PostgresDatabase) throws -> [String] {
+        try database.withSession { session in
+            try session.query("SELECT name FROM caregate_migration ORDER BY applied_at, name").map { try $0.decode(String.self) }
+        }
+    }
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A scratch PostgreSQL cluster for the tests: initdb and pg_ctl run as an unprivileged user
+# (the `postgres` account Debian's package makes, when this runs as root) in a temporary
+# folder, listening on 127.0.0.1 only, on a free port, with password (SCRAM) authentication.
+#
+#   eval "$(scripts/test-postgres.sh start DIR)"   prints the exports the tests read:
+#       CAREGATE_TEST_POSTGRES=postgres://caregate@127.0.0.1:PORT/postgres
+#       CAREGATE_TEST_POSTGRES_PASSWORD_FILE=DIR/password
+#   scripts/test-postgres.sh stop DIR
+#
+# Without PostgreSQL's binaries it prints nothing and exits 0: the tests then say SKIPPED.
+set -euo pipefail
+command=${1:?start or stop}
+dir=${2:?a folder for the cluster}
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
+  echo "PostgreSQL not found (Debian's postgresql package): the PostgreSQL store's tests will say SKIPPED" >&2
+  exit 0
+fi
+as_owner=()
+if [ "$(id -u)" -eq 0 ]; then as_owner=(runuser -u postgres --); fi
+
+case "$command" in
+start)
+  mkdir -p "$dir"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir"
+  chmod 700 "$dir"
+  head -c 24 /dev/urandom | base64 | tr -d '/+=' > "$dir/password"
+  [ "$(id -u)" -eq 0 ] && chown postgres "$dir/password"
+  chmod 600 "$dir/password"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${as_owner[@]}" "$bin/initdb" -D "$dir/data" -U caregate --pwfile="$dir/password" --auth-host=scram-sha-256 --auth-local=reject \
+      --encoding=UTF8 --locale=C.UTF-8 >"$dir/initdb.log" 2>&1
+  "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories='$dir' -c max_connections=200 -c fsync=on" start >/dev/null
+  # The tests run as this script's caller: the password file is theirs to read.
+  cp "$dir/password" "$dir/password-for-tests"; chmod 600 "$dir/password-for-tests"
+  [ "$(id -u)" -eq 0 ] && chown "$(id -u)" "$dir/password-for-tests"
+  echo "export CAREGATE_TEST_POSTGRES=postgres://caregate@127.0.0.1:$port/postgres"
+  echo "export CAREGATE_TEST_POSTGRES_PASSWORD_FILE=$dir/password-for-tests"
+  ;;
+stop)
+  [ -d "$dir/data" ] && "${as_owner[@]}" "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+  ;;
+*) echo "test-postgres.sh: start or stop" >&2; exit 64 ;;
+esac
