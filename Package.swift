@@ -213,6 +213,7 @@ let package = Package(
         .testTarget(
             name: "GatewayServerTests",
             dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIR", "FHIRClient", "Mapping", "JSON",
+                           .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                            .product(name: "Logging", package: "swift-log")]

@@ -198,6 +198,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 ALTER TABLE push_outbox ADD COLUMN lease_until REAL;
                 """)
         }
+        registerAccessLedger(&migrator)
         return migrator
     }
 

@@ -35,7 +35,7 @@ struct CareKitSyncRoutes: Sendable {
 
     func enroll(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // The attempt is taken before the body is read, and given back only for a right code.
-        if let wait = await server.throttle.reserve(context.client) {
+        if let wait = try await server.throttle.reserve(context.client) {
             return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
                                   headers: [.retryAfter: String(wait)])
         }
@@ -49,7 +49,7 @@ struct CareKitSyncRoutes: Sendable {
         }
         do {
             let (device, token) = try await Blocking.run { try enrollment.redeem(code: code) }
-            await server.throttle.succeeded(context.client)
+            try await server.throttle.succeeded(context.client)
             return JSONBody.response(.ok, "{\"token\":\(JSONBody.quoted(token)),\"deviceID\":\(JSONBody.quoted(device.id)),\"patientID\":\(JSONBody.quoted(device.patientID))}")
         } catch EnrollmentError.invalidCode {
             return JSONBody.error(.unauthorized, EnrollmentError.invalidCode.description)

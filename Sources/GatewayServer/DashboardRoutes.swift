@@ -24,42 +24,36 @@ public struct DashboardAccess: Sendable {
     func admits(_ token: String) -> Bool { SecretDigest.matches(token, tokenDigest) }
 }
 
-/// Signed-in operators: a random session id (the cookie's value) and its CSRF token, both held
-/// only in memory, so a restart signs everyone out.
-final class DashboardSessions: Sendable {
-    struct Session: Sendable {
-        var csrf: String
-        var lastUsed: Date
-    }
-
-    private let sessions = Locked<[String: Session]>([:])
+/// Signed-in operators: a random session id (the cookie's value) and its CSRF token, kept in the
+/// store (`AccessLedger`) under the id's SHA-256 hash, so that every gateway over one store knows
+/// the session and a copy of the database signs no one in.
+struct DashboardSessions: Sendable {
+    let ledger: any AccessLedger
     let idleTimeout: TimeInterval
 
-    init(idleTimeout: TimeInterval) {
-        self.idleTimeout = idleTimeout
-    }
-
     /// A new session's id and CSRF token.
-    func open(now: Date = Date()) -> (id: String, csrf: String) {
+    func open(now: Date = Date()) async throws -> (id: String, csrf: String) {
         let (id, csrf) = (Self.randomToken(), Self.randomToken())
-        sessions.withLock { sessions in
-            if sessions.count > 10_000 { sessions = sessions.filter { now.timeIntervalSince($0.value.lastUsed) < idleTimeout } }
-            sessions[id] = Session(csrf: csrf, lastUsed: now)
-        }
+        let ledger = ledger
+        try await Blocking.run { try ledger.openSession(idHash: Self.hash(id), csrf: csrf, now: now) }
         return (id, csrf)
     }
 
     /// The session's CSRF token when the id is known and not idle too long (its clock restarts).
-    func csrf(for id: String, now: Date = Date()) -> String? {
-        sessions.withLock { sessions in
-            guard let session = sessions[id] else { return nil }
-            guard now.timeIntervalSince(session.lastUsed) < idleTimeout else { sessions[id] = nil; return nil }
-            sessions[id]?.lastUsed = now
-            return session.csrf
-        }
+    func csrf(for id: String, now: Date = Date()) async throws -> String? {
+        let (ledger, idleTimeout) = (ledger, idleTimeout)
+        return try await Blocking.run { try ledger.touchSession(idHash: Self.hash(id), idleTimeout: idleTimeout, now: now) }
     }
 
-    func close(_ id: String) { sessions.withLock { $0[id] = nil } }
+    func close(_ id: String) async throws {
+        let ledger = ledger
+        try await Blocking.run { try ledger.closeSession(idHash: Self.hash(id)) }
+    }
+
+    /// What the store keeps of a session id: its SHA-256, hex.
+    static func hash(_ id: String) -> String {
+        SecretDigest.of(id).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
+    }
 
     static func randomToken() -> String {
         var generator = SystemRandomNumberGenerator()
@@ -90,7 +84,7 @@ struct DashboardRoutes: Sendable {
         }
         router.get("ui/login") { _, _ in Self.html(.ok, DashboardFrame.login(message: nil)) }
         router.post("ui/login") { request, context in try await login(request, context) }
-        router.post("ui/logout") { request, _ in try await signedIn(request, form: true) { _, _ in logout(request) } }
+        router.post("ui/logout") { request, _ in try await signedIn(request, form: true) { _, _ in try await logout(request) } }
         router.get("ui") { request, _ in try await signedIn(request) { pages, _ in try await patients(pages) } }
         router.get("ui/patients/:id") { request, context in
             // Store ids of imported patients hold a slash (Patient/maria-lopez): links encode it.
@@ -112,7 +106,7 @@ struct DashboardRoutes: Sendable {
     /// checked); anyone else is sent to the sign-in page.
     func signedIn(_ request: Request, form: Bool = false,
                   _ page: @Sendable (DashboardPages, [String: String]) async throws -> Response) async throws -> Response {
-        guard let id = Self.cookieValue(request), let csrf = sessions.csrf(for: id) else {
+        guard let id = Self.cookieValue(request), let csrf = try await sessions.csrf(for: id) else {
             return Self.redirect("/ui/login")
         }
         var fields: [String: String] = [:]
@@ -130,7 +124,7 @@ struct DashboardRoutes: Sendable {
 
     func login(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // Sign-in shares the enrollment codes' bucket; the attempt is taken before the body is read.
-        if let wait = await server.throttle.reserve(context.client) {
+        if let wait = try await server.throttle.reserve(context.client) {
             return Self.html(.tooManyRequests, DashboardFrame.login(message: "Too many wrong codes or tokens from this address: try again in \(wait) seconds."),
                              headers: [.retryAfter: String(wait)])
         }
@@ -138,15 +132,15 @@ struct DashboardRoutes: Sendable {
               let token = Self.formFields(body)["token"], access.admits(token) else {
             return Self.html(.unauthorized, DashboardFrame.login(message: "That is not the admin token."))
         }
-        await server.throttle.succeeded(context.client)
-        let session = sessions.open()
+        try await server.throttle.succeeded(context.client)
+        let session = try await sessions.open()
         var cookie = "\(Self.cookie)=\(session.id); Path=/ui; HttpOnly; SameSite=Strict"
         if access.secureCookie { cookie += "; Secure" }
         return Self.redirect("/ui", headers: [.setCookie: cookie])
     }
 
-    func logout(_ request: Request) -> Response {
-        if let id = Self.cookieValue(request) { sessions.close(id) }
+    func logout(_ request: Request) async throws -> Response {
+        if let id = Self.cookieValue(request) { try await sessions.close(id) }
         return Self.redirect("/ui/login", headers: [.setCookie: "\(Self.cookie)=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0"])
     }
 

@@ -37,8 +37,9 @@ public struct GatewayRequestContext: RequestContext {
 /// try await server.application(host: "127.0.0.1", port: 8080).runService()
 /// ```
 public struct GatewayServer: Sendable {
-    /// What the server needs of its store: care plans, devices, the outbox and the import log.
-    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog
+    /// What the server needs of its store: care plans, devices, the outbox, the import log, and
+    /// the attempts and sessions every instance over the store shares.
+    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger
     public let store: Store
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
@@ -116,8 +117,8 @@ public struct GatewayServer: Sendable {
         self.limits = limits
         self.ehr = ehr
         self.dashboard = dashboard
-        sessions = DashboardSessions(idleTimeout: dashboard?.idleTimeout ?? 0)
-        throttle = AttemptThrottle(limit: limits.wrongCodes, window: limits.throttleWindow)
+        sessions = DashboardSessions(ledger: store, idleTimeout: dashboard?.idleTimeout ?? 0)
+        throttle = AttemptThrottle(ledger: store, limit: limits.wrongCodes, window: limits.throttleWindow)
         connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress, trusted: limits.trustedProxies)
         perDevice = InFlightLimit(limits.concurrentPerDevice)
         perAddress = InFlightLimit(limits.concurrentPerAddress)
@@ -322,36 +323,24 @@ public struct GatewayTLSError: Error, CustomStringConvertible {
 /// Wrong secrets per client in a sliding window: enrollment codes, the dashboard's admin token
 /// and the EHR's notify token share one bucket (a guess is a guess). An attempt is reserved
 /// before its body is read and given back only when it succeeds, so guesses sent at once are
-/// held to the limit as guesses sent one after another.
-actor AttemptThrottle {
+/// held to the limit as guesses sent one after another. The count is the store's
+/// (`AccessLedger`): every gateway over one store shares it.
+struct AttemptThrottle: Sendable {
+    let ledger: any AccessLedger
     let limit: Int
     let window: TimeInterval
-    private var attempts: [String: [Date]] = [:]
-
-    init(limit: Int, window: TimeInterval) {
-        self.limit = limit
-        self.window = window
-    }
 
     /// Takes an attempt for the client: nil when it may try (the attempt counts until
     /// `succeeded` gives it back), else the seconds until it may.
-    func reserve(_ client: String, now: Date = Date()) -> Int? {
-        let recent = (attempts[client] ?? []).filter { now.timeIntervalSince($0) < window }
-        if recent.count >= limit, let oldest = recent.first {
-            attempts[client] = recent
-            return max(1, Int((window - now.timeIntervalSince(oldest)).rounded(.up)))
-        }
-        attempts[client] = recent + [now]
-        // Bounded: the table is pruned when large.
-        if attempts.count > 100_000 { attempts = attempts.filter { now.timeIntervalSince($0.value.last!) < window } }
-        return nil
+    func reserve(_ client: String, now: Date = Date()) async throws -> Int? {
+        let (ledger, limit, window) = (ledger, limit, window)
+        return try await Blocking.run { try ledger.reserveAttempt(client: client, limit: limit, window: window, now: now) }
     }
 
     /// Gives back an attempt that turned out right.
-    func succeeded(_ client: String) {
-        guard var taken = attempts[client], !taken.isEmpty else { return }
-        taken.removeLast()
-        attempts[client] = taken.isEmpty ? nil : taken
+    func succeeded(_ client: String) async throws {
+        let ledger = ledger
+        try await Blocking.run { try ledger.releaseAttempt(client: client) }
     }
 }
 

@@ -23,7 +23,7 @@ struct NotificationRoutes: Sendable {
             return JSONBody.error(.notFound, "notifications are not configured (ehr.notify in the configuration)")
         }
         // Wrong tokens count in the bucket wrong enrollment codes do.
-        if let wait = await server.throttle.reserve(context.client) {
+        if let wait = try await server.throttle.reserve(context.client) {
             return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
                                   headers: [.retryAfter: String(wait)])
         }
@@ -31,7 +31,7 @@ struct NotificationRoutes: Sendable {
             return JSONBody.error(.unauthorized, "a notification needs the token from ehr.notify (Authorization: Bearer …)",
                                   headers: [.wwwAuthenticate: "Bearer realm=\"caregate-notify\""])
         }
-        await server.throttle.succeeded(context.client)
+        try await server.throttle.succeeded(context.client)
         let body: [UInt8]
         switch await RequestBody.bytes(request, limit: server.limits.notifyBody) {
         case .success(let bytes): body = bytes

@@ -21,6 +21,9 @@ public enum PostgresSchema {
 
     /// The advisory lock key the migrations take (any fixed number; "CGmigrat" in ASCII).
     static let lockKey: Int64 = 0x4347_6d69_6772_6174
+    /// The first half of the two-key advisory locks a client's attempt reservations take (the
+    /// second is the client's hash).
+    static let attemptLockSpace: Int32 = 0x4347_6174
 
     static let migrations: [Migration] = [
         Migration(name: "v1-gateway-tables", sql: """
@@ -68,6 +71,12 @@ public enum PostgresSchema {
             CREATE INDEX push_outbox_queued ON push_outbox (queued_at, seq) WHERE state = 'queued';
             CREATE INDEX push_outbox_finished ON push_outbox (state, (COALESCE(finished_at, queued_at)) DESC, seq DESC);
             CREATE INDEX push_outbox_entity ON push_outbox (entity_id) WHERE state = 'pushed'
+            """),
+        Migration(name: "v2-access-ledger", sql: """
+            CREATE TABLE access_attempt (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, client text NOT NULL, at double precision NOT NULL);
+            CREATE INDEX access_attempt_client ON access_attempt (client, at);
+            CREATE INDEX access_attempt_at ON access_attempt (at);
+            CREATE TABLE dashboard_session (id_hash text PRIMARY KEY, csrf text NOT NULL, last_used double precision NOT NULL)
             """),
     ]
 

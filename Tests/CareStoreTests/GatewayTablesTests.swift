@@ -9,7 +9,7 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite, postgres
     var testDescription: String { rawValue }
 
-    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog
+    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger
 
     /// A new, empty store of this backend (a file for SQLite, a database for PostgreSQL), or
     /// nil after a SKIPPED line when there is no PostgreSQL to test on.
@@ -178,5 +178,36 @@ struct ImportAndBulkLogBackendTests {
         #expect(try store.lastTransactionTime(source: "https://ehr/fhir/Group/1/$export") == "2026-11-27T10:00:00Z")
         try store.finishBulkFetch(source: "https://ehr/fhir/Group/1/$export", transactionTime: nil)
         #expect(try store.lastTransactionTime(source: "https://ehr/fhir/Group/1/$export") == "2026-11-27T10:00:00Z")
+    }
+}
+
+@Suite("Attempts and dashboard sessions, on every backend")
+struct AccessLedgerBackendTests {
+    @Test("a client's attempts are held to the limit in the window even when taken at once; a right one is given back; the window slides", arguments: Backend.allCases)
+    func attempts(backend: Backend) throws {
+        guard let store = try backend.freshTables() else { return }
+        let now = Date()
+        let answers = try concurrently(16) { _ in try store.reserveAttempt(client: "203.0.113.7", limit: 5, window: 900, now: now) }
+        #expect(answers.filter { $0 == nil }.count == 5, "\(answers)")
+        #expect(answers.compactMap { $0 }.allSatisfy { $0 == 900 })
+        #expect(try store.reserveAttempt(client: "198.51.100.1", limit: 5, window: 900, now: now) == nil, "another client has its own budget")
+        try store.releaseAttempt(client: "203.0.113.7")
+        #expect(try store.reserveAttempt(client: "203.0.113.7", limit: 5, window: 900, now: now.addingTimeInterval(1)) == nil)
+        #expect(try store.reserveAttempt(client: "203.0.113.7", limit: 5, window: 900, now: now.addingTimeInterval(2)) == 898)
+        #expect(try store.reserveAttempt(client: "203.0.113.7", limit: 5, window: 900, now: now.addingTimeInterval(900)) == nil, "the first four left the window")
+    }
+
+    @Test("a session is found by its id's hash until it is idle too long or closed; each use restarts its clock", arguments: Backend.allCases)
+    func sessions(backend: Backend) throws {
+        guard let store = try backend.freshTables() else { return }
+        let now = Date()
+        try store.openSession(idHash: "hash-a", csrf: "csrf-a", now: now)
+        try store.openSession(idHash: "hash-b", csrf: "csrf-b", now: now)
+        #expect(try store.touchSession(idHash: "hash-a", idleTimeout: 60, now: now.addingTimeInterval(50)) == "csrf-a")
+        #expect(try store.touchSession(idHash: "hash-a", idleTimeout: 60, now: now.addingTimeInterval(100)) == "csrf-a", "used at 50 s: not idle at 100 s")
+        #expect(try store.touchSession(idHash: "hash-b", idleTimeout: 60, now: now.addingTimeInterval(100)) == nil, "idle for 100 s")
+        #expect(try store.touchSession(idHash: "hash-unknown", idleTimeout: 60, now: now) == nil)
+        try store.closeSession(idHash: "hash-a")
+        #expect(try store.touchSession(idHash: "hash-a", idleTimeout: 60, now: now.addingTimeInterval(101)) == nil)
     }
 }

@@ -3,6 +3,7 @@ import FHIRClient
 import Foundation
 import Gateway
 @testable import GatewayServer
+import GRDB
 import Testing
 
 /// A browser's side of the dashboard: libcurl with a cookie header kept by hand, no redirects followed.
@@ -143,6 +144,62 @@ struct DashboardRouteTests {
         let plain = try await RunningServer(store: store)
         defer { Task { try? await plain.stop() } }
         #expect(try await DashboardBrowser(server: plain).send("GET", "/ui").status == 404)
+    }
+}
+}
+
+extension GatewayServerSuites {
+@Suite("Several gateways over one store")
+struct SharedStoreTests {
+    /// Two servers over one store file, each with a store object (and connection pool) of its
+    /// own, as two processes would have.
+    func twoGateways(wrongCodes: Int = 5) async throws -> (a: RunningServer, b: RunningServer, path: String) {
+        let (store, _) = try twoPatientStore()
+        var limits = GatewayServer.Limits()
+        limits.wrongCodes = wrongCodes
+        let access = DashboardAccess(adminToken: DashboardRouteTests.adminToken, secureCookie: false)
+        let a = try await RunningServer(store: store, limits: limits, dashboard: access)
+        let b = try await RunningServer(store: try SQLiteCarePlanStore(path: store.path), limits: limits, dashboard: access)
+        return (a, b, store.path)
+    }
+
+    @Test("wrong codes sent to two gateways over one store count against one budget: five spread over both lock the address out of both, a right code too")
+    func sharedAttempts() async throws {
+        let (a, b, _) = try await twoGateways()
+        for server in [a, b, a, b, a] {
+            #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "BBBBB-BBBBB"}"#).status == 401)
+        }
+        let code = try DeviceEnrollment(store: a.store).issueCode(patientID: "john").code
+        for server in [b, a] {
+            let blocked = try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#)
+            #expect(blocked.status == 429 && Int(blocked.headers["retry-after"] ?? "") ?? 0 > 0)
+        }
+        let signIn = try await DashboardBrowser(server: b).send("POST", "/ui/login", form: [("token", DashboardRouteTests.adminToken)])
+        #expect(signIn.status == 429, "sign-in shares the bucket, on every gateway")
+        #expect(try a.store.devices(patientID: nil).isEmpty)
+        try await a.stop()
+        try await b.stop()
+    }
+
+    @Test("an operator signed in on one gateway is signed in on the other, signing out on either ends it, and the store keeps only the session id's hash")
+    func sharedSessions() async throws {
+        let (a, b, path) = try await twoGateways()
+        let login = try await DashboardBrowser(server: a).send("POST", "/ui/login", form: [("token", DashboardRouteTests.adminToken)])
+        let cookie = try #require(login.headers["set-cookie"]?.split(separator: ";").first?.split(separator: "=").last.map(String.init))
+        var onB = DashboardBrowser(server: b)
+        onB.session = cookie
+        let page = try await onB.send("GET", "/ui")
+        #expect(page.status == 200, "the session opened on a is known to b")
+        let csrf = try #require(DashboardBrowser.csrf(in: page.html))
+        let kept = try await DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT id_hash || ' ' || csrf FROM dashboard_session") }
+        #expect(kept.count == 1 && !kept[0].contains(cookie) && kept[0].contains(DashboardSessions.hash(cookie)))
+        #expect(try await onB.send("POST", "/ui/logout", form: [("csrf", csrf)]).status == 303)
+        var onA = DashboardBrowser(server: a)
+        onA.session = cookie
+        let after = try await onA.send("GET", "/ui")
+        #expect(after.status == 303 && after.headers["location"] == "/ui/login", "signed out on b is signed out on a")
+        try await a.stop()
+        try await b.stop()
     }
 }
 }

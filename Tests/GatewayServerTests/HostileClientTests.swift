@@ -94,7 +94,7 @@ extension GatewayServerSuites {
             try await full.stop()
         }
 
-        @Test("sixty wrong codes sent at once get five 401s and 429 for the rest; sign-in and notify tokens count in the same bucket")
+        @Test("sixty wrong codes sent at once get five 401s and 429 for the rest, still after a restart; sign-in and notify tokens count in the same bucket")
         func concurrentGuesses() async throws {
             let (store, _) = try twoPatientStore()
             var limits = GatewayServer.Limits()
@@ -118,9 +118,14 @@ extension GatewayServerSuites {
             #expect(statuses.filter { $0 == 401 }.count == 5, "\(statuses.sorted())")
             #expect(statuses.filter { $0 == 429 }.count == 55)
             try await server.stop()
+            // The count is the store's: a restart does not hand the guesser a new budget.
+            let restarted = try await RunningServer(store: store, limits: limits)
+            #expect(try await restarted.send("POST", "/carekit/v1/enroll", json: #"{"code": "WRONG-61"}"#).status == 429)
+            try await restarted.stop()
 
             // One bucket: three wrong codes, a wrong admin token and a wrong notify token use it up.
-            let shared = try await RunningServer(store: store, limits: limits, ehr: try config.link(store: store, root: folder.path),
+            let (fresh, _) = try twoPatientStore()
+            let shared = try await RunningServer(store: fresh, limits: limits, ehr: try config.link(store: fresh, root: folder.path),
                                                  dashboard: DashboardAccess(adminToken: "admin-token-0123456789abcdef", secureCookie: false))
             for i in 0..<3 { #expect(try await shared.send("POST", "/carekit/v1/enroll", json: "{\"code\": \"WRONG-\(i)\"}").status == 401) }
             let login = try await shared.client.send(HTTPRequest(method: "POST", url: "http://127.0.0.1:\(shared.port)/ui/login",

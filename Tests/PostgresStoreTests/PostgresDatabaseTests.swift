@@ -105,3 +105,41 @@ struct PostgresSchemaTests {
         #expect(rows == [0])
     }
 }
+
+@Suite("TLS to PostgreSQL", .serialized)
+struct PostgresTLSTests {
+    /// The test cluster's location over TLS, or nil after a SKIPPED line.
+    func verifiedLocation(caBundle: String?, _ test: String = #function) throws -> (PostgresLocation, String?)? {
+        guard let (location, password) = try TestPostgres.freshLocation(test) else { return nil }
+        guard let ca = ProcessInfo.processInfo.environment["CAREGATE_TEST_POSTGRES_CA"] else {
+            print("SKIPPED \(test): the test cluster has no TLS certificate (scripts/test-postgres.sh makes one)")
+            return nil
+        }
+        var tls = location
+        tls.tls = .verifyFull
+        tls.caBundle = caBundle == "the cluster's" ? ca : caBundle
+        return (tls, password)
+    }
+
+    @Test("sslmode=verify-full with the server's CA connects over TLS (the server says so)")
+    func verified() throws {
+        guard let (location, password) = try verifiedLocation(caBundle: "the cluster's") else { return }
+        let database = try PostgresDatabase(location, password: password, maximumConnections: 1)
+        let ssl = try database.withSession { try $0.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()").map { try $0.decode(Bool.self) } }
+        #expect(ssl == [true])
+        #expect(try PostgresCarePlanStore(database).outboxCounts() == OutboxCounts())
+    }
+
+    @Test("a server whose certificate the CAs do not vouch for is refused, and so is a CA bundle that cannot be read")
+    func untrusted() throws {
+        guard let (location, password) = try verifiedLocation(caBundle: nil) else { return }
+        #expect {
+            try PostgresDatabase(location, password: password, maximumConnections: 1).withSession { try $0.execute("SELECT 1") }
+        } throws: { error in
+            "\(error)".contains(location.description) && "\(error)".lowercased().contains("certificate")
+        }
+        var unreadable = location
+        unreadable.caBundle = "/nonexistent/ca.pem"
+        #expect { _ = try PostgresDatabase(unreadable, password: password) } throws: { "\($0)".contains("sslrootcert /nonexistent/ca.pem cannot be read") }
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import GRDB
+
+/// What the server's security decisions rest on, kept in the store so that every gateway over
+/// one store decides alike: wrong-secret attempts per client (several instances must not give a
+/// guesser several budgets) and the dashboard's sessions (a load balancer without sticky
+/// sessions must not sign operators out). The server keeps session ids here as SHA-256 hashes
+/// only: a copy of the database signs no one in.
+public protocol AccessLedger: Sendable {
+    /// Takes an attempt for `client` in the sliding `window`: nil when it may try (the attempt
+    /// counts until `releaseAttempt`), else the seconds until it may. Attempts taken at once,
+    /// by any instance, are held to `limit` as attempts taken one after another.
+    func reserveAttempt(client: String, limit: Int, window: TimeInterval, now: Date) throws(StoreError) -> Int?
+    /// Gives back the client's newest attempt (it turned out right).
+    func releaseAttempt(client: String) throws(StoreError)
+    /// Keeps a new session (by its id's hash) with its CSRF token.
+    func openSession(idHash: String, csrf: String, now: Date) throws(StoreError)
+    /// The session's CSRF token when it is known and was used within `idleTimeout`; its idle
+    /// clock restarts. A session idle longer is ended.
+    func touchSession(idHash: String, idleTimeout: TimeInterval, now: Date) throws(StoreError) -> String?
+    func closeSession(idHash: String) throws(StoreError)
+}
+
+extension AccessLedger {
+    /// The seconds a client waits when its attempts in the window are used up: until the oldest leaves it.
+    public static func wait(oldest: Date, window: TimeInterval, now: Date) -> Int {
+        max(1, Int((window - now.timeIntervalSince(oldest)).rounded(.up)))
+    }
+}
+
+extension SQLiteCarePlanStore: AccessLedger {
+    static func registerAccessLedger(_ migrator: inout DatabaseMigrator) {
+        migrator.registerMigration("v9-access-ledger") { db in
+            try db.execute(sql: """
+                CREATE TABLE access_attempt (id INTEGER PRIMARY KEY AUTOINCREMENT, client TEXT NOT NULL, at REAL NOT NULL);
+                CREATE INDEX access_attempt_client ON access_attempt(client, at);
+                CREATE INDEX access_attempt_at ON access_attempt(at);
+                CREATE TABLE dashboard_session (id_hash TEXT PRIMARY KEY NOT NULL, csrf TEXT NOT NULL, last_used REAL NOT NULL) WITHOUT ROWID;
+                """)
+        }
+    }
+
+    /// One write transaction: SQLite's single writer makes reservations take turns.
+    public func reserveAttempt(client: String, limit: Int, window: TimeInterval, now: Date) throws(StoreError) -> Int? {
+        try writeDatabase { db in
+            let start = now.addingTimeInterval(-window).timeIntervalSinceReferenceDate
+            try db.execute(sql: "DELETE FROM access_attempt WHERE at <= ?", arguments: [start])
+            let row = try Row.fetchOne(db, sql: "SELECT COUNT(*) AS n, MIN(at) AS oldest FROM access_attempt WHERE client = ?", arguments: [client])
+            if let row, let count: Int = row["n"], count >= limit, let oldest: Double = row["oldest"] {
+                return Self.wait(oldest: Date(timeIntervalSinceReferenceDate: oldest), window: window, now: now)
+            }
+            try db.execute(sql: "INSERT INTO access_attempt (client, at) VALUES (?, ?)", arguments: [client, now.timeIntervalSinceReferenceDate])
+            return nil
+        }
+    }
+
+    public func releaseAttempt(client: String) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "DELETE FROM access_attempt WHERE id = (SELECT MAX(id) FROM access_attempt WHERE client = ?)", arguments: [client])
+        }
+    }
+
+    public func openSession(idHash: String, csrf: String, now: Date) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "INSERT INTO dashboard_session (id_hash, csrf, last_used) VALUES (?, ?, ?)",
+                           arguments: [idHash, csrf, now.timeIntervalSinceReferenceDate])
+        }
+    }
+
+    public func touchSession(idHash: String, idleTimeout: TimeInterval, now: Date) throws(StoreError) -> String? {
+        try writeDatabase { db in
+            // Sessions idle too long end here, this one or any other.
+            try db.execute(sql: "DELETE FROM dashboard_session WHERE last_used <= ?", arguments: [now.addingTimeInterval(-idleTimeout).timeIntervalSinceReferenceDate])
+            guard let csrf = try String.fetchOne(db, sql: "SELECT csrf FROM dashboard_session WHERE id_hash = ?", arguments: [idHash]) else { return nil }
+            try db.execute(sql: "UPDATE dashboard_session SET last_used = ? WHERE id_hash = ?", arguments: [now.timeIntervalSinceReferenceDate, idHash])
+            return csrf
+        }
+    }
+
+    public func closeSession(idHash: String) throws(StoreError) {
+        try writeDatabase { db in try db.execute(sql: "DELETE FROM dashboard_session WHERE id_hash = ?", arguments: [idHash]) }
+    }
+}
