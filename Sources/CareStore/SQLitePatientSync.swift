@@ -163,26 +163,6 @@ extension SQLiteCarePlanStore {
         return owners
     }
 
-    func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector, db: Database) throws -> Int {
-        var merged = 0
-        var knowledge = deviceKnowledge
-        for record in records {
-            let stamp = try KnowledgeVector(processes: record.knowledgeVector)
-            merged += try mergeVersions(record, device: (patientID, stamp.json), db: db)
-            knowledge = knowledge.merged(with: stamp)
-        }
-        let own = try processID(db: db)
-        let bind = try db.cachedStatement(sql: "INSERT OR IGNORE INTO sync_process (process, patient_id) VALUES (?, ?)")
-        for process in knowledge.clocks.keys where process != own {
-            try bind.execute(arguments: [process.uuidString, patientID])
-        }
-        if let text = try String.fetchOne(db.cachedStatement(sql: "SELECT vector FROM patient_knowledge WHERE patient_id = ?"), arguments: [patientID]) {
-            knowledge = knowledge.merged(with: try Self.vector(text))
-        }
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO patient_knowledge (patient_id, vector) VALUES (?, ?)").execute(arguments: [patientID, knowledge.json])
-        return merged
-    }
-
     /// A stored vector (`KnowledgeVector.json`).
     static func vector(_ text: String) throws -> KnowledgeVector {
         try KnowledgeVector(json: JSONValue.parse(text))

@@ -69,19 +69,19 @@ extension SQLiteCarePlanStore {
 
         func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try run { try store.knowledgeVector(db: db) } }
 
-        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.addVersions(entities, patientID: nil, db: db) } }
+        func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.writer(db).add(entities, patientID: nil) } }
 
-        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.updateVersions(entities, patientID: nil, db: db) } }
+        func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try run { try store.writer(db).update(entities, patientID: nil) } }
 
         func delete(_ type: EntityType, ids: [String], of patientID: String?, at date: Date) throws(StoreError) -> [CareEntity] {
-            try run { try store.deleteVersions(type, ids: ids, patientID: patientID, at: date, db: db) }
+            try run { try store.writer(db).delete(type, ids: ids, patientID: patientID, at: date) }
         }
 
         func apply(_ operations: [StoreOperation], for patientID: String?) throws(StoreError) -> [CareEntity] {
-            try run { try store.applyOperations(operations, patientID: patientID, db: db) }
+            try run { try store.writer(db).apply(operations, patientID: patientID) }
         }
 
-        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try run { try store.mergeVersions(record, db: db) } }
+        func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try run { try store.writer(db).merge(record) } }
 
         func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector {
             try run { try store.patientKnowledge(patientID, upTo: revision, db: db) }
@@ -100,7 +100,7 @@ extension SQLiteCarePlanStore {
         }
 
         func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
-            try run { try store.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge, db: db) }
+            try run { try store.writer(db).mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge) }
         }
     }
 }
