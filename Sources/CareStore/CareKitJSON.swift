@@ -308,6 +308,13 @@ public enum CareKitJSON {
     /// Decodes an entity of a record type (`task`, `healthKitTask`, `outcome`...). JSON without
     /// schedule calendars (CareKit 3.x) is read with a gregorian calendar in the task's time zone;
     /// dates may be reference-date numbers or ISO 8601 strings; UUIDs may be lowercase.
+    /// A version as a store keeps it: its kind's name (`task` for HealthKit tasks too, told
+    /// apart by their `healthKitLinkage`) and its CareKit JSON.
+    public static func decode(storedKind kind: String, value: JSONValue) throws(CareKitJSONError) -> CareEntity {
+        let type: EntityType = kind == "task" ? (value["healthKitLinkage"] != nil ? .healthKitTask : .task) : EntityType(rawValue: kind) ?? .task
+        return try decode(type, from: value)
+    }
+
     public static func decode(_ type: EntityType, from json: JSONValue, path: String = "") throws(CareKitJSONError) -> CareEntity {
         let id = json["id"]?.stringValue.map { " \"\($0)\"" } ?? ""
         let f = try Fields(json, path: path.isEmpty ? "\(type.rawValue)\(id)" : path)

@@ -227,13 +227,11 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     // MARK: Reading
 
     func decodeRow(kind: String, json: String) throws -> CareEntity {
-        try decodeRow(kind: kind, value: JSONValue.parse(json))
+        try CareKitJSON.decode(storedKind: kind, value: JSONValue.parse(json))
     }
 
     func decodeRow(kind: String, value: JSONValue) throws -> CareEntity {
-        let type: EntityType = kind == "task" ? .task : EntityType(rawValue: kind)!
-        let resolved: EntityType = (type == .task && value["healthKitLinkage"] != nil) ? .healthKitTask : type
-        return try CareKitJSON.decode(resolved, from: value)
+        try CareKitJSON.decode(storedKind: kind, value: value)
     }
 
     /// Runs a read on the database itself (devices), reporting failures as `StoreError`.

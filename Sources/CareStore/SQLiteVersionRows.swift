@@ -11,13 +11,14 @@ final class SQLiteVersionRows: VersionRows {
     let db: Database
     /// The version insert, prepared on first use in this write call.
     private var versionInsert: Statement?
+    /// The revision of the next version inserted: SQLite numbers every version of the store in
+    /// turn, and its one writer at a time makes the numbers follow the commits.
+    private var nextRevision: Int?
 
     init(store: SQLiteCarePlanStore, db: Database) {
         self.store = store
         self.db = db
     }
-
-    func nextRevision() throws -> Int { try store.nextRevision(db) }
 
     func patient(of uuid: UUID, kind: String?) throws -> String?? {
         let row: Row? = if let kind {
@@ -72,16 +73,17 @@ final class SQLiteVersionRows: VersionRows {
     }
 
     /// Inserts one version row (and its tags), turning a constraint failure into the rule it breaks.
-    func insert(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?,
+    func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws {
+        let revision = try nextRevision ?? store.nextRevision(db)
+        nextRevision = revision + 1
         do {
             try insertRow(entity, patientID: patientID, revision: revision, eventStart: eventStart, successors: successors, stamp: stamp)
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
             // Which rule: the message names the unique index's columns (a trigger gives its own).
             let message = error.message ?? "a constraint failed"
             if case .outcome(let o) = entity, message.contains("entity_version.occurrence") {
-                let taskID = try String.fetchOne(db, sql: "SELECT id FROM entity_version WHERE uuid = ?", arguments: [o.taskUUID]) ?? "?"
-                throw StoreError.duplicateOutcome(taskID: taskID, occurrence: o.taskOccurrenceIndex)
+                throw StoreError.duplicateOutcome(taskID: "", occurrence: o.taskOccurrenceIndex)
             }
             if message.contains("entity_version.uuid") {
                 throw StoreError.invalid(entity.entityType, id: entity.version.id, reason: "version \(entity.version.uuid.uuidString) is already in the store")

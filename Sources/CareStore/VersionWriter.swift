@@ -45,8 +45,6 @@ public struct StoredTask: Sendable {
 /// a patient, links, one live outcome per occurrence, no orphaned outcomes, device records and
 /// their knowledge), so that they are the same on every backend.
 public protocol VersionRows {
-    /// The revision the first version of this write takes; each next one takes the following.
-    func nextRevision() throws -> Int
     /// The patient of a stored version (of `kind` when given): nil when there is none,
     /// `.some(nil)` when it belongs to no patient.
     func patient(of uuid: UUID, kind: String?) throws -> String??
@@ -55,8 +53,11 @@ public protocol VersionRows {
     /// The current versions of many entities of one kind.
     func tips(kind: String, _ identities: [VersionIdentity]) throws -> [VersionIdentity: [VersionTip]]
     /// Inserts one version (with its successors already stored, when a merge brings it late),
-    /// refusing what breaks a unique rule as that rule (`duplicateOutcome`, a uuid already stored).
-    func insert(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?,
+    /// refusing what breaks a unique rule as that rule (`duplicateOutcome`, its task id left to
+    /// the writer; a uuid already stored), without reading anything after the refusal (PostgreSQL
+    /// reads nothing more in a transaction once a statement failed). The backend numbers it: the number a patient's sync clock reads must follow the order in
+    /// which writes of that patient commit.
+    func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws
     /// Records `next` as a successor of `previous` (the version's data is untouched).
     func link(previous: UUID, next: UUID, nextEffective: Date) throws
@@ -131,7 +132,7 @@ public struct VersionWriter<Rows: VersionRows> {
         }
     }
 
-    static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
+    public static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
         var replaced = entity
         replaced.version = version
         return replaced
@@ -222,15 +223,22 @@ public struct VersionWriter<Rows: VersionRows> {
     }
 
     /// Inserts a version after checking its links.
-    func insertChecked(_ entity: CareEntity, patientID: String?, revision: Int, successors: [(uuid: UUID, effective: Date)] = [],
+    func insertChecked(_ entity: CareEntity, patientID: String?, successors: [(uuid: UUID, effective: Date)] = [],
                        batch: inout Batch) throws {
         let eventStart = try validate(entity, patientID: patientID, batch: &batch)
-        try insert(entity, patientID: patientID, revision: revision, eventStart: eventStart, successors: successors, batch: &batch)
+        try insert(entity, patientID: patientID, eventStart: eventStart, successors: successors, batch: &batch)
     }
 
-    func insert(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
+    func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
                 batch: inout Batch) throws {
-        try rows.insert(entity, patientID: patientID, revision: revision, eventStart: eventStart, successors: successors, stamp: batch.stamp)
+        do {
+            try rows.insert(entity, patientID: patientID, eventStart: eventStart, successors: successors, stamp: batch.stamp)
+        } catch StoreError.duplicateOutcome(_, let occurrence) {
+            // The rows know which rule broke; the write knows the task (read or added in this call).
+            guard case .outcome(let outcome) = entity else { throw StoreError.duplicateOutcome(taskID: "?", occurrence: occurrence) }
+            let task = batch.tasks[outcome.taskUUID] ?? batch.decodedTasks[outcome.taskUUID]
+            throw StoreError.duplicateOutcome(taskID: task?.id ?? "?", occurrence: occurrence)
+        }
         batch.patients[entity.version.uuid] = .some(patientID)
     }
 
@@ -238,7 +246,6 @@ public struct VersionWriter<Rows: VersionRows> {
 
     /// Adds new entities (a new version after a tombstone is an add too).
     public func add(_ entities: [CareEntity], patientID: String?) throws -> [CareEntity] {
-        var revision = try rows.nextRevision()
         var added: [CareEntity] = []
         added.reserveCapacity(entities.count)
         var batch = Batch()
@@ -273,11 +280,10 @@ public struct VersionWriter<Rows: VersionRows> {
             if version.createdDate == nil { version.createdDate = Date() }
             let stored = Self.replacing(entity, version: version)
             let eventStart = try validate(stored, patientID: scope, batch: &batch)
-            try insert(stored, patientID: scope, revision: revision, eventStart: eventStart, batch: &batch)
+            try insert(stored, patientID: scope, eventStart: eventStart, batch: &batch)
             for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
             batch.kinds[version.uuid] = kind
             if case .task(let task) = stored { batch.tasks[version.uuid] = task }
-            revision += 1
             added.append(stored)
         }
         return added
@@ -285,7 +291,6 @@ public struct VersionWriter<Rows: VersionRows> {
 
     /// New versions of current entities.
     public func update(_ entities: [CareEntity], patientID: String?) throws -> [CareEntity] {
-        var revision = try rows.nextRevision()
         var updated: [CareEntity] = []
         var batch = Batch()
         batch.patientID = patientID
@@ -310,8 +315,7 @@ public struct VersionWriter<Rows: VersionRows> {
             version.updatedDate = Date()
             let stored = Self.replacing(entity, version: version)
             for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
-            try insertChecked(stored, patientID: scope, revision: revision, batch: &batch)
-            revision += 1
+            try insertChecked(stored, patientID: scope, batch: &batch)
             updated.append(stored)
         }
         return updated
@@ -319,7 +323,6 @@ public struct VersionWriter<Rows: VersionRows> {
 
     /// Tombstones for the current versions of these ids, effective at `date`.
     public func delete(_ type: EntityType, ids: [String], patientID: String?, at date: Date) throws -> [CareEntity] {
-        var revision = try rows.nextRevision()
         var tombstones: [CareEntity] = []
         var batch = Batch()
         let kind = Self.kind(type)
@@ -340,8 +343,7 @@ public struct VersionWriter<Rows: VersionRows> {
             version.updatedDate = Date()
             let tombstone = Self.replacing(entity, version: version)
             for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
-            try insert(tombstone, patientID: patientID, revision: revision, eventStart: nil, batch: &batch)
-            revision += 1
+            try insert(tombstone, patientID: patientID, eventStart: nil, batch: &batch)
             tombstones.append(tombstone)
         }
         return tombstones
@@ -363,7 +365,6 @@ public struct VersionWriter<Rows: VersionRows> {
     /// Adds a record's versions not yet stored; `device`: a device's record, for its patient
     /// (the versions are stamped with the record's vector).
     public func merge(_ record: RevisionRecord, device: (patientID: String, stamp: String)? = nil) throws -> Int {
-        var revision = try rows.nextRevision()
         var inserted = 0
         var batch = Batch()
         batch.patientID = device?.patientID
@@ -381,8 +382,7 @@ public struct VersionWriter<Rows: VersionRows> {
             for previous in version.previousVersionUUIDs {
                 try rows.link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate)
             }
-            try insertChecked(entity, patientID: scope, revision: revision, successors: successors, batch: &batch)
-            revision += 1
+            try insertChecked(entity, patientID: scope, successors: successors, batch: &batch)
             inserted += 1
         }
         return inserted

@@ -20,6 +20,10 @@ public final class PostgresCarePlanStore: Sendable {
         self.database = database
         do {
             try PostgresSchema.migrate(database)
+            // One sync process per store, whichever instance opened it first.
+            try database.withSession { session in
+                try session.run("INSERT INTO store_meta (key, value) VALUES ('processID', \(UUID().uuidString)) ON CONFLICT (key) DO NOTHING")
+            }
         } catch {
             throw PostgresCarePlanStore.storeError(error, database)
         }

@@ -78,6 +78,42 @@ public enum PostgresSchema {
             CREATE INDEX access_attempt_at ON access_attempt (at);
             CREATE TABLE dashboard_session (id_hash text PRIMARY KEY, csrf text NOT NULL, last_used double precision NOT NULL)
             """),
+        // The care-plan versions. `revision` is the version's number on its patient's clock
+        // (`patient_clock`, '' for versions of no patient), taken under the clock row's lock
+        // until commit, so a patient's numbers follow the order in which its writes commit;
+        // `seq` orders the whole store.
+        Migration(name: "v3-entity-versions", sql: """
+            CREATE TABLE entity_version (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                uuid uuid NOT NULL UNIQUE,
+                kind text NOT NULL,
+                id text NOT NULL,
+                patient_id text,
+                revision bigint NOT NULL,
+                effective_date double precision NOT NULL,
+                deleted_date double precision,
+                next_uuids uuid[],
+                superseded_date double precision,
+                remote_id text,
+                group_identifier text,
+                parent_uuid uuid,
+                occurrence integer,
+                event_start double precision,
+                stamp text,
+                json bytea NOT NULL
+            );
+            CREATE INDEX entity_version_identity ON entity_version (kind, id, patient_id, effective_date);
+            CREATE INDEX entity_version_parent ON entity_version (parent_uuid, event_start) WHERE parent_uuid IS NOT NULL;
+            CREATE INDEX entity_version_remote ON entity_version (kind, remote_id) WHERE remote_id IS NOT NULL;
+            CREATE INDEX entity_version_group ON entity_version (kind, group_identifier) WHERE group_identifier IS NOT NULL;
+            CREATE UNIQUE INDEX live_outcome_per_occurrence ON entity_version (parent_uuid, occurrence)
+                WHERE kind = 'outcome' AND next_uuids IS NULL AND deleted_date IS NULL;
+            CREATE INDEX entity_version_patient ON entity_version (patient_id, revision);
+            CREATE TABLE entity_tag (tag text NOT NULL, uuid uuid NOT NULL, PRIMARY KEY (tag, uuid));
+            CREATE TABLE patient_clock (patient_id text PRIMARY KEY, clock bigint NOT NULL);
+            CREATE TABLE sync_process (process uuid PRIMARY KEY, patient_id text NOT NULL);
+            CREATE TABLE patient_knowledge (patient_id text PRIMARY KEY, vector text NOT NULL)
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -24,10 +24,19 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     }
 }
 
-/// Runs `body` on `count` threads at once (off Swift's cooperative pool: the stores block).
+/// Runs `body` on `count` threads of its own at once (off Swift's cooperative pool: the stores
+/// block, and a body may wait for another).
 func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) throws -> [T] {
     let results = LockedResults<T>(count)
-    DispatchQueue.concurrentPerform(iterations: count) { i in results.set(i, Result { try body(i) }) }
+    let done = DispatchGroup()
+    for i in 0..<count {
+        done.enter()
+        Thread.detachNewThread {
+            results.set(i, Result { try body(i) })
+            done.leave()
+        }
+    }
+    done.wait()
     return try results.values.map { try $0!.get() }
 }
 

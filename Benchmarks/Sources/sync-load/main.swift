@@ -67,7 +67,9 @@ print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(
 // its own (`caregate serve --config`, as deployed), so that its memory is measured alone.
 
 var limits = GatewayServer.Limits()
-limits.concurrentPerAddress = 10_000  // every device comes from 127.0.0.1
+// Every device comes from 127.0.0.1: the per-address caps, there for distinct clients, are lifted.
+limits.concurrentPerAddress = 10_000
+limits.connectionsPerAddress = 10_000
 var logger = Logger(label: "sync-load")
 logger.logLevel = .error
 let served: Process?
@@ -84,6 +86,7 @@ if let binary = option("--serve") {
         store: care.sqlite
         limits:
           concurrent-per-address: 10000
+          connections-per-address: 10000
         """.write(to: config, atomically: true, encoding: .utf8)
     let process = Process()
     process.executableURL = URL(fileURLWithPath: binary)

@@ -1,0 +1,152 @@
+import CareStore
+import Dispatch
+import Foundation
+import PostgresStore
+import Testing
+
+/// The store's write rules, each write its own transaction, on either backend.
+struct RuleWrites {
+    var add: ([CareEntity], String?) throws -> [CareEntity]
+    var update: ([CareEntity], String?) throws -> [CareEntity]
+    var delete: (EntityType, [String], String?, Date) throws -> [CareEntity]
+    var mergeDevice: ([RevisionRecord], String, KnowledgeVector) throws -> Int
+
+    /// A new, empty store of `backend`, or nil after a SKIPPED line.
+    static func fresh(_ backend: Backend, _ test: String = #function) throws -> RuleWrites? {
+        switch backend {
+        case .sqlite:
+            let store = try SQLiteCarePlanStore(inMemory: ())
+            return RuleWrites(add: { e, p in try store.apply([.add(e)], for: p) },
+                              update: { e, p in try store.apply([.update(e)], for: p) },
+                              delete: { t, ids, p, d in try store.delete(t, ids: ids, of: p, at: d) },
+                              mergeDevice: { r, p, k in try store.mergeDeviceRecords(r, patientID: p, deviceKnowledge: k) })
+        case .postgres:
+            guard let (location, password) = try TestPostgres.freshLocation(test) else { return nil }
+            let store = try PostgresCarePlanStore(location, password: password)
+            return RuleWrites(add: { e, p in try store.writeVersions { try $0.add(e, patientID: p) } },
+                              update: { e, p in try store.writeVersions { try $0.update(e, patientID: p) } },
+                              delete: { t, ids, p, d in try store.writeVersions { try $0.delete(t, ids: ids, patientID: p, at: d) } },
+                              mergeDevice: { r, p, k in try store.writeVersions { try $0.mergeDeviceRecords(r, patientID: p, deviceKnowledge: k) } })
+        }
+    }
+}
+
+@Suite("The store's write rules, on every backend")
+struct VersionRulesBackendTests {
+    static let zone = TimeZone(identifier: "America/New_York")!
+    static let start = Date(timeIntervalSinceReferenceDate: 815_202_000)  // 2026-11-01 00:00 in New York
+
+    /// A patient with a plan and a daily task `doxylamine` (CareKit's sample app's fixed id).
+    func patient(_ id: String) throws -> (entities: [CareEntity], task: CareTask) {
+        let patient = Patient(id: id, name: PersonName(givenName: id), effectiveDate: Self.start, timezone: Self.zone)
+        let plan = CarePlan(id: "plan", title: "Home care", patientUUID: patient.uuid, effectiveDate: Self.start, timezone: Self.zone)
+        var task = CareTask(id: "doxylamine", title: "Doxylamine", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: Self.start, timeZone: Self.zone), timezone: Self.zone)
+        task.effectiveDate = Self.start
+        return ([.patient(patient), .carePlan(plan), .task(task)], task)
+    }
+
+    func outcome(_ task: CareTask, _ occurrence: Int, id: String = UUID().uuidString) -> Outcome {
+        Outcome(taskUUID: task.uuid, taskOccurrenceIndex: occurrence, values: [OutcomeValue(.boolean(true))],
+                effectiveDate: Self.start.addingTimeInterval(Double(occurrence) * 86_400 + 9 * 3600), id: id, timezone: Self.zone)
+    }
+
+    func refusal(_ body: () throws -> Any) -> StoreError? {
+        do { _ = try body(); return nil } catch { return error as? StoreError }
+    }
+
+    @Test("identity is (patient, kind, id); one live outcome per occurrence; no orphaned outcomes; links, parents and tombstones as the rules say; a refused write leaves nothing",
+          arguments: Backend.allCases)
+    func rules(backend: Backend) throws {
+        guard let writes = try RuleWrites.fresh(backend) else { return }
+        let (maria, mariasTask) = try patient("maria")
+        let (zoe, zoesTask) = try patient("zoe")
+        #expect(try writes.add(maria, nil).count == 3)
+        #expect(try writes.add(zoe, nil).count == 3, "another patient's task `doxylamine` is a task of its own")
+        #expect(refusal { try writes.add([maria[2]], "maria") } == .alreadyExists(.task, id: "doxylamine"))
+
+        let first = outcome(mariasTask, 2)
+        #expect(try writes.add([.outcome(first)], "maria").count == 1)
+        #expect(refusal { try writes.add([.outcome(outcome(mariasTask, 2))], "maria") } == .duplicateOutcome(taskID: "doxylamine", occurrence: 2))
+        #expect(refusal { try writes.add([.outcome(outcome(mariasTask, 3, id: "ok")), .outcome(outcome(zoesTask, 2, id: "zoes"))], "maria") }
+                == .missingParent(.outcome, id: "zoes", field: "taskUUID", uuid: zoesTask.uuid), "zoe's task is not maria's")
+        #expect(refusal { try writes.add([.outcome(outcome(mariasTask, 3, id: "ok"))], "zoe") }
+                == .missingParent(.outcome, id: "ok", field: "taskUUID", uuid: mariasTask.uuid))
+        #expect(try writes.add([.outcome(outcome(mariasTask, 3, id: "ok"))], "maria").count == 1, "the refused write above left nothing behind")
+
+        var earlier = mariasTask
+        earlier.version.effectiveDate = Self.start.addingTimeInterval(86_400)
+        earlier.title = "Doxylamine 25 mg"
+        guard case .wouldOrphanOutcomes(let taskID, let count, _, _)? = refusal({ try writes.update([.task(earlier)], "maria") }) else {
+            Issue.record("an update before the outcome's event must be refused")
+            return
+        }
+        #expect(taskID == "doxylamine" && count == 2, "the outcomes at occurrences 2 and 3")
+        #expect(refusal { try writes.delete(.task, ["doxylamine"], "maria", Self.start) } != nil, "a deletion orphaning the outcome is refused too")
+        #expect(refusal { try writes.update([.task(earlier)], "nobody") } == .notFound(.task, id: "doxylamine"))
+
+        var later = mariasTask
+        later.version.effectiveDate = Self.start.addingTimeInterval(10 * 86_400)
+        later.title = "Doxylamine 25 mg"
+        let updated = try writes.update([.task(later)], "maria")
+        #expect(updated.first?.version.previousVersionUUIDs == [mariasTask.uuid])
+
+        let tombstones = try writes.delete(.outcome, [first.id], "maria", Self.start.addingTimeInterval(3 * 86_400))
+        #expect(tombstones.first?.version.deletedDate != nil && tombstones.first?.version.previousVersionUUIDs == [first.uuid])
+        #expect(try writes.add([.outcome(outcome(mariasTask, 2))], "maria").count == 1, "a deleted outcome's occurrence takes a new one")
+    }
+
+    @Test("a device's records merge once, for its patient, with their links; its knowledge is kept", arguments: Backend.allCases)
+    func deviceRecords(backend: Backend) throws {
+        guard let writes = try RuleWrites.fresh(backend) else { return }
+        let (maria, task) = try patient("maria")
+        _ = try writes.add(maria, nil)
+        let device = UUID()
+        let first = outcome(task, 1)
+        var amended = first
+        amended.version.uuid = .timeOrdered()
+        amended.version.previousVersionUUIDs = [first.uuid]
+        amended.values = [OutcomeValue(.boolean(false))]
+        amended.version.effectiveDate = first.version.effectiveDate.addingTimeInterval(60)
+        let record = RevisionRecord(entities: [.outcome(first), .outcome(amended)], knowledgeVector: [RevisionRecord.Process(id: device, clock: 3)])
+        let knowledge = KnowledgeVector([device: 3])
+        #expect(try writes.mergeDevice([record], "maria", knowledge) == 2)
+        #expect(try writes.mergeDevice([record], "maria", knowledge) == 0, "versions already stored are not merged twice")
+        #expect(refusal { try writes.add([.outcome(outcome(task, 1))], "maria") } == .duplicateOutcome(taskID: "doxylamine", occurrence: 1),
+                "the amended version is the occurrence's live outcome")
+    }
+}
+
+@Suite("The sync clock on PostgreSQL", .serialized)
+struct PostgresClockTests {
+    @Test("two instances writing one patient take turns on the patient's clock: the second's number follows the first's commit")
+    func commitOrder() throws {
+        guard let (location, password) = try TestPostgres.freshLocation() else { return }
+        let a = try PostgresCarePlanStore(location, password: password)
+        let b = try PostgresCarePlanStore(location, password: password)
+        let tests = VersionRulesBackendTests()
+        let (maria, task) = try tests.patient("maria")
+        _ = try a.writeVersions { try $0.add(maria, patientID: nil) }
+        // The first holds its transaction open 0.4 s after writing; the second starts once it has written.
+        let written = DispatchSemaphore(value: 0)
+        let waited = try concurrently(2) { i -> TimeInterval in
+            if i == 0 {
+                try a.writeVersions { writer in
+                    _ = try writer.add([.outcome(tests.outcome(task, 1))], patientID: "maria")
+                    written.signal()
+                    Thread.sleep(forTimeInterval: 0.4)
+                }
+                return 0
+            }
+            written.wait()
+            let started = Date()
+            try b.writeVersions { writer in _ = try writer.add([.outcome(tests.outcome(task, 2))], patientID: "maria") }
+            return Date().timeIntervalSince(started)
+        }
+        #expect(waited[1] >= 0.3, "the second write waited for the first to commit (\(waited[1]) s)")
+        let revisions = try a.database.withSession { session in
+            try session.query("SELECT revision FROM entity_version WHERE patient_id = 'maria' AND kind = 'outcome' ORDER BY seq").map { try $0.decode(Int.self) }
+        }
+        #expect(revisions.count == 2 && revisions[0] < revisions[1], "\(revisions)")
+    }
+}
