@@ -1,0 +1,58 @@
+import Foundation
+import GRDB
+import Testing
+@testable import CareStore
+@testable import PostgresStore
+
+/// A store left by any earlier CareGate opens in place: each earlier schema (every prefix of the
+/// migrations) is written, then opened by today's store, which must work as a new one does.
+@Suite("Upgrading a store written by each earlier schema")
+struct SchemaUpgradeTests {
+    /// What today's store must do after an upgrade: write the care plan and an outcome, queue
+    /// and claim an outcome for the push, count an attempt, keep a session.
+    func exercise(_ store: some CarePlanWriter & Outbox & AccessLedger, patient: String) throws {
+        let zone = TimeZone(identifier: "America/New_York")!
+        let start = Date(timeIntervalSinceReferenceDate: 815_202_000)
+        let (entities, task) = try VersionRulesBackendTests().patient(patient)
+        _ = try store.apply([.add(entities)], for: nil)
+        _ = try store.apply([.add([.outcome(Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.boolean(true))],
+                                                     effectiveDate: start.addingTimeInterval(90_000), timezone: zone))])], for: patient)
+        let item = outboxItem(1)
+        #expect(try store.enqueue([item]) == 1)
+        #expect(try store.claim(limit: 5, worker: "upgraded", lease: 60, now: Date()).map(\.versionUUID) == [item.versionUUID])
+        #expect(try store.reserveAttempt(client: "203.0.113.9", limit: 1, window: 60, now: Date()) == nil)
+        try store.openSession(idHash: "h", csrf: "c", now: Date())
+        #expect(try store.touchSession(idHash: "h", idleTimeout: 60, now: Date()) == "c")
+    }
+
+    @Test("SQLite: a store left at each earlier migration opens in place and works (the upgrades of stores holding data: the patient-sync and identity tests)")
+    func sqlite() throws {
+        let names = SQLiteCarePlanStore.migrator.migrations
+        for count in 1..<names.count {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-upgrade-\(UUID().uuidString).sqlite").path
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteCarePlanStore.migrator.migrate(queue, upTo: names[count - 1])
+            try queue.close()
+            let store = try SQLiteCarePlanStore(path: path)
+            #expect(try store.readDatabase { try SQLiteCarePlanStore.migrator.hasCompletedMigrations($0) }, "after \(names[count - 1])")
+            try exercise(store, patient: "maria")
+        }
+    }
+
+    @Test("PostgreSQL: a database at each earlier migration opens in place, migrates under its lock, and works")
+    func postgres() throws {
+        for count in 1..<PostgresSchema.migrations.count {
+            guard let (location, password) = try TestPostgres.freshLocation() else { return }
+            let database = try PostgresDatabase(location, password: password, maximumConnections: 2)
+            #expect(try PostgresSchema.migrate(database, upTo: count).count == count)
+            let store = try PostgresCarePlanStore(database)
+            #expect(try PostgresSchema.applied(database) == PostgresSchema.migrations.map(\.name))
+            #expect(try store.outboxCounts() == OutboxCounts())
+            try store.writeVersions { writer in
+                let (entities, _) = try VersionRulesBackendTests().patient("maria")
+                #expect(try writer.add(entities, patientID: nil).count == 3)
+            }
+        }
+    }
+}
