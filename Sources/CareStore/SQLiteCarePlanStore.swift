@@ -370,50 +370,20 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// `?,?,?` for `count` values in an `IN (...)` list.
     static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
 
-    /// Builds the SQL for a query on one kind of entity.
+    /// The SQL for a query on one kind of entity (`VersionSelect`), its values bound as GRDB binds them.
     func select(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) -> (String, StatementArguments) {
-        var conditions = ["v.kind = ?"]
-        var arguments: StatementArguments = [kind]
-        func list<Value: DatabaseValueConvertible>(_ column: String, _ values: [Value]) {
-            conditions.append("\(column) IN (\(SQLiteCarePlanStore.placeholders(values.count)))")
-            arguments += StatementArguments(values)
-        }
-        switch query.versions {
-        case .latest:
-            conditions.append("v.next_uuids IS NULL AND v.deleted_date IS NULL")
-        case .inEffect(let interval):
-            if !includeTombstones { conditions.append("v.deleted_date IS NULL") }
-            if kind == "outcome" {
-                conditions.append("v.next_uuids IS NULL AND v.event_start >= ? AND v.event_start < ?")
-                arguments += [interval.start.timeIntervalSinceReferenceDate, interval.end.timeIntervalSinceReferenceDate]
-            } else {
-                conditions.append("v.effective_date < ? AND (v.superseded_date IS NULL OR v.superseded_date > ?)")
-                arguments += [interval.end.timeIntervalSinceReferenceDate, interval.start.timeIntervalSinceReferenceDate]
+        let select = VersionSelect(kind: kind, query, includeTombstones: includeTombstones, dialect: .sqlite)
+        var arguments = StatementArguments()
+        for value in select.arguments {
+            switch value {
+            case .text(let text): arguments += [text]
+            case .double(let number): arguments += [number]
+            case .uuid(let uuid): arguments += [uuid]
+            case .texts(let texts): arguments += StatementArguments(texts)
+            case .uuids(let uuids): arguments += StatementArguments(uuids)
             }
-        case .history:
-            break
         }
-        if let ids = query.ids { list("v.id", ids) }
-        if let uuids = query.uuids { list("v.uuid", uuids) }
-        if let remoteIDs = query.remoteIDs { list("v.remote_id", remoteIDs) }
-        if query.gatewayWrittenOnly { conditions.append("v.stamp IS NULL") }
-        if let groups = query.groupIdentifiers { list("v.group_identifier", groups) }
-        if let tags = query.tags {
-            conditions.append("v.uuid IN (SELECT uuid FROM entity_tag WHERE tag IN (\(SQLiteCarePlanStore.placeholders(tags.count))))")
-            arguments += StatementArguments(tags)
-        }
-        func parent(_ parentKind: String, _ ids: [String]) {
-            conditions.append("v.parent_uuid IN (SELECT uuid FROM entity_version WHERE kind = '\(parentKind)' AND id IN (\(SQLiteCarePlanStore.placeholders(ids.count))))")
-            arguments += StatementArguments(ids)
-        }
-        // A version's patient is its parent's, so children of the patient's parents are the patient's.
-        if let ids = query.patientIDs { list("v.patient_id", ids) }
-        if let ids = query.carePlanIDs, kind == "task" || kind == "contact" { parent("carePlan", ids) }
-        if let ids = query.taskIDs, kind == "outcome" { parent("task", ids) }
-        var sql = "SELECT v.uuid, v.kind, v.next_uuids, v.patient_id FROM entity_version v WHERE " + conditions.joined(separator: " AND ")
-        sql += kind == "outcome" ? " ORDER BY v.event_start, v.revision" : " ORDER BY v.id, v.patient_id, v.effective_date, v.revision"
-        if let limit = query.limit { sql += " LIMIT \(limit)" }
-        return (sql, arguments)
+        return (select.sql, arguments)
     }
 
     /// Versions of one kind: those decoded already come from the cache; the rest are decoded,

@@ -150,3 +150,75 @@ struct PostgresClockTests {
         #expect(revisions.count == 2 && revisions[0] < revisions[1], "\(revisions)")
     }
 }
+
+@Suite("Entity queries read the same on both backends")
+struct VersionQueryBackendTests {
+    @Test("the same writes on SQLite and PostgreSQL: every kind of query returns the same versions in the same order")
+    func sameAnswers() throws {
+        guard let (location, password) = try TestPostgres.freshLocation() else { return }
+        let postgres = try PostgresCarePlanStore(location, password: password)
+        let sqlite = try SQLiteCarePlanStore(inMemory: ())
+        let tests = VersionRulesBackendTests()
+        let start = VersionRulesBackendTests.start
+        // Two patients with one task id, an outcome a day, a changed task, a deleted outcome, tags and remote ids.
+        var writes: [(entities: [CareEntity], update: Bool, patient: String?)] = []
+        var tasks: [String: CareTask] = [:]
+        for id in ["maria", "zoe"] {
+            var (entities, task) = try tests.patient(id)
+            if case .patient(var patient) = entities[0] {
+                patient.version.remoteID = "Patient/\(id)-ehr"
+                entities[0] = .patient(patient)
+            }
+            task.version.tags = ["medication", id]
+            task.version.groupIdentifier = "night"
+            entities[2] = .task(task)
+            writes.append((entities, false, nil))
+            writes.append(((1...4).map { .outcome(tests.outcome(task, $0, id: "\(id)-\($0)")) }, false, id))
+            tasks[id] = task
+        }
+        var changed = tasks["maria"]!
+        changed.version.effectiveDate = start.addingTimeInterval(10 * 86_400)
+        changed.title = "Doxylamine 25 mg"
+        writes.append(([.task(changed)], true, "maria"))
+        for (entities, update, patient) in writes {
+            if update {
+                _ = try sqlite.apply([.update(entities)], for: patient)
+                _ = try postgres.writeVersions { try $0.update(entities, patientID: patient) }
+            } else {
+                _ = try sqlite.apply([.add(entities)], for: patient)
+                _ = try postgres.writeVersions { try $0.add(entities, patientID: patient) }
+            }
+        }
+        _ = try sqlite.delete(.outcome, ids: ["maria-3"], of: "maria", at: start.addingTimeInterval(5 * 86_400))
+        _ = try postgres.writeVersions { try $0.delete(.outcome, ids: ["maria-3"], patientID: "maria", at: start.addingTimeInterval(5 * 86_400)) }
+
+        let week = DateInterval(start: start, duration: 7 * 86_400)
+        var queries: [(String, EntityQuery)] = [
+            ("latest", EntityQuery()), ("history", EntityQuery(versions: .history)), ("in effect", EntityQuery(versions: .inEffect(week))),
+            ("by id", EntityQuery(versions: .history, ids: ["doxylamine", "maria-3"])), ("by patient", EntityQuery(patientIDs: ["zoe"])),
+            ("by tag", EntityQuery(tags: ["maria"])), ("by group", EntityQuery(groupIdentifiers: ["night"])),
+            ("by remote id", EntityQuery(remoteIDs: ["Patient/zoe-ehr"])), ("by plan", EntityQuery(patientIDs: ["maria"], carePlanIDs: ["plan"])),
+            ("by task", EntityQuery(versions: .history, taskIDs: ["doxylamine"])), ("limited", EntityQuery(versions: .history, limit: 3)),
+            ("by uuid", EntityQuery(versions: .history, uuids: [changed.uuid, tasks["zoe"]!.uuid])), ("none", EntityQuery(ids: [])),
+        ]
+        var written = EntityQuery(versions: .history)
+        written.gatewayWrittenOnly = true
+        queries.append(("gateway-written", written))
+        // Versions the store makes (an update's, a tombstone) get uuids of their own on each
+        // backend: versions are compared by what they are, and by their links' count.
+        func signature(_ version: VersionInfo) -> String {
+            "\(version.id)@\(version.effectiveDate.timeIntervalSinceReferenceDate)\(version.deletedDate == nil ? "" : " deleted")"
+                + " <\(version.previousVersionUUIDs.count) >\(version.nextVersionUUIDs.count)"
+        }
+        for (name, query) in queries {
+            #expect(try sqlite.fetchPatients(query).map { signature($0.version) } == postgres.fetchPatients(query).map { signature($0.version) }, "patients \(name)")
+            #expect(try sqlite.fetchCarePlans(query).map { signature($0.version) } == postgres.fetchCarePlans(query).map { signature($0.version) }, "plans \(name)")
+            #expect(try sqlite.fetchTasks(query).map { signature($0.version) + ($0.title ?? "") } == postgres.fetchTasks(query).map { signature($0.version) + ($0.title ?? "") },
+                    "tasks \(name)")
+            let (c, d) = (try sqlite.fetchOutcomes(query), try postgres.fetchOutcomes(query))
+            #expect(c.map { signature($0.version) } == d.map { signature($0.version) } && c.map(\.values) == d.map(\.values), "outcomes \(name)")
+        }
+        #expect(try postgres.fetchTasks(EntityQuery(versions: .history)).count == 3, "the queries found something to compare")
+        #expect(try postgres.fetchOutcomes(EntityQuery(versions: .history)).count == 9)
+    }
+}
