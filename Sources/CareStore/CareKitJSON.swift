@@ -308,6 +308,27 @@ public enum CareKitJSON {
     /// Decodes an entity of a record type (`task`, `healthKitTask`, `outcome`...). JSON without
     /// schedule calendars (CareKit 3.x) is read with a gregorian calendar in the task's time zone;
     /// dates may be reference-date numbers or ISO 8601 strings; UUIDs may be lowercase.
+    /// Whether a task's stored JSON has a `healthKitLinkage` member (CareKit's HealthKit tasks).
+    /// Stored JSON is the store's own compact CareKit JSON, so a member's key is followed by its
+    /// colon at once, and a text value "healthKitLinkage" is not taken for the key. Quotes are
+    /// found with `memchr`, then compared: every device push checks the task of each outcome it
+    /// carries, and Foundation's generic `firstRange(of:)` took a tenth of a push.
+    public static func mentionsHealthKitLinkage(_ json: some ContiguousBytes) -> Bool {
+        json.withUnsafeBytes { text in
+            healthKitLinkageKey.withUnsafeBytes { key in
+                guard let start = text.baseAddress, let keyStart = key.baseAddress else { return false }
+                var offset = 0
+                while text.count - offset >= key.count {
+                    guard let quote = memchr(start + offset, 0x22, text.count - offset - key.count + 1) else { return false }
+                    if memcmp(quote, keyStart, key.count) == 0 { return true }
+                    offset = start.distance(to: UnsafeRawPointer(quote)) + 1
+                }
+                return false
+            }
+        }
+    }
+    private static let healthKitLinkageKey = Array("\"healthKitLinkage\":".utf8)
+
     /// A version as a store keeps it: its kind's name (`task` for HealthKit tasks too, told
     /// apart by their `healthKitLinkage`) and its CareKit JSON.
     public static func decode(storedKind kind: String, value: JSONValue) throws(CareKitJSONError) -> CareEntity {

@@ -58,6 +58,11 @@ public struct StoreChanges: Sendable {
     public var entities: [CareEntity]
     /// The revision to ask from next time.
     public var revision: Int
+
+    public init(entities: [CareEntity], revision: Int) {
+        self.entities = entities
+        self.revision = revision
+    }
 }
 
 /// Why a store operation failed. Nothing of a failed operation is written.

@@ -42,7 +42,7 @@ public struct RevisionRecord: Sendable, Hashable {
     }
 
     /// Items in apply order by their kind, effective date and uuid.
-    static func applyOrder<Item>(_ items: [Item], by parts: (Item) -> (EntityType, Date, UUID)) -> [Item] {
+    public static func applyOrder<Item>(_ items: [Item], by parts: (Item) -> (EntityType, Date, UUID)) -> [Item] {
         let keys = items.map { item in
             let (type, effective, uuid) = parts(item)
             let (high, low) = withUnsafeBytes(of: uuid.uuid) { bytes in

@@ -110,30 +110,10 @@ extension SQLiteCarePlanStore {
         }
         let kind: String = row["kind"]
         let json: [UInt8] = try row.withUnsafeData(atIndex: 3) { data in data.map { Array($0) } ?? [] }
-        let type: EntityType = kind == "task" ? (Self.mentionsHealthKitLinkage(json) ? .healthKitTask : .task) : EntityType(rawValue: kind) ?? .task
+        let type: EntityType = kind == "task" ? (CareKitJSON.mentionsHealthKitLinkage(json) ? .healthKitTask : .task) : EntityType(rawValue: kind) ?? .task
         return StoredVersion(type: type, uuid: uuid, effectiveDate: effective, json: json)
     }
 
-    /// Whether a task's stored JSON has a `healthKitLinkage` member (CareKit's HealthKit tasks).
-    /// Stored JSON is the store's own compact CareKit JSON, so a member's key is followed by its
-    /// colon at once, and a text value "healthKitLinkage" is not taken for the key. Quotes are
-    /// found with `memchr`, then compared: every device push checks the task of each outcome it
-    /// carries, and Foundation's generic `firstRange(of:)` took a tenth of a push.
-    static func mentionsHealthKitLinkage(_ json: some ContiguousBytes) -> Bool {
-        json.withUnsafeBytes { text in
-            healthKitLinkageKey.withUnsafeBytes { key in
-                guard let start = text.baseAddress, let keyStart = key.baseAddress else { return false }
-                var offset = 0
-                while text.count - offset >= key.count {
-                    guard let quote = memchr(start + offset, 0x22, text.count - offset - key.count + 1) else { return false }
-                    if memcmp(quote, keyStart, key.count) == 0 { return true }
-                    offset = start.distance(to: UnsafeRawPointer(quote)) + 1
-                }
-                return false
-            }
-        }
-    }
-    private static let healthKitLinkageKey = Array("\"healthKitLinkage\":".utf8)
 
     /// Every device push asks this for each version it sends or links to: stepped through
     /// SQLite's C API, a task's JSON read in place (not copied into a row) for its HealthKit link.
@@ -145,7 +125,7 @@ extension SQLiteCarePlanStore {
             guard try SQLiteBinding.step(p, uuid: uuid, db: db) else { continue }
             let kind = SQLiteBinding.text(p, 0) ?? ""
             let type: EntityType = if kind == "task" {
-                Self.mentionsHealthKitLinkage(SQLiteBinding.bytes(p, 1)) ? .healthKitTask : .task
+                CareKitJSON.mentionsHealthKitLinkage(SQLiteBinding.bytes(p, 1)) ? .healthKitTask : .task
             } else {
                 EntityType(rawValue: kind) ?? .task
             }

@@ -48,20 +48,20 @@ struct SQLiteStoreTests {
         var steps = CareTask(id: "steps", title: "Walk", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
         let plain = CareKitJSON.bytes(.task(steps), version: .v4)
         steps.healthKitLinkage = HealthKitLinkage(quantityIdentifier: "HKQuantityTypeIdentifierStepCount", quantityType: .cumulative, unitString: "count")
-        #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(steps), version: .v4)))
-        #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(plain))
+        #expect(CareKitJSON.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(steps), version: .v4)))
+        #expect(!CareKitJSON.mentionsHealthKitLinkage(plain))
         var named = CareTask(id: "healthKitLinkage", title: "healthKitLinkage", carePlanUUID: UUID(), schedule: steps.schedule, timezone: zone)
         named.instructions = #""healthKitLinkage":"#
-        #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(named), version: .v4)))
+        #expect(!CareKitJSON.mentionsHealthKitLinkage(CareKitJSON.bytes(.task(named), version: .v4)))
 
         let key = #""healthKitLinkage":"#
         for found in [key, key + "{}", "{" + key + "1}", #"{"id":"a\"b","# + key + "2}", String(repeating: "\"", count: 40) + key] {
-            #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(Array(found.utf8)), "\(found)")
-            #expect(SQLiteCarePlanStore.mentionsHealthKitLinkage(Data(found.utf8)), "\(found)")
+            #expect(CareKitJSON.mentionsHealthKitLinkage(Array(found.utf8)), "\(found)")
+            #expect(CareKitJSON.mentionsHealthKitLinkage(Data(found.utf8)), "\(found)")
         }
         for absent in ["", "\"", #""healthKitLinkage""#, #""healthKitLinkag":"#, #"healthKitLinkage":1"#, String(repeating: "\"", count: 40),
                        #"{"healthKitLinkages":1}"#, #"{"title":"healthKitLinkage"}"#] {
-            #expect(!SQLiteCarePlanStore.mentionsHealthKitLinkage(Array(absent.utf8)), "\(absent)")
+            #expect(!CareKitJSON.mentionsHealthKitLinkage(Array(absent.utf8)), "\(absent)")
         }
     }
 

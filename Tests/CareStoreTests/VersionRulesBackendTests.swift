@@ -151,6 +151,31 @@ struct PostgresClockTests {
     }
 }
 
+/// The same writes to a SQLite store and a PostgreSQL store, for the suites that compare their answers.
+struct BothBackends {
+    let sqlite: SQLiteCarePlanStore
+    let postgres: PostgresCarePlanStore
+    /// The PostgreSQL store's password, for opening it again as another instance would.
+    let password: String?
+
+    /// New, empty stores, or nil after a SKIPPED line.
+    static func fresh(_ test: String = #function) throws -> BothBackends? {
+        guard let (location, password) = try TestPostgres.freshLocation(test) else { return nil }
+        return BothBackends(sqlite: try SQLiteCarePlanStore(inMemory: ()), postgres: try PostgresCarePlanStore(location, password: password),
+                            password: password)
+    }
+
+    func add(_ entities: [CareEntity], for patient: String? = nil) throws {
+        _ = try sqlite.apply([.add(entities)], for: patient)
+        _ = try postgres.writeVersions { try $0.add(entities, patientID: patient) }
+    }
+
+    func mergeDevice(_ record: RevisionRecord, for patient: String, knowledge: KnowledgeVector) throws {
+        _ = try sqlite.mergeDeviceRecords([record], patientID: patient, deviceKnowledge: knowledge)
+        _ = try postgres.writeVersions { try $0.mergeDeviceRecords([record], patientID: patient, deviceKnowledge: knowledge) }
+    }
+}
+
 @Suite("Entity queries read the same on both backends")
 struct VersionQueryBackendTests {
     @Test("the same writes on SQLite and PostgreSQL: every kind of query returns the same versions in the same order")
@@ -220,5 +245,133 @@ struct VersionQueryBackendTests {
         }
         #expect(try postgres.fetchTasks(EntityQuery(versions: .history)).count == 3, "the queries found something to compare")
         #expect(try postgres.fetchOutcomes(EntityQuery(versions: .history)).count == 9)
+    }
+}
+
+@Suite("Conflicts, live outcomes, scopes and process owners read the same on both backends")
+struct SyncReadsBackendTests {
+    @Test("two devices' concurrent edits of one plan are one conflict on both; the live outcome, the outcome count, the versions' scopes and the processes' patients agree")
+    func sameAnswers() throws {
+        guard let both = try BothBackends.fresh() else { return }
+        let (sqlite, postgres) = (both.sqlite, both.postgres)
+        let tests = VersionRulesBackendTests()
+        let (maria, task) = try tests.patient("maria")
+        let (zoe, _) = try tests.patient("zoe")
+        let first = tests.outcome(task, 2, id: "maria-2")
+        guard case .carePlan(let plan) = maria[1] else { Issue.record("the fixture's second entity is the plan"); return }
+        // Two devices each edit the plan from the same version: two tips.
+        let (deviceA, deviceB) = (UUID(), UUID())
+        var records: [(RevisionRecord, KnowledgeVector)] = []
+        for (device, title) in [(deviceA, "Home care (A)"), (deviceB, "Home care (B)")] {
+            var edit = plan
+            edit.version.uuid = .timeOrdered()
+            edit.version.previousVersionUUIDs = [plan.uuid]
+            edit.version.effectiveDate = plan.version.effectiveDate.addingTimeInterval(3600)
+            edit.title = title
+            records.append((RevisionRecord(entities: [.carePlan(edit)], knowledgeVector: [.init(id: device, clock: 1)]), KnowledgeVector([device: 1])))
+        }
+        try both.add(maria + zoe)
+        try both.add([.outcome(first)], for: "maria")
+        for (record, knowledge) in records { try both.mergeDevice(record, for: "maria", knowledge: knowledge) }
+        func pairs(_ list: [(EntityType, String)]) -> [String] { list.map { "\($0.0.rawValue)/\($0.1)" } }
+        #expect(pairs(try sqlite.conflicts()) == ["carePlan/plan"])
+        #expect(pairs(try sqlite.conflicts()) == pairs(try postgres.conflicts(among: nil, of: nil)))
+        let asked: [(type: EntityType, id: String)] = [(.carePlan, "plan"), (.task, "doxylamine"), (.carePlan, "plan")]
+        #expect(pairs(try sqlite.conflicts(among: asked, of: "maria")) == pairs(try postgres.conflicts(among: asked, of: "maria")))
+        #expect(try postgres.conflicts(among: asked, of: "zoe").isEmpty, "zoe's plan of the same id has one tip")
+        #expect(try sqlite.liveOutcome(taskUUID: task.uuid, occurrence: 2)?.uuid == first.uuid)
+        #expect(try postgres.liveOutcome(taskUUID: task.uuid, occurrence: 2)?.uuid == first.uuid)
+        #expect(try postgres.liveOutcome(taskUUID: task.uuid, occurrence: 3) == nil)
+        #expect(try sqlite.currentOutcomeCount() == 1 && postgres.currentOutcomeCount() == 1)
+        let uuids = maria.map(\.version.uuid) + zoe.map(\.version.uuid) + [first.uuid, UUID()]
+        #expect(try sqlite.scopes(of: uuids) == postgres.scopes(of: uuids))
+        #expect(try postgres.scopes(of: uuids)[first.uuid] == VersionScope(type: .outcome, patientID: "maria"))
+        #expect(try sqlite.processOwners([deviceA, deviceB, UUID()]) == postgres.processOwners([deviceA, deviceB, UUID()]))
+        #expect(try postgres.processOwners([deviceA, deviceB]) == [deviceA: "maria", deviceB: "maria"])
+    }
+}
+
+@Suite("The change feed, whole-store reads and the export's outcome order, on both backends")
+struct WholeStoreReadsBackendTests {
+    @Test("1,050 outcomes of one patient and some of another: the change feed in pages, every entity, and the outcomes in export order (across the thousand-row pages) agree; every instance shares one sync process")
+    func sameAnswers() throws {
+        guard let both = try BothBackends.fresh() else { return }
+        let (sqlite, postgres) = (both.sqlite, both.postgres)
+        let tests = VersionRulesBackendTests()
+        for (patient, count) in [("maria", 1_050), ("zoe", 3)] {
+            let (entities, task) = try tests.patient(patient)
+            try both.add(entities)
+            try both.add((1...count).map { CareEntity.outcome(tests.outcome(task, $0, id: "\(patient)-\($0)")) }, for: patient)
+        }
+        func ids(_ entities: [CareEntity]) -> [String] { entities.map { "\($0.entityType.rawValue)/\($0.version.id)" } }
+        func feed(_ changes: (Int, Int?) throws -> StoreChanges) throws -> [String] {
+            var all: [String] = []
+            var revision = 0
+            while true {
+                let page = try changes(revision, 400)
+                if page.entities.isEmpty { return all }
+                all += ids(page.entities)
+                revision = page.revision
+            }
+        }
+        let fed = try feed { try postgres.changes(since: $0, limit: $1) }
+        #expect(fed.count == 6 + 1_053)
+        #expect(try feed { try sqlite.changes(since: $0, limit: $1) } == fed)
+        #expect(try ids(sqlite.allEntities()) == ids(postgres.allEntities()))
+        var (exportedA, exportedB): ([String], [String]) = ([], [])
+        try sqlite.forEachCurrentOutcome { exportedA.append($0.id) }
+        try postgres.forEachCurrentOutcome { exportedB.append($0.id) }
+        #expect(exportedB.count == 1_053 && exportedA == exportedB)
+        let other = try PostgresCarePlanStore(postgres.database.location, password: both.password)
+        #expect(try other.knowledgeVector().map(\.id) == postgres.knowledgeVector().map(\.id), "one sync process per store, whichever instance asks")
+    }
+}
+
+@Suite("A patient's pull reads the same on both backends")
+struct PatientPullBackendTests {
+    @Test("what the gateway wrote and a device pushed: a first pull sends the same versions in the same order with the same JSON, the knowledge has the device's clock, a pull with it sends nothing, the other patient's pull is its own")
+    func sameAnswers() throws {
+        guard let both = try BothBackends.fresh() else { return }
+        let (sqlite, postgres) = (both.sqlite, both.postgres)
+        let tests = VersionRulesBackendTests()
+        let (maria, task) = try tests.patient("maria")
+        let (zoe, _) = try tests.patient("zoe")
+        let gatewayOutcomes = (1...3).map { CareEntity.outcome(tests.outcome(task, $0, id: "maria-\($0)")) }
+        let device = UUID()
+        guard case .outcome(let second) = gatewayOutcomes[1] else { return }
+        var amended = second
+        amended.version.uuid = .timeOrdered()
+        amended.version.previousVersionUUIDs = [second.uuid]
+        amended.version.effectiveDate = second.version.effectiveDate.addingTimeInterval(60)
+        amended.values = [OutcomeValue(.boolean(false))]
+        let record = RevisionRecord(entities: [.outcome(amended), .outcome(tests.outcome(task, 4, id: "maria-4"))],
+                                    knowledgeVector: [.init(id: device, clock: 2)])
+        try both.add(maria + zoe)
+        try both.add(gatewayOutcomes, for: "maria")
+        try both.mergeDevice(record, for: "maria", knowledge: KnowledgeVector([device: 2]))
+
+        let (a, b) = (try sqlite.patientVersions("maria", notCoveredBy: KnowledgeVector()), try postgres.patientVersions("maria", notCoveredBy: KnowledgeVector()))
+        #expect(b.versions.count == 7, "patient, plan, task, three outcomes of which one amended, and the device's new one")
+        #expect(a.versions.map(\.uuid) == b.versions.map(\.uuid))
+        // Each store stamps the creation time of what it is given without one: compared without it.
+        func content(_ versions: [StoredVersion]) throws -> [[UInt8]] {
+            try versions.map { stored in
+                var entity = try stored.entity()
+                entity.version.createdDate = nil
+                return CareKitJSON.bytes(entity, version: .v4)
+            }
+        }
+        #expect(try content(a.versions) == content(b.versions))
+        #expect(a.versions.map(\.type) == b.versions.map(\.type))
+        #expect(b.knowledge.clock(for: device) == 2 && a.knowledge.clocks.count == b.knowledge.clocks.count)
+        #expect(try postgres.patientVersions("maria", notCoveredBy: b.knowledge).versions.isEmpty)
+        #expect(try sqlite.patientVersions("maria", notCoveredBy: a.knowledge).versions.isEmpty)
+        // A device that knows only its own push gets the gateway's versions, not its own again.
+        let deviceOnly = try postgres.patientVersions("maria", notCoveredBy: KnowledgeVector([device: 2]))
+        #expect(!deviceOnly.versions.contains { $0.uuid == amended.uuid } && deviceOnly.versions.count == 5)
+        #expect(try sqlite.patientVersions("maria", notCoveredBy: KnowledgeVector([device: 2])).versions.map(\.uuid) == deviceOnly.versions.map(\.uuid))
+        let zoes = try postgres.patientVersions("zoe", notCoveredBy: KnowledgeVector())
+        #expect(zoes.versions.map(\.uuid) == (try sqlite.patientVersions("zoe", notCoveredBy: KnowledgeVector())).versions.map(\.uuid))
+        #expect(zoes.versions.count == 3 && zoes.knowledge.clock(for: device) == 0)
     }
 }
