@@ -114,7 +114,10 @@ extension PostgresCarePlanStore {
             var result: [UUID: VersionScope] = [:]
             for row in try session.query("SELECT uuid, kind, patient_id, json FROM entity_version WHERE uuid = ANY(\(Array(Set(uuids))))") {
                 let (uuid, kind, patient, json) = try row.decode((UUID, String, String?, ByteBuffer).self)
-                let type = try CareKitJSON.decode(storedKind: kind, value: JSONValue.parse(Array(buffer: json))).entityType
+                // Only a task's HealthKit link is read from its JSON, in place: nothing is decoded.
+                let type: EntityType = kind == "task"
+                    ? (json.withUnsafeReadableBytes { CareKitJSON.mentionsHealthKitLinkage($0) } ? .healthKitTask : .task)
+                    : EntityType(rawValue: kind) ?? .task
                 result[uuid] = VersionScope(type: type, patientID: patient)
             }
             return result
