@@ -202,7 +202,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Mapping", "CareStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Gateway", "Mapping", "CareStore", "PostgresStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Replays every fuzz harness (Fuzz/Harnesses, linked in as Harnesses/) over its committed
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.
@@ -212,7 +212,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayServerTests",
-            dependencies: ["GatewayServer", "Gateway", "CareStore", "FHIR", "FHIRClient", "Mapping", "JSON",
+            dependencies: ["GatewayServer", "Gateway", "CareStore", "PostgresStore", "FHIR", "FHIRClient", "Mapping", "JSON",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

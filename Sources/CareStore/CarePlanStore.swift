@@ -226,6 +226,15 @@ extension CarePlanWriter {
 }
 
 extension CarePlanStore {
+    /// The whole store as one revision record, read in one transaction: a consistent snapshot
+    /// even while other connections write (also through `any CarePlanStore`, where the
+    /// reader's version would read each kind in a transaction of its own).
+    public func revisionRecord() throws(StoreError) -> RevisionRecord {
+        do { return try read { try $0.revisionRecord() } } catch let error as StoreError { throw error } catch {
+            throw .database(path: "", message: "\(error)")
+        }
+    }
+
     /// Runs store operations from async code without holding one of Swift's cooperative threads
     /// while SQLite works: the operation runs on a dispatch queue and the caller resumes when it
     /// is done. Each operation is still one transaction (or one read) as the store's methods are.

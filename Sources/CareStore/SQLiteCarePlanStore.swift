@@ -434,55 +434,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
 
     /// The events of the matching tasks in a range, read on `db` (see `CarePlanReader.events`).
     func events(from start: Date, to end: Date, tasks query: EntityQuery, db: Database, committed: Bool) throws -> [TaskEvent] {
-        var taskQuery = query
-        // Versions whose span touches the range, widened by a day for windows reaching back.
-        taskQuery.versions = .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end))
-        // Tombstones too: a deletion ends the versions before it.
-        let scoped = try fetchScoped(kind: "task", taskQuery, includeTombstones: true, db: db, committed: committed)
-        let versions = scoped.compactMap { if case .task(let t) = $0.entity { t } else { nil } }
-        let patients = scoped.map(\.patientID)
-        try Self.checkEventCount(versions, patients: patients, days: end.timeIntervalSince(start) / 86_400 + 2)
-        guard !versions.isEmpty else { return [] }
-        var outcomeQuery = EntityQuery(versions: .inEffect(DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)))
-        outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
-        outcomeQuery.patientIDs = query.patientIDs
-        let outcomes = try fetch(kind: "outcome", outcomeQuery, db: db, committed: committed)
-            .compactMap { if case .outcome(let o) = $0 { o } else { nil } }
-        // Versions come ordered by id, patient, then effective date: walk each task's run.
-        let index = OutcomeIndex(outcomes)
-        var events: [TaskEvent] = []
-        var runStart = 0
-        while runStart < versions.count {
-            var runEnd = runStart + 1
-            while runEnd < versions.count && versions[runEnd].id == versions[runStart].id && patients[runEnd] == patients[runStart] { runEnd += 1 }
-            CareTask.appendEvents(of: versions[runStart..<runEnd], from: start, to: end, outcomes: index, into: &events)
-            runStart = runEnd
-        }
-        // Time order; ties by task id (already the order within each run), then occurrence.
-        let order = events.indices.sorted { a, b in
-            let (x, y) = (events[a].scheduleEvent.start, events[b].scheduleEvent.start)
-            return x != y ? x < y : a < b
-        }
-        return order.map { events[$0] }
-    }
-
-    /// Events of one patient worked out at once, at most: a page's month of a patient's tasks
-    /// is a few thousand (the dashboard's overview reads every patient's, each within this).
-    public static let maximumEvents = 1_000_000
-
-    /// Refuses a range in which one patient's tasks could give more than `maximumEvents` events
-    /// (each version's elements at their most a day, over the range's days), before any is
-    /// worked out: a task every second over years is a clear error, not an allocation failure.
-    static func checkEventCount(_ versions: [CareTask], patients: [String?], days: Double) throws {
-        var perDay: [String?: Double] = [:]
-        for (version, patient) in zip(versions, patients) {
-            for element in version.schedule.elements { perDay[patient, default: 0] += Double(min(element.maximumOccurrencesPerDay, maximumEvents)) }
-        }
-        guard let most = perDay.values.max() else { return }
-        let estimated = most * max(days, 1)
-        if estimated > Double(maximumEvents) {
-            throw StoreError.tooManyEvents(estimated: estimated >= Double(Int.max) ? Int.max : Int(estimated), limit: maximumEvents)
-        }
+        try EventWindow(start: start, end: end, tasks: query).events(
+            taskVersions: { try fetchScoped(kind: "task", $0, includeTombstones: true, db: db, committed: committed) },
+            outcomes: { try fetch(kind: "outcome", $0, db: db, committed: committed) })
     }
 
     func changes(since revision: Int, limit: Int?, db: Database, committed: Bool) throws -> StoreChanges {

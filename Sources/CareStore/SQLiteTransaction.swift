@@ -130,10 +130,6 @@ extension SQLiteCarePlanStore {
     public func currentOutcomeCount() throws(StoreError) -> Int { try reading { try $0.currentOutcomeCount() } }
     public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try reading { try $0.knowledgeVector() } }
 
-    /// The whole store as one revision record, read in one transaction: a consistent snapshot
-    /// even while other connections write.
-    public func revisionRecord() throws(StoreError) -> RevisionRecord { try reading { try $0.revisionRecord() } }
-
     @discardableResult
     public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writing { try $0.add(entities) } }
     @discardableResult

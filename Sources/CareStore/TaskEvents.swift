@@ -160,3 +160,70 @@ public struct Adherence: Sendable, Hashable {
         Dictionary(grouping: events, by: { $0.task.id }).mapValues { Adherence(events: $0, aggregator: aggregator) }
     }
 }
+
+/// The events of the tasks a query matches in a range, worked out the same way whatever
+/// holds the versions: a backend hands over its task versions (tombstones too) and the outcomes
+/// in effect, and the window turns them into events in time order.
+public struct EventWindow: Sendable {
+    public var start: Date
+    public var end: Date
+    public var tasks: EntityQuery
+
+    public init(start: Date, end: Date, tasks: EntityQuery) {
+        self.start = start
+        self.end = end
+        self.tasks = tasks
+    }
+
+    /// Events of one patient worked out at once, at most: a page's month of a patient's tasks
+    /// is a few thousand (the dashboard's overview reads every patient's, each within this).
+    public static let maximumEvents = 1_000_000
+
+    /// The events, from `taskVersions` (versions with their patients, ordered by id, patient,
+    /// then effective date, tombstones included) and `outcomes` (the outcomes in effect).
+    public func events(taskVersions: (EntityQuery) throws -> [(entity: CareEntity, patientID: String?)],
+                       outcomes: (EntityQuery) throws -> [CareEntity]) throws -> [TaskEvent] {
+        // Versions whose span touches the range, widened by a day for windows reaching back.
+        let widened = DateInterval(start: start.addingTimeInterval(-26 * 3600), end: end)
+        var taskQuery = tasks
+        taskQuery.versions = .inEffect(widened)
+        let scoped = try taskVersions(taskQuery)
+        let versions = scoped.compactMap { if case .task(let t) = $0.entity { t } else { nil } }
+        let patients = scoped.map(\.patientID)
+        try Self.checkEventCount(versions, patients: patients, days: end.timeIntervalSince(start) / 86_400 + 2)
+        guard !versions.isEmpty else { return [] }
+        var outcomeQuery = EntityQuery(versions: .inEffect(widened))
+        outcomeQuery.taskIDs = Array(Set(versions.map(\.id)))
+        outcomeQuery.patientIDs = tasks.patientIDs
+        let index = OutcomeIndex(try outcomes(outcomeQuery).compactMap { if case .outcome(let o) = $0 { o } else { nil } })
+        var events: [TaskEvent] = []
+        var runStart = 0
+        while runStart < versions.count {
+            var runEnd = runStart + 1
+            while runEnd < versions.count && versions[runEnd].id == versions[runStart].id && patients[runEnd] == patients[runStart] { runEnd += 1 }
+            CareTask.appendEvents(of: versions[runStart..<runEnd], from: start, to: end, outcomes: index, into: &events)
+            runStart = runEnd
+        }
+        // Time order; ties by task id (already the order within each run), then occurrence.
+        let order = events.indices.sorted { a, b in
+            let (x, y) = (events[a].scheduleEvent.start, events[b].scheduleEvent.start)
+            return x != y ? x < y : a < b
+        }
+        return order.map { events[$0] }
+    }
+
+    /// Refuses a range in which one patient's tasks could give more than `maximumEvents` events
+    /// (each version's elements at their most a day, over the range's days), before any is
+    /// worked out: a task every second over years is a clear error, not an allocation failure.
+    static func checkEventCount(_ versions: [CareTask], patients: [String?], days: Double) throws {
+        var perDay: [String?: Double] = [:]
+        for (version, patient) in zip(versions, patients) {
+            for element in version.schedule.elements { perDay[patient, default: 0] += Double(min(element.maximumOccurrencesPerDay, maximumEvents)) }
+        }
+        guard let most = perDay.values.max() else { return }
+        let estimated = most * max(days, 1)
+        if estimated > Double(maximumEvents) {
+            throw StoreError.tooManyEvents(estimated: estimated >= Double(Int.max) ? Int.max : Int(estimated), limit: maximumEvents)
+        }
+    }
+}

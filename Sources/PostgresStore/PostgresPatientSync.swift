@@ -9,13 +9,17 @@ import PostgresNIO
 /// what the patient's devices sent. A version's `revision` is its number on its patient's clock,
 /// which follows the order the patient's writes commit in: a pull never misses a version that
 /// another instance commits later.
-extension PostgresCarePlanStore {
-    public func patientKnowledge(_ patientID: String, upTo revision: Int? = nil) throws(StoreError) -> KnowledgeVector {
-        try reading { try PostgresCarePlanStore.patientKnowledge(patientID, upTo: revision, session: $0) }
+extension PostgresCarePlanStore.Transaction {
+    func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector {
+        try run { try Self.patientKnowledge(patientID, upTo: revision, session: session) }
     }
 
-    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int? = nil) throws(StoreError) -> PatientVersions {
-        try reading { try PostgresCarePlanStore.patientVersions(patientID, notCoveredBy: since, upTo: revision, session: $0) }
+    func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions {
+        try run { try Self.patientVersions(patientID, notCoveredBy: since, upTo: revision, session: session) }
+    }
+
+    func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
+        try !session.query("SELECT 1 FROM device WHERE id = \(deviceID) AND patient_id = \(patientID) AND revoked_at IS NULL").isEmpty
     }
 
     /// The patient's clock now: the number of its newest version.
@@ -30,7 +34,7 @@ extension PostgresCarePlanStore {
             """).first?.decode(Int?.self) ?? 0
         var devices = KnowledgeVector()
         if limit >= (try clock(of: patientID, session: session)) {
-            if let stored = try PostgresVersionRows(session: session).devicesKnowledge(of: patientID) { devices = stored }
+            if let stored = try PostgresVersionRows.devicesKnowledge(of: patientID, session: session) { devices = stored }
         } else {
             for row in try session.query("""
                 SELECT DISTINCT stamp FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NOT NULL AND revision <= \(limit)

@@ -28,47 +28,47 @@ extension PostgresSession {
     }
 }
 
-extension PostgresCarePlanStore {
-    /// Versions of one kind matching a query, in one read-only snapshot.
+extension PostgresCarePlanStore.Transaction {
+    /// Versions of one kind matching a query.
     func fetch<Entity>(_ kind: String, _ query: EntityQuery, _ cast: (CareEntity) -> Entity?) throws(StoreError) -> [Entity] {
-        do {
-            return try database.transaction(readOnly: true) { session in try session.fetchScoped(kind: kind, query).compactMap { cast($0.entity) } }
-        } catch {
-            throw PostgresCarePlanStore.storeError(error, database)
-        }
+        try run { try session.fetchScoped(kind: kind, query).compactMap { cast($0.entity) } }
     }
 
-    public func fetchPatients(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Patient] {
+    func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient] {
         try fetch("patient", query) { if case .patient(let e) = $0 { e } else { nil } }
     }
 
-    public func fetchCarePlans(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CarePlan] {
+    func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan] {
         try fetch("carePlan", query) { if case .carePlan(let e) = $0 { e } else { nil } }
     }
 
-    public func fetchContacts(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Contact] {
+    func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact] {
         try fetch("contact", query) { if case .contact(let e) = $0 { e } else { nil } }
     }
 
-    public func fetchTasks(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [CareTask] {
+    func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask] {
         try fetch("task", query) { if case .task(let e) = $0 { e } else { nil } }
     }
 
-    public func fetchOutcomes(_ query: EntityQuery = EntityQuery()) throws(StoreError) -> [Outcome] {
+    func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome] {
         try fetch("outcome", query) { if case .outcome(let e) = $0 { e } else { nil } }
+    }
+
+    /// The events of the matching tasks in a range, worked out as on every backend (`EventWindow`).
+    func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent] {
+        try run {
+            try EventWindow(start: start, end: end, tasks: tasks).events(
+                taskVersions: { try session.fetchScoped(kind: "task", $0, includeTombstones: true) },
+                outcomes: { try session.fetchScoped(kind: "outcome", $0).map(\.entity) })
+        }
     }
 }
 
-extension PostgresCarePlanStore {
-    /// Runs a read-only body on one snapshot, every error as a `StoreError`.
-    func reading<T>(_ body: (PostgresSession) throws -> T) throws(StoreError) -> T {
-        do { return try database.transaction(readOnly: true, body) } catch { throw PostgresCarePlanStore.storeError(error, database) }
-    }
-
+extension PostgresCarePlanStore.Transaction {
     /// Entities (of one patient, or of none) with more than one current version: what merges of
     /// concurrent edits left for someone to resolve. Every entity's when `entities` is nil.
-    public func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)] {
-        try reading { session in
+    func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)] {
+        try run {
             let rows: [PostgresRow]
             if let entities {
                 guard !entities.isEmpty else { return [] }
@@ -92,8 +92,8 @@ extension PostgresCarePlanStore {
     }
 
     /// The live outcome of one occurrence of a task version.
-    public func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
-        try reading { session in
+    func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
+        try run {
             let query = EntityQuery(versions: .latest, uuids: try session.query("""
                 SELECT uuid FROM entity_version
                 WHERE kind = 'outcome' AND parent_uuid = \(taskUUID) AND occurrence = \(occurrence) AND next_uuids IS NULL AND deleted_date IS NULL
@@ -104,13 +104,13 @@ extension PostgresCarePlanStore {
     }
 
     /// How many outcomes have a current version (tombstones included), as an export counts them.
-    public func currentOutcomeCount() throws(StoreError) -> Int {
-        try reading { try $0.query("SELECT count(*) FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL").first?.decode(Int.self) ?? 0 }
+    func currentOutcomeCount() throws(StoreError) -> Int {
+        try run { try session.query("SELECT count(*) FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL").first?.decode(Int.self) ?? 0 }
     }
 
     /// The scope (kind and patient) of each of these versions the store holds.
-    public func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] {
-        try reading { session in
+    func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] {
+        try run {
             var result: [UUID: VersionScope] = [:]
             for row in try session.query("SELECT uuid, kind, patient_id, json FROM entity_version WHERE uuid = ANY(\(Array(Set(uuids))))") {
                 let (uuid, kind, patient, json) = try row.decode((UUID, String, String?, ByteBuffer).self)
@@ -125,8 +125,8 @@ extension PostgresCarePlanStore {
     }
 
     /// The patient whose data each of these sync processes has written.
-    public func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] {
-        try reading { session in
+    func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] {
+        try run {
             var owners: [UUID: String] = [:]
             for row in try session.query("SELECT process, patient_id FROM sync_process WHERE process = ANY(\(Array(Set(processes))))") {
                 let (process, patient) = try row.decode((UUID, String).self)
@@ -137,11 +137,11 @@ extension PostgresCarePlanStore {
     }
 }
 
-extension PostgresCarePlanStore {
+extension PostgresCarePlanStore.Transaction {
     /// The versions written after `revision` (the store's `seq`: PostgreSQL numbers each
     /// patient's versions on its own clock, and the whole store in writing order), in that order.
-    public func changes(since revision: Int, limit: Int? = nil) throws(StoreError) -> StoreChanges {
-        try reading { session in
+    func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges {
+        try run {
             let rows = try session.query("""
                 SELECT kind, json, next_uuids, seq FROM entity_version WHERE seq > \(revision) ORDER BY seq LIMIT \(limit ?? Int(Int32.max))
                 """)
@@ -152,8 +152,8 @@ extension PostgresCarePlanStore {
     }
 
     /// The store's own sync process, at the newest version written.
-    public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] {
-        try reading { session in
+    func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] {
+        try run {
             let id = try PostgresVersionRows(session: session).processID()
             let clock = try session.query("SELECT max(seq) FROM entity_version").first?.decode(Int?.self) ?? 0
             return [RevisionRecord.Process(id: id, clock: clock ?? 0)]
@@ -161,8 +161,8 @@ extension PostgresCarePlanStore {
     }
 
     /// Every kind's versions matching `versions`, patients first, outcomes last, in one snapshot.
-    public func allEntities(versions: VersionFilter = .history) throws(StoreError) -> [CareEntity] {
-        try reading { session in
+    func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity] {
+        try run {
             try ["patient", "carePlan", "contact", "task", "outcome"].flatMap { kind in
                 try session.fetchScoped(kind: kind, EntityQuery(versions: versions)).map(\.entity)
             }
@@ -171,30 +171,28 @@ extension PostgresCarePlanStore {
 
     /// The outcomes' current versions in export order (effective date, id, then writing order),
     /// read a thousand at a time in one snapshot, so an export of any size holds one page.
-    public func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws {
-        try database.transaction(readOnly: true) { session in
-            var after: (effective: Double, id: String, seq: Int)?
-            while true {
-                let rows: [PostgresRow] = if let after {
-                    try session.query("""
-                        SELECT kind, json, next_uuids, effective_date, id, seq FROM entity_version
-                        WHERE kind = 'outcome' AND next_uuids IS NULL
-                          AND (effective_date, id COLLATE "C", seq) > (\(after.effective), \(after.id) COLLATE "C", \(after.seq))
-                        ORDER BY effective_date, id COLLATE "C", seq LIMIT 1000
-                        """)
-                } else {
-                    try session.query("""
-                        SELECT kind, json, next_uuids, effective_date, id, seq FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL
-                        ORDER BY effective_date, id COLLATE "C", seq LIMIT 1000
-                        """)
-                }
-                for row in rows {
-                    if case .outcome(let outcome) = try PostgresVersionRows.entity(row) { try body(outcome) }
-                }
-                guard rows.count == 1000, let last = rows.last else { return }
-                let columns = last.makeRandomAccess()
-                after = (try columns[3].decode(Double.self), try columns[4].decode(String.self), try columns[5].decode(Int.self))
+    func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws {
+        var after: (effective: Double, id: String, seq: Int)?
+        while true {
+            let rows: [PostgresRow] = if let after {
+                try session.query("""
+                    SELECT kind, json, next_uuids, effective_date, id, seq FROM entity_version
+                    WHERE kind = 'outcome' AND next_uuids IS NULL
+                      AND (effective_date, id COLLATE "C", seq) > (\(after.effective), \(after.id) COLLATE "C", \(after.seq))
+                    ORDER BY effective_date, id COLLATE "C", seq LIMIT 1000
+                    """)
+            } else {
+                try session.query("""
+                    SELECT kind, json, next_uuids, effective_date, id, seq FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL
+                    ORDER BY effective_date, id COLLATE "C", seq LIMIT 1000
+                    """)
             }
+            for row in rows {
+                if case .outcome(let outcome) = try PostgresVersionRows.entity(row) { try body(outcome) }
+            }
+            guard rows.count == 1000, let last = rows.last else { return }
+            let columns = last.makeRandomAccess()
+            after = (try columns[3].decode(Double.self), try columns[4].decode(String.self), try columns[5].decode(Int.self))
         }
     }
 }

@@ -10,10 +10,29 @@ import PostgresNIO
 /// one patient take turns, and the patient's numbers follow the order their writes commit in.
 public final class PostgresVersionRows: VersionRows {
     let session: PostgresSession
+    /// The patients whose clock rows this transaction holds (the empty key: no patient's).
+    private var locked: Set<String> = []
 
     init(session: PostgresSession) {
         self.session = session
     }
+
+    /// Takes the clock rows of these patients (making those missing), in one order so two
+    /// writers never wait on each other, before a write reads what it depends on: a second
+    /// instance writing the patient waits for this commit, then reads what it wrote (each of
+    /// PostgreSQL's `READ COMMITTED` statements sees what committed before it started).
+    func lockClocks(_ patients: some Sequence<String?>) throws {
+        let wanted = Set(patients.map { $0 ?? "" }).subtracting(locked).sorted()
+        guard !wanted.isEmpty else { return }
+        try session.run("""
+            INSERT INTO patient_clock (patient_id, clock) SELECT p, 0 FROM unnest(\(wanted)::text[]) AS p ORDER BY p
+            ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock
+            """)
+        locked.formUnion(wanted)
+    }
+
+    /// After a rollback to a savepoint, the locks taken since are gone with it.
+    func forgetLocks() { locked = [] }
 
     public func patient(of uuid: UUID, kind: String?) throws -> String?? {
         let rows = if let kind {
@@ -44,6 +63,7 @@ public final class PostgresVersionRows: VersionRows {
     public func tips(kind: String, _ identities: [VersionIdentity]) throws -> [VersionIdentity: [VersionTip]] {
         var result: [VersionIdentity: [VersionTip]] = [:]
         guard !identities.isEmpty else { return result }
+        try lockClocks(identities.map(\.patientID))
         // The wanted (id, patient) pairs as two arrays, each pair one look-up in the identity index.
         let ids = identities.map(\.id)
         let patients = identities.map { $0.patientID ?? "" }
@@ -68,6 +88,7 @@ public final class PostgresVersionRows: VersionRows {
             INSERT INTO patient_clock (patient_id, clock) VALUES (\(patientID ?? ""), 1)
             ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock + 1 RETURNING clock
             """).first else { throw StoreError.database(path: session.database.location.description, message: "the patient's clock gave no number") }
+        locked.insert(patientID ?? "")
         return try row.decode(Int.self)
     }
 
@@ -166,6 +187,12 @@ public final class PostgresVersionRows: VersionRows {
     }
 
     public func devicesKnowledge(of patientID: String) throws -> KnowledgeVector? {
+        try lockClocks([patientID])
+        return try Self.devicesKnowledge(of: patientID, session: session)
+    }
+
+    /// The patient's devices' knowledge as stored (a read: no lock taken).
+    static func devicesKnowledge(of patientID: String, session: PostgresSession) throws -> KnowledgeVector? {
         try session.query("SELECT vector FROM patient_knowledge WHERE patient_id = \(patientID)").first
             .map { try KnowledgeVector(json: JSONValue.parse(try $0.decode(String.self))) }
     }

@@ -4,26 +4,6 @@ import Foundation
 import PostgresStore
 import Testing
 
-/// The store backends every suite of the gateway's tables runs on.
-enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
-    case sqlite, postgres
-    var testDescription: String { rawValue }
-
-    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger
-
-    /// A new, empty store of this backend (a file for SQLite, a database for PostgreSQL), or
-    /// nil after a SKIPPED line when there is no PostgreSQL to test on.
-    func freshTables(_ test: String = #function) throws -> (any GatewayTables)? {
-        switch self {
-        case .sqlite:
-            return try SQLiteCarePlanStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString).sqlite").path)
-        case .postgres:
-            guard let (location, password) = try TestPostgres.freshLocation(test) else { return nil }
-            return try PostgresCarePlanStore(location, password: password)
-        }
-    }
-}
-
 /// Runs `body` on `count` threads of its own at once (off Swift's cooperative pool: the stores
 /// block, and a body may wait for another).
 func concurrently<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) throws -> T) throws -> [T] {

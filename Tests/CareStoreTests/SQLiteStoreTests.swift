@@ -18,13 +18,13 @@ final class TemporaryStore {
     deinit { try? FileManager.default.removeItem(at: directory) }
 }
 
-@Suite("SQLite care-plan store")
+@Suite("The care-plan store, on every backend")
 struct SQLiteStoreTests {
     let zone = newYork
     let start = local("2026-11-01", newYork)
 
     /// A patient, a plan and two tasks (daily pill at 08:00, weekly weight on Mondays).
-    func seed(_ store: SQLiteCarePlanStore) throws -> (Patient, CarePlan, CareTask, CareTask) {
+    func seed(_ store: any CarePlanStore) throws -> (Patient, CarePlan, CareTask, CareTask) {
         var patient = Patient(id: "maria", name: PersonName(givenName: "María", familyName: "López"), effectiveDate: start, timezone: zone)
         patient.remoteID = "ehr/Patient/maria-lopez"
         var plan = CarePlan(id: "home", title: "Home care", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
@@ -65,81 +65,81 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test("add and fetch by id, remoteID, tags, group, patient and care plan")
-    func addAndQuery() throws {
-        let t = try TemporaryStore()
-        let (patient, plan, pill, weight) = try seed(t.store)
-        #expect(try t.store.fetchPatients(EntityQuery(remoteIDs: ["ehr/Patient/maria-lopez"])).map(\.id) == ["maria"])
-        #expect(try t.store.fetchCarePlans(EntityQuery(patientIDs: ["maria"])).map(\.uuid) == [plan.uuid])
-        #expect(try t.store.fetchCarePlans(EntityQuery(tags: ["heart-failure"])).count == 1)
-        #expect(try t.store.fetchCarePlans(EntityQuery(groupIdentifiers: ["clinic-b"])).isEmpty)
-        #expect(try t.store.fetchTasks(EntityQuery(carePlanIDs: ["home"])).map(\.id) == ["metformin", "weight"])
-        #expect(try t.store.fetchTasks(EntityQuery(tags: ["medication"])).map(\.uuid) == [pill.uuid])
-        let fetched = try #require(try t.store.fetchTasks(EntityQuery(ids: ["weight"])).first)
+    @Test("add and fetch by id, remoteID, tags, group, patient and care plan", arguments: Backend.allCases)
+    func addAndQuery(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (patient, plan, pill, weight) = try seed(store)
+        #expect(try store.fetchPatients(EntityQuery(remoteIDs: ["ehr/Patient/maria-lopez"])).map(\.id) == ["maria"])
+        #expect(try store.fetchCarePlans(EntityQuery(patientIDs: ["maria"])).map(\.uuid) == [plan.uuid])
+        #expect(try store.fetchCarePlans(EntityQuery(tags: ["heart-failure"])).count == 1)
+        #expect(try store.fetchCarePlans(EntityQuery(groupIdentifiers: ["clinic-b"])).isEmpty)
+        #expect(try store.fetchTasks(EntityQuery(carePlanIDs: ["home"])).map(\.id) == ["metformin", "weight"])
+        #expect(try store.fetchTasks(EntityQuery(tags: ["medication"])).map(\.uuid) == [pill.uuid])
+        let fetched = try #require(try store.fetchTasks(EntityQuery(ids: ["weight"])).first)
         #expect(fetched.schedule == weight.schedule && fetched.title == "Weight")
         #expect(fetched.version.createdDate != nil)
-        #expect(try t.store.fetchPatients().first?.name == patient.name)
-        #expect(throws: StoreError.alreadyExists(.task, id: "weight")) { try t.store.add([.task(weight)]) }
+        #expect(try store.fetchPatients().first?.name == patient.name)
+        #expect(throws: StoreError.alreadyExists(.task, id: "weight")) { try store.add([.task(weight)]) }
     }
 
-    @Test("updates append linked versions; an interval query returns the version in effect; history returns all")
-    func versions() throws {
-        let t = try TemporaryStore()
-        let (_, _, pill, _) = try seed(t.store)
+    @Test("updates append linked versions; an interval query returns the version in effect; history returns all", arguments: Backend.allCases)
+    func versions(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
         var v2 = pill
         v2.title = "Metformin 1000 mg"
         v2.effectiveDate = local("2026-11-10", zone)
-        let updated = try t.store.update([.task(v2)])
+        let updated = try store.update([.task(v2)])
         guard case .task(let stored2) = updated[0] else { return }
         #expect(stored2.uuid != pill.uuid)
         #expect(stored2.version.previousVersionUUIDs == [pill.uuid])
-        let latest = try t.store.fetchTasks(EntityQuery(ids: ["metformin"]))
+        let latest = try store.fetchTasks(EntityQuery(ids: ["metformin"]))
         #expect(latest.map(\.title) == ["Metformin 1000 mg"])
-        let history = try t.store.fetchTasks(EntityQuery(versions: .history, ids: ["metformin"]))
+        let history = try store.fetchTasks(EntityQuery(versions: .history, ids: ["metformin"]))
         #expect(history.map(\.title) == ["Metformin", "Metformin 1000 mg"])
         #expect(history[0].version.nextVersionUUIDs == [stored2.uuid])
-        let early = try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-03", zone), duration: 86400)), ids: ["metformin"]))
+        let early = try store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-03", zone), duration: 86400)), ids: ["metformin"]))
         #expect(early.map(\.title) == ["Metformin"])
-        let spanning = try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-09", zone), duration: 2 * 86400)), ids: ["metformin"]))
+        let spanning = try store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-09", zone), duration: 2 * 86400)), ids: ["metformin"]))
         #expect(spanning.map(\.title) == ["Metformin", "Metformin 1000 mg"])
         var stale = pill
         stale.effectiveDate = local("2026-11-05", zone)
-        #expect(throws: StoreError.self) { try t.store.update([.task(stale)]) }
-        #expect(throws: StoreError.notFound(.task, id: "walk")) { try t.store.update([.task(CareTask(id: "walk", title: nil, carePlanUUID: nil, schedule: pill.schedule))]) }
+        #expect(throws: StoreError.self) { try store.update([.task(stale)]) }
+        #expect(throws: StoreError.notFound(.task, id: "walk")) { try store.update([.task(CareTask(id: "walk", title: nil, carePlanUUID: nil, schedule: pill.schedule))]) }
     }
 
-    @Test("deletes append tombstones: gone from the latest view and later intervals, kept in history")
-    func deletes() throws {
-        let t = try TemporaryStore()
-        _ = try seed(t.store)
-        try t.store.delete(.task, ids: ["weight"], of: "maria", at: local("2026-11-20", zone))
-        #expect(try t.store.fetchTasks().map(\.id) == ["metformin"])
-        #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-16", zone), duration: 86400)), ids: ["weight"])).count == 1)
-        #expect(try t.store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-21", zone), duration: 86400)), ids: ["weight"])).isEmpty)
-        let history = try t.store.fetchTasks(EntityQuery(versions: .history, ids: ["weight"]))
+    @Test("deletes append tombstones: gone from the latest view and later intervals, kept in history", arguments: Backend.allCases)
+    func deletes(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        _ = try seed(store)
+        try store.delete(.task, ids: ["weight"], of: "maria", at: local("2026-11-20", zone))
+        #expect(try store.fetchTasks().map(\.id) == ["metformin"])
+        #expect(try store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-16", zone), duration: 86400)), ids: ["weight"])).count == 1)
+        #expect(try store.fetchTasks(EntityQuery(versions: .inEffect(DateInterval(start: local("2026-11-21", zone), duration: 86400)), ids: ["weight"])).isEmpty)
+        let history = try store.fetchTasks(EntityQuery(versions: .history, ids: ["weight"]))
         #expect(history.count == 2 && history[1].isDeleted)
         // Events stop at the deletion.
-        let events = try t.store.events(from: local("2026-11-01", zone), to: local("2026-12-01", zone), tasks: EntityQuery(ids: ["weight"]))
+        let events = try store.events(from: local("2026-11-01", zone), to: local("2026-12-01", zone), tasks: EntityQuery(ids: ["weight"]))
         #expect(events.map { wall($0.scheduleEvent.start, zone) } == ["2026-11-02 07:30", "2026-11-09 07:30", "2026-11-16 07:30"])
     }
 
-    @Test("outcome rules: one per occurrence, the occurrence must exist, and task updates may not orphan outcomes")
-    func outcomeRules() throws {
-        let t = try TemporaryStore()
-        let (_, _, pill, _) = try seed(t.store)
+    @Test("outcome rules: one per occurrence, the occurrence must exist, and task updates may not orphan outcomes", arguments: Backend.allCases)
+    func outcomeRules(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
         let taken = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.boolean(true))], timezone: zone)
-        try t.store.add([.outcome(taken)])
+        try store.add([.outcome(taken)])
         let again = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.boolean(true))], timezone: zone)
-        #expect(throws: StoreError.duplicateOutcome(taskID: "metformin", occurrence: 3)) { try t.store.add([.outcome(again)]) }
+        #expect(throws: StoreError.duplicateOutcome(taskID: "metformin", occurrence: 3)) { try store.add([.outcome(again)]) }
         let weird = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: -1, values: [], timezone: zone)
-        #expect(throws: StoreError.self) { try t.store.add([.outcome(weird)]) }
+        #expect(throws: StoreError.self) { try store.add([.outcome(weird)]) }
         let orphan = Outcome(taskUUID: UUID(), taskOccurrenceIndex: 0, values: [], timezone: zone)
-        #expect(throws: StoreError.missingParent(.outcome, id: orphan.id, field: "taskUUID", uuid: orphan.taskUUID)) { try t.store.add([.outcome(orphan)]) }
+        #expect(throws: StoreError.missingParent(.outcome, id: orphan.id, field: "taskUUID", uuid: orphan.taskUUID)) { try store.add([.outcome(orphan)]) }
         // Occurrence 3 is 2026-11-04 08:00: a new version taking effect on the 3rd would orphan it.
         var v2 = pill
         v2.effectiveDate = local("2026-11-03", zone)
         do {
-            try t.store.update([.task(v2)])
+            try store.update([.task(v2)])
             Issue.record("the update was accepted")
         } catch {
             guard case .wouldOrphanOutcomes(let id, let count, let latest, _) = error else { Issue.record("\(error)"); return }
@@ -148,89 +148,89 @@ struct SQLiteStoreTests {
         }
         // After the newest outcome it is fine, and outcomes in the new version's period are refused for the old version.
         v2.effectiveDate = local("2026-11-05", zone)
-        try t.store.update([.task(v2)])
+        try store.update([.task(v2)])
         let late = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 6, values: [OutcomeValue(.boolean(true))], timezone: zone)
-        #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 6, reason: "a newer task version covers the event")) { try t.store.add([.outcome(late)]) }
+        #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 6, reason: "a newer task version covers the event")) { try store.add([.outcome(late)]) }
         // Deleting an outcome frees its occurrence.
-        try t.store.delete(.outcome, ids: [taken.id], of: "maria")
-        try t.store.add([.outcome(again)])
-        #expect(try t.store.fetchOutcomes(EntityQuery(taskIDs: ["metformin"])).map(\.id) == [again.id])
+        try store.delete(.outcome, ids: [taken.id], of: "maria")
+        try store.add([.outcome(again)])
+        #expect(try store.fetchOutcomes(EntityQuery(taskIDs: ["metformin"])).map(\.id) == [again.id])
     }
 
-    @Test("a multi-entity write is all or nothing")
-    func atomic() throws {
-        let t = try TemporaryStore()
-        let (_, plan, _, _) = try seed(t.store)
-        let before = try t.store.changes(since: 0).revision
+    @Test("a multi-entity write is all or nothing", arguments: Backend.allCases)
+    func atomic(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, plan, _, _) = try seed(store)
+        let before = try store.changes(since: 0).revision
         let good = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
         let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone))
-        #expect(throws: StoreError.self) { try t.store.add([.task(good), .task(bad)]) }
-        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).isEmpty)
-        #expect(try t.store.changes(since: 0).revision == before)
+        #expect(throws: StoreError.self) { try store.add([.task(good), .task(bad)]) }
+        #expect(try store.fetchTasks(EntityQuery(ids: ["walk"])).isEmpty)
+        #expect(try store.changes(since: 0).revision == before)
     }
 
-    @Test("a version uuid already in the store is refused as such, naming the uuid, not as an id in use")
-    func versionUUIDReused() throws {
-        let t = try TemporaryStore()
-        let (_, plan, _, _) = try seed(t.store)
+    @Test("a version uuid already in the store is refused as such, naming the uuid, not as an id in use", arguments: Backend.allCases)
+    func versionUUIDReused(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, plan, _, _) = try seed(store)
         let walk = CareTask(id: "walk", title: "Walk", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
-        try t.store.add([.task(walk)])
+        try store.add([.task(walk)])
         var stretch = CareTask(id: "stretch", title: "Stretch", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
         stretch.uuid = walk.uuid
         #expect(throws: StoreError.invalid(.task, id: "stretch", reason: "version \(walk.uuid.uuidString) is already in the store")) {
-            try t.store.add([.task(stretch)])
+            try store.add([.task(stretch)])
         }
-        #expect(try t.store.fetchTasks(EntityQuery(ids: ["stretch"])).isEmpty)
+        #expect(try store.fetchTasks(EntityQuery(ids: ["stretch"])).isEmpty)
     }
 
-    @Test("after a failed write, retrying with the same uuid and new content stores the new content")
-    func rollbackForgetsCachedVersions() throws {
-        let t = try TemporaryStore()
-        let (_, plan, _, _) = try seed(t.store)
+    @Test("after a failed write, retrying with the same uuid and new content stores the new content", arguments: Backend.allCases)
+    func rollbackForgetsCachedVersions(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, plan, _, _) = try seed(store)
         var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid, schedule: try Schedule.allDay(start: start, timeZone: zone))
         let bad = CareTask(id: "stretch", title: "Stretch", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone))
-        #expect(throws: StoreError.self) { try t.store.add([.task(walk), .task(bad)]) }
+        #expect(throws: StoreError.self) { try store.add([.task(walk), .task(bad)]) }
         walk.title = "Walk 30 minutes"
-        try t.store.add([.task(walk)])
-        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
-        #expect(throws: StoreError.alreadyExists(.task, id: "walk")) { try t.store.add([.task(walk)]) }
+        try store.add([.task(walk)])
+        #expect(try store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
+        #expect(throws: StoreError.alreadyExists(.task, id: "walk")) { try store.add([.task(walk)]) }
     }
 
-    @Test("a merge that fails after reading back a task it inserted leaves no trace: the corrected retry is what is stored")
-    func failedMergeLeavesNoCachedVersion() throws {
-        let t = try TemporaryStore()
-        let (_, plan, _, _) = try seed(t.store)
+    @Test("a merge that fails after reading back a task it inserted leaves no trace: the corrected retry is what is stored", arguments: Backend.allCases)
+    func failedMergeLeavesNoCachedVersion(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, plan, _, _) = try seed(store)
         var walk = CareTask(id: "walk", title: "Walk (draft)", carePlanUUID: plan.uuid,
                             schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone)
         walk.effectiveDate = start
         // The outcome is checked against the task inserted just before it (read back inside the
         // transaction), then refused: occurrence -1 does not exist.
         let bad = Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: -1, values: [], timezone: zone)
-        #expect(throws: StoreError.self) { try t.store.merge(RevisionRecord(entities: [.task(walk), .outcome(bad)], knowledgeVector: [])) }
+        #expect(throws: StoreError.self) { try store.merge(RevisionRecord(entities: [.task(walk), .outcome(bad)], knowledgeVector: [])) }
         walk.title = "Walk 30 minutes"
-        #expect(try t.store.merge(RevisionRecord(entities: [.task(walk)], knowledgeVector: [])) == 1)
-        #expect(try t.store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
+        #expect(try store.merge(RevisionRecord(entities: [.task(walk)], knowledgeVector: [])) == 1)
+        #expect(try store.fetchTasks(EntityQuery(ids: ["walk"])).map(\.title) == ["Walk 30 minutes"])
     }
 
-    @Test("the change feed returns what was written after a revision, in order")
-    func changeFeed() throws {
-        let t = try TemporaryStore()
-        let (_, _, pill, _) = try seed(t.store)
-        let all = try t.store.changes(since: 0)
+    @Test("the change feed returns what was written after a revision, in order", arguments: Backend.allCases)
+    func changeFeed(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
+        let all = try store.changes(since: 0)
         #expect(all.entities.map(\.entityType) == [.patient, .carePlan, .task, .task])
-        #expect(try t.store.changes(since: all.revision).entities.isEmpty)
+        #expect(try store.changes(since: all.revision).entities.isEmpty)
         let outcome = Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.boolean(true))], timezone: zone)
-        try t.store.add([.outcome(outcome)])
-        let next = try t.store.changes(since: all.revision)
+        try store.add([.outcome(outcome)])
+        let next = try store.changes(since: all.revision)
         #expect(next.entities.map(\.version.uuid) == [outcome.uuid])
         #expect(next.revision == all.revision + 1)
-        #expect(try t.store.changes(since: 0, limit: 2).entities.count == 2)
+        #expect(try store.changes(since: 0, limit: 2).entities.count == 2)
     }
 
-    @Test("merging two devices' edits of the same version leaves two tips: a visible conflict")
-    func conflicts() throws {
-        let t = try TemporaryStore()
-        let (_, _, pill, _) = try seed(t.store)
+    @Test("merging two devices' edits of the same version leaves two tips: a visible conflict", arguments: Backend.allCases)
+    func conflicts(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
         var deviceA = pill
         deviceA.uuid = UUID()
         deviceA.title = "Metformin (A)"
@@ -240,26 +240,26 @@ struct SQLiteStoreTests {
         deviceB.uuid = UUID()
         deviceB.title = "Metformin (B)"
         let record = RevisionRecord(entities: [.task(deviceA), .task(deviceB)], knowledgeVector: [])
-        #expect(try t.store.merge(record) == 2)
-        #expect(try t.store.merge(record) == 0)
-        #expect(try t.store.conflicts().map(\.1) == ["metformin"])
+        #expect(try store.merge(record) == 2)
+        #expect(try store.merge(record) == 0)
+        #expect(try store.conflicts().map(\.1) == ["metformin"])
         // Among given entities, by kind and id: a HealthKit task is a task; a care plan of the same id is not.
-        #expect(try t.store.conflicts(among: [(.healthKitTask, "metformin"), (.task, "aspirin")], of: "maria").map(\.1) == ["metformin"])
-        #expect(try t.store.conflicts(among: [(.carePlan, "metformin"), (.outcome, "metformin")], of: "maria").isEmpty)
-        #expect(try t.store.conflicts(among: [], of: "maria").isEmpty)
-        #expect(Set(try t.store.fetchTasks(EntityQuery(ids: ["metformin"])).map(\.title)) == ["Metformin (A)", "Metformin (B)"])
+        #expect(try store.conflicts(among: [(.healthKitTask, "metformin"), (.task, "aspirin")], of: "maria").map(\.1) == ["metformin"])
+        #expect(try store.conflicts(among: [(.carePlan, "metformin"), (.outcome, "metformin")], of: "maria").isEmpty)
+        #expect(try store.conflicts(among: [], of: "maria").isEmpty)
+        #expect(Set(try store.fetchTasks(EntityQuery(ids: ["metformin"])).map(\.title)) == ["Metformin (A)", "Metformin (B)"])
     }
 
-    @Test("events through the store carry outcomes and respect versions")
-    func events() throws {
-        let t = try TemporaryStore()
-        let (_, _, pill, _) = try seed(t.store)
-        try t.store.add([.outcome(Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(500), kind: "dose")], timezone: zone))])
+    @Test("events through the store carry outcomes and respect versions", arguments: Backend.allCases)
+    func events(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
+        try store.add([.outcome(Outcome(taskUUID: pill.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(500), kind: "dose")], timezone: zone))])
         var v2 = pill
         v2.effectiveDate = local("2026-11-03", zone)
         v2.schedule = try Schedule.dailyAtTime(hour: 9, minutes: 0, start: local("2026-11-03", zone), timeZone: zone)
-        try t.store.update([.task(v2)])
-        let events = try t.store.events(from: local("2026-11-01", zone), to: local("2026-11-05", zone), tasks: EntityQuery(ids: ["metformin"]))
+        try store.update([.task(v2)])
+        let events = try store.events(from: local("2026-11-01", zone), to: local("2026-11-05", zone), tasks: EntityQuery(ids: ["metformin"]))
         #expect(events.map { wall($0.scheduleEvent.start, zone) } == ["2026-11-01 08:00", "2026-11-02 08:00", "2026-11-03 09:00", "2026-11-04 09:00"])
         #expect(events.map(\.occurrence) == [0, 1, 0, 1])
         #expect(events.map { $0.outcome != nil } == [false, true, false, false])
@@ -282,23 +282,23 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
     }
 
-    @Test("apply runs adds, updates and deletes as one transaction: a failing step leaves nothing written")
-    func applyIsAtomic() throws {
-        let t = try TemporaryStore()
-        let (patient, plan, pill, _) = try seed(t.store)
+    @Test("apply runs adds, updates and deletes as one transaction: a failing step leaves nothing written", arguments: Backend.allCases)
+    func applyIsAtomic(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (patient, plan, pill, _) = try seed(store)
         var renamed = plan
         renamed.title = "Renamed"
         renamed.version.effectiveDate = start.addingTimeInterval(3600)
         let orphan = CareTask(id: "orphan", title: "Orphan", carePlanUUID: UUID(), schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
         #expect(throws: StoreError.self) {
-            try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])], for: patient.id)
+            try store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200)), .add([.task(orphan)])], for: patient.id)
         }
-        #expect(try t.store.fetchCarePlans().map(\.title) == [plan.title])
-        #expect(try t.store.fetchTasks().count == 2)
-        let written = try t.store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200))], for: patient.id)
+        #expect(try store.fetchCarePlans().map(\.title) == [plan.title])
+        #expect(try store.fetchTasks().count == 2)
+        let written = try store.apply([.update([.carePlan(renamed)]), .delete(.task, ids: [pill.id], at: start.addingTimeInterval(7200))], for: patient.id)
         #expect(written.count == 2)
-        #expect(try t.store.fetchCarePlans().map(\.title) == ["Renamed"])
-        #expect(try t.store.fetchTasks().map(\.id) == ["weight"])
+        #expect(try store.fetchCarePlans().map(\.title) == ["Renamed"])
+        #expect(try store.fetchTasks().map(\.id) == ["weight"])
         _ = patient
     }
 
@@ -329,14 +329,13 @@ struct SQLiteStoreTests {
 
 @Suite("Store from async code")
 struct AsyncStoreTests {
-    @Test("concurrent async writers and readers through perform: every write lands once, errors come back typed")
-    func concurrentPerform() async throws {
-        let t = try TemporaryStore()
+    @Test("concurrent async writers and readers through perform: every write lands once, errors come back typed", arguments: Backend.allCases)
+    func concurrentPerform(backend: Backend) async throws {
+        guard let store = try backend.freshStore() else { return }
         let zone = newYork
         let start = local("2026-11-01", zone)
         let patient = Patient(id: "p", name: PersonName(givenName: "Ana"), effectiveDate: start, timezone: zone)
         let plan = CarePlan(id: "plan", title: "Plan", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
-        let store = t.store
         _ = try await store.perform { try $0.add([.patient(patient), .carePlan(plan)]) }
         try await withThrowingTaskGroup(of: Int.self) { group in
             for worker in 0..<8 {
@@ -367,9 +366,10 @@ struct AsyncStoreTests {
 
 @Suite("Writes sharing one commit")
 struct WriteGroupTests {
-    @Test("each body of a group lands or is undone on its own (a refused add takes back only its own body's writes), results in order")
-    func savepoints() throws {
-        let store = try SQLiteCarePlanStore(inMemory: ())
+    @Test("each body of a group lands or is undone on its own (a refused add takes back only its own body's writes), results in order",
+          arguments: Backend.allCases)
+    func savepoints(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
         let start = Date(timeIntervalSinceReferenceDate: 0)
         let patients = (0..<3).map { Patient(id: "p\($0)", name: PersonName(givenName: "P\($0)"), effectiveDate: start) }
         let results = store.writeGroup([

@@ -29,9 +29,9 @@ struct StoreTransactionTests {
         #expect(try a.knowledgeVector().first?.id == (try a.knowledgeVector().first?.id), "the process id is stable")
     }
 
-    @Test("write {} commits what its body wrote when it returns, and nothing when it throws; reads inside see the writes")
-    func writeTransaction() throws {
-        let store = try SQLiteCarePlanStore(inMemory: ())
+    @Test("write {} commits what its body wrote when it returns, and nothing when it throws; reads inside see the writes", arguments: Backend.allCases)
+    func writeTransaction(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
         let (patient, carePlan) = plan("home", "Home care")
         #expect(throws: Refused.self) {
             try store.write { tx in
@@ -60,32 +60,41 @@ struct StoreTransactionTests {
         #expect(try store.fetchPatients().count == 1)
     }
 
-    @Test("a revision record is one snapshot: read while another connection writes tasks with outcomes, every outcome's task is in it")
-    func consistentRevisionRecord() async throws {
-        let t = try TemporaryStore()
+    @Test("a revision record is one snapshot: read while another connection writes tasks with outcomes, every outcome's task is in it",
+          arguments: Backend.allCases)
+    func consistentRevisionRecord(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
         let (patient, carePlan) = plan("home", "Home care")
-        try t.store.add([.patient(patient), .carePlan(carePlan)])
-        let writer = try SQLiteCarePlanStore(path: t.path)
+        try store.add([.patient(patient), .carePlan(carePlan)])
+        let writer = try Backend.reopen(store)
         let start = self.start, zone = self.zone
-        let writing = Task.detached {
-            for i in 0..<150 {
-                let task = CareTask(id: "t\(i)", title: "Task \(i)", carePlanUUID: carePlan.uuid,
-                                    schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
-                let outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.boolean(true))])
-                try writer.add([.task(task), .outcome(outcome)])
+        // The writer has a thread of its own: both stores block their caller, and the reading
+        // loop below holds one of Swift's cooperative threads (another backend's run, the other).
+        let finished = Locked<Result<Void, any Error>?>(nil)
+        Thread.detachNewThread {
+            let result = Result {
+                for i in 0..<150 {
+                    let task = CareTask(id: "t\(i)", title: "Task \(i)", carePlanUUID: carePlan.uuid,
+                                        schedule: try Schedule.allDay(start: start, timeZone: zone), timezone: zone)
+                    let outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.boolean(true))])
+                    try writer.add([.task(task), .outcome(outcome)])
+                }
             }
+            finished.withLock { $0 = result }
         }
         var records = 0
-        while !writing.isCancelled {
-            let record = try t.store.revisionRecord()
+        while true {
+            let done = finished.withLock { $0 != nil }
+            let record = try store.revisionRecord()
             let tasks = Set(record.entities.compactMap { if case .task(let task) = $0 { task.uuid } else { nil } })
             let outcomes = record.entities.compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }
             #expect(outcomes.allSatisfy { tasks.contains($0.taskUUID) }, "an outcome without its task version: not one snapshot")
             #expect(record.knowledgeVector.first?.clock == record.entities.count, "the clock is the snapshot's latest revision")
             records += 1
-            if tasks.count == 150 { break }
+            if done { break }
         }
-        try await writing.value
+        try finished.withLock { $0 }?.get()
+        #expect(try store.fetchTasks().count == 150)
         #expect(records > 1)
     }
 }

@@ -1,0 +1,37 @@
+import CareStore
+import Foundation
+import PostgresStore
+import Testing
+
+/// The store backends the store's, the gateway's and the server's suites run on: each test
+/// taking `backend` runs once on SQLite and once on PostgreSQL (a database of its own).
+enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite, postgres
+    var testDescription: String { rawValue }
+
+    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger
+    /// Everything the gateway keeps, as `GatewayServer.Store` needs it.
+    typealias Store = any CarePlanStore & GatewayTables
+
+    /// A new, empty store of this backend (a file for SQLite, a database for PostgreSQL), or
+    /// nil after a SKIPPED line when there is no PostgreSQL to test on.
+    func freshStore(_ test: String = #function) throws -> Store? {
+        switch self {
+        case .sqlite:
+            return try SQLiteCarePlanStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("caregate-\(UUID().uuidString).sqlite").path)
+        case .postgres:
+            guard let (location, password) = try TestPostgres.freshLocation(test) else { return nil }
+            return try PostgresCarePlanStore(location, password: password)
+        }
+    }
+
+    /// The gateway's own tables of a new store (the suites that test only those).
+    func freshTables(_ test: String = #function) throws -> (any GatewayTables)? { try freshStore(test) }
+
+    /// A second handle on the same store, as another process (another instance) opens it.
+    static func reopen(_ store: Store) throws -> Store {
+        if let sqlite = store as? SQLiteCarePlanStore { return try SQLiteCarePlanStore(path: sqlite.path) }
+        let postgres = try #require(store as? PostgresCarePlanStore)
+        return try PostgresCarePlanStore(postgres.database.location, password: TestPostgres.cluster?.password)
+    }
+}
