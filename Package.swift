@@ -186,11 +186,11 @@ let package = Package(
         ),
         .testTarget(
             name: "CareStoreTests",
-            dependencies: ["CareStore", "PostgresStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "CareStore", "PostgresStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "PostgresStoreTests",
-            dependencies: ["PostgresStore", "CareStore", "JSON"]
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "PostgresStore", "CareStore", "JSON"]
         ),
         .testTarget(
             name: "MappingTests",
@@ -202,7 +202,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: ["Gateway", "Mapping", "CareStore", "PostgresStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "Gateway", "Mapping", "CareStore", "PostgresStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Replays every fuzz harness (Fuzz/Harnesses, linked in as Harnesses/) over its committed
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.
@@ -212,7 +212,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayServerTests",
-            dependencies: ["GatewayServer", "Gateway", "CareStore", "PostgresStore", "FHIR", "FHIRClient", "Mapping", "JSON",
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "GatewayServer", "Gateway", "CareStore", "PostgresStore", "FHIR", "FHIRClient", "Mapping", "JSON",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

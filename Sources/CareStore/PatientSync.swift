@@ -55,6 +55,15 @@ public protocol PatientSyncReader {
     func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool
 }
 
+extension PatientSyncReader {
+    /// The patient's knowledge vector now.
+    public func patientKnowledge(_ patientID: String) throws(StoreError) -> KnowledgeVector { try patientKnowledge(patientID, upTo: nil) }
+    /// The patient's versions not covered by `since`, up to the newest.
+    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector) throws(StoreError) -> PatientVersions {
+        try patientVersions(patientID, notCoveredBy: since, upTo: nil)
+    }
+}
+
 public protocol PatientSyncWriter: PatientSyncReader {
     /// Stores a device's revision records for its patient: new versions are added as in
     /// `merge`, stamped with their record's vector and scoped to the patient (also those without

@@ -5,13 +5,15 @@ import Testing
 
 /// Two patients' plans written by the gateway (as an import does), and devices syncing.
 struct SyncFixture {
-    let store: SQLiteCarePlanStore
+    let store: Backend.Store
     let sync: CareKitSync
     /// Per patient id: the plan's task (daily at 08:00 from 2026-11-01).
     var tasks: [String: CareTask] = [:]
 
-    init() throws {
-        store = try temporaryStore()
+    /// The fixture on a new store of `backend`; nil (after a SKIPPED line) without PostgreSQL.
+    init?(_ backend: Backend, test: String = #function) throws {
+        guard let store = try backend.freshStore(test) else { return nil }
+        self.store = store
         sync = CareKitSync(store: store)
         for id in ["maria", "john"] { tasks[id] = try addPlan(for: id) }
     }
@@ -51,9 +53,9 @@ struct SyncFixture {
 
 @Suite("CareKit sync: knowledge per patient")
 struct CareKitSyncTests {
-    @Test("a first pull gets the patient's own versions, parents first, and a catch-up vector naming only the gateway; another patient's writes never show in it")
-    func firstPull() throws {
-        let fixture = try SyncFixture()
+    @Test("a first pull gets the patient's own versions, parents first, and a catch-up vector naming only the gateway; another patient's writes never show in it", arguments: Backend.allCases)
+    func firstPull(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let (entities, catchUp) = try fixture.pullAll("maria", since: KnowledgeVector())
         #expect(entities.map(\.entityType) == [.patient, .carePlan, .task])
         #expect(entities.map(\.version.id) == ["maria", "plan-maria", "walk-maria"])
@@ -78,9 +80,9 @@ struct CareKitSyncTests {
         #expect(!update.catchUp.isCovered(by: catchUp) && catchUp.isCovered(by: update.catchUp))
     }
 
-    @Test("pages of one version each end with the catch-up vector; earlier pages carry only what the device knew")
-    func paging() throws {
-        let fixture = try SyncFixture()
+    @Test("pages of one version each end with the catch-up vector; earlier pages carry only what the device knew", arguments: Backend.allCases)
+    func paging(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let whole = try fixture.pullAll("maria", since: KnowledgeVector())
         let paged = try fixture.pullAll("maria", since: KnowledgeVector(), limit: 1)
         #expect(paged.entities.map(\.version.uuid) == whole.entities.map(\.version.uuid))
@@ -89,9 +91,9 @@ struct CareKitSyncTests {
         #expect(first.knowledgeVector.isEmpty && first.next == CareKitSync.PullCursor(revision: first.next!.revision, offset: 1))
     }
 
-    @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again; the last page lets the list go")
-    func pagesFromTheKeptList() throws {
-        let fixture = try SyncFixture()
+    @Test("a pull's later pages come from the kept list, the same as worked out again; a write between pages does not change them; a dropped list is worked out again; the last page lets the list go", arguments: Backend.allCases)
+    func pagesFromTheKeptList(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let kept = CareKitSync(store: fixture.store, pages: PullPageCache(capacity: 1))
         let first = try kept.pull(patientID: "maria", since: KnowledgeVector(), limit: 1)
         // Another write for Maria between the pages: the pages read up to the first's revision either way.
@@ -122,9 +124,9 @@ struct CareKitSyncTests {
         #expect(cache.count == 0, "the last page served, the list is let go")
     }
 
-    @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it")
-    func push() throws {
-        let fixture = try SyncFixture()
+    @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it", arguments: Backend.allCases)
+    func push(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let pulled = try fixture.pullAll("maria", since: KnowledgeVector())
         let device = UUID()
         let vector = pulled.catchUp.setting(device, to: 1)
@@ -145,9 +147,9 @@ struct CareKitSyncTests {
         #expect(try fixture.store.patientKnowledge("john").clocks[device] == nil)
     }
 
-    @Test("a push from a device that has not pulled the gateway's newer knowledge is refused (409), and nothing of it is stored")
-    func pullFirst() throws {
-        let fixture = try SyncFixture()
+    @Test("a push from a device that has not pulled the gateway's newer knowledge is refused (409), and nothing of it is stored", arguments: Backend.allCases)
+    func pullFirst(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let pulled = try fixture.pullAll("maria", since: KnowledgeVector())
         var walk = fixture.tasks["maria"]!
         walk.title = "Walk 20 minutes"
@@ -161,9 +163,9 @@ struct CareKitSyncTests {
         #expect(try fixture.store.fetchOutcomes().isEmpty)
     }
 
-    @Test("a device stays inside its patient's data: another patient's task, patient or process, a forged vector, a record ahead of its device are refused, naming record, entity and field")
-    func scope() throws {
-        let fixture = try SyncFixture()
+    @Test("a device stays inside its patient's data: another patient's task, patient or process, a forged vector, a record ahead of its device are refused, naming record, entity and field", arguments: Backend.allCases)
+    func scope(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let maria = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp
         let device = UUID()
         let vector = maria.setting(device, to: 1)
@@ -204,9 +206,9 @@ struct CareKitSyncTests {
         #expect(try fixture.store.fetchOutcomes().map(\.id) == [johnsOutcome.id])
     }
 
-    @Test("two devices record the same occurrence: the first recorded wins, the gateway appends one version superseding both, and each device receives that version, never the other's outcome")
-    func duplicateOutcome() throws {
-        let fixture = try SyncFixture()
+    @Test("two devices record the same occurrence: the first recorded wins, the gateway appends one version superseding both, and each device receives that version, never the other's outcome", arguments: Backend.allCases)
+    func duplicateOutcome(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let start = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp
         let (d1, d2) = (UUID(), UUID())
         let v1 = start.setting(d1, to: 1)
@@ -232,9 +234,9 @@ struct CareKitSyncTests {
         #expect(toD2 == [resolution.version.uuid])
     }
 
-    @Test("a page's bytes are its versions' CareKit JSON as stored, the same bytes as writing them decoded: versions with successors, HealthKit tasks, tombstones and outcomes' values included")
-    func pageBytesAsStored() throws {
-        let fixture = try SyncFixture()
+    @Test("a page's bytes are its versions' CareKit JSON as stored, the same bytes as writing them decoded: versions with successors, HealthKit tasks, tombstones and outcomes' values included", arguments: Backend.allCases)
+    func pageBytesAsStored(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         var walk = fixture.tasks["maria"]!
         walk.title = "Walk 20 minutes"
         walk.version.effectiveDate = local("2026-11-05 00:00")

@@ -9,6 +9,18 @@ import Testing
 /// reading (two values), a weight, and a dose of metformin.
 func storeWithAppOutcomes() throws -> SQLiteCarePlanStore {
     let store = try temporaryStore()
+    try addAppOutcomes(store)
+    return store
+}
+
+/// `storeWithAppOutcomes()` on a new store of `backend`; nil (after a SKIPPED line) without PostgreSQL.
+func storeWithAppOutcomes(_ backend: Backend, test: String = #function) throws -> Backend.Store? {
+    guard let store = try backend.freshStore(test) else { return nil }
+    try addAppOutcomes(store)
+    return store
+}
+
+func addAppOutcomes(_ store: any CarePlanStore) throws {
     _ = try importer(store).run([demoBundle])
     let tasks = Dictionary(uniqueKeysWithValues: try store.fetchTasks().map { ($0.id, $0) })
     func outcome(_ task: String, _ occurrence: Int, _ values: [OutcomeValue]) -> CareEntity {
@@ -22,7 +34,6 @@ func storeWithAppOutcomes() throws -> SQLiteCarePlanStore {
                                                               OutcomeValue(.integer(82), kind: "8462-4", units: "mmHg", createdDate: done)]),
         outcome("MedicationRequest/metformin/dosage-1", 6, [OutcomeValue(.double(500), kind: "dose", units: "mg", createdDate: done)]),
     ])
-    return store
 }
 
 func builder() throws -> ObservationBuilder {
@@ -32,9 +43,9 @@ func builder() throws -> ObservationBuilder {
 
 @Suite("Export of outcomes as Observations")
 struct ExportTests {
-    @Test("app outcomes become valid R4 Observations: codes from the table, values by type, a blood pressure panel, effective from the window")
-    func observations() throws {
-        let store = try storeWithAppOutcomes()
+    @Test("app outcomes become valid R4 Observations: codes from the table, values by type, a blood pressure panel, effective from the window", arguments: Backend.allCases)
+    func observations(backend: Backend) throws {
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let exported = try OutcomeExport(store: store, builder: try builder()).observations()
         // The two outcomes imported from the EHR's Observations are not sent back.
         #expect(exported.count == 3)
@@ -81,9 +92,9 @@ struct ExportTests {
         #expect(ResourceValidator().validate(observation).isEmpty, "\(ResourceValidator().validate(observation))")
     }
 
-    @Test("an updated outcome is amended and keeps its identifier; a deleted one is entered-in-error")
-    func statuses() throws {
-        let store = try storeWithAppOutcomes()
+    @Test("an updated outcome is amended and keeps its identifier; a deleted one is entered-in-error", arguments: Backend.allCases)
+    func statuses(backend: Backend) throws {
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let export = OutcomeExport(store: store, builder: try builder())
         let before = try export.observations()
         var walk = try #require(store.fetchOutcomes().first { $0.values.first?.value == .boolean(true) })
@@ -102,9 +113,9 @@ struct ExportTests {
         #expect(after.first { $0.identifier == walkID }?.observation.first("value")?.value == "false")
     }
 
-    @Test("the transaction Bundle creates by identifier unless present and updates amended ones; valid R4 and valid against the XML schema")
-    func bundle() throws {
-        let store = try storeWithAppOutcomes()
+    @Test("the transaction Bundle creates by identifier unless present and updates amended ones; valid R4 and valid against the XML schema", arguments: Backend.allCases)
+    func bundle(backend: Backend) throws {
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let export = OutcomeExport(store: store, builder: try builder())
         let bundle = export.transactionBundle(try export.observations())
         #expect(ResourceValidator().validate(bundle).isEmpty, "\(ResourceValidator().validate(bundle))")
@@ -192,9 +203,9 @@ func schemaCheck(_ resource: Element) throws -> (status: Int32, message: String)
 
 @Suite("Export of medication outcomes as MedicationAdministrations")
 struct MedicationAdministrationExportTests {
-    @Test("where the mapping says export-as MedicationAdministration, a dose becomes one: RxNorm medication, dose, request, valid R4 and schema-valid; other tasks stay Observations")
-    func administrations() throws {
-        let store = try storeWithAppOutcomes()
+    @Test("where the mapping says export-as MedicationAdministration, a dose becomes one: RxNorm medication, dose, request, valid R4 and schema-valid; other tasks stay Observations", arguments: Backend.allCases)
+    func administrations(backend: Backend) throws {
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork))
         let exported = try export.observations()
         #expect(exported.map { $0.observation.resourceType! }.sorted() == ["MedicationAdministration", "Observation", "Observation"])
@@ -224,9 +235,9 @@ struct MedicationAdministrationExportTests {
         }
     }
 
-    @Test("a dose recorded as not taken is not-done with a reason; a deleted one is entered-in-error")
-    func notTakenAndDeleted() throws {
-        let store = try storeWithAppOutcomes()
+    @Test("a dose recorded as not taken is not-done with a reason; a deleted one is entered-in-error", arguments: Backend.allCases)
+    func notTakenAndDeleted(backend: Backend) throws {
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork))
         var dose = try #require(store.fetchOutcomes().first { $0.values.first?.units == "mg" })
         dose.values = [OutcomeValue(.boolean(false), createdDate: local("2026-11-04 08:00"))]

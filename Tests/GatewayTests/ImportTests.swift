@@ -22,7 +22,7 @@ func temporaryStore() throws -> SQLiteCarePlanStore {
     return try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
 }
 
-func importer(_ store: SQLiteCarePlanStore, now: Date = local("2026-11-01 09:00")) throws -> FHIRImporter {
+func importer(_ store: any CarePlanStore, now: Date = local("2026-11-01 09:00")) throws -> FHIRImporter {
     FHIRImporter(mappings: try MappingSet.load([projectRoot.appendingPathComponent("Mappings").path]), store: store, timeZone: newYork, now: now)
 }
 

@@ -44,9 +44,9 @@ struct PatientBoundaryTests {
         try fixture.pullAll("maria", since: KnowledgeVector()).catchUp.setting(UUID(), to: 1)
     }
 
-    @Test("a device's care plan named with another patient's plan id, with a task, a contact and an outcome under it, stays its patient's: the other's page, events and pulls are unchanged and the answer names no conflict")
-    func foreignPlanID() throws {
-        let fixture = try SyncFixture()
+    @Test("a device's care plan named with another patient's plan id, with a task, a contact and an outcome under it, stays its patient's: the other's page, events and pulls are unchanged and the answer names no conflict", arguments: Backend.allCases)
+    func foreignPlanID(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let johnBefore = try seen("john", in: fixture)
         let maria = try #require(fixture.store.fetchPatients(EntityQuery(ids: ["maria"])).first)
         let start = local("2026-11-01 00:00")
@@ -73,9 +73,9 @@ struct PatientBoundaryTests {
         #expect(events.map(\.task.uuid) == [fixture.tasks["john"]!.uuid] && events.allSatisfy { $0.outcome == nil })
     }
 
-    @Test("two patients' apps each creating task `doxylamine` (CareKit's sample app's fixed ids) make two tasks, each with its own outcomes and events, neither a conflict")
-    func sameTaskIDForTwoPatients() throws {
-        let fixture = try SyncFixture()
+    @Test("two patients' apps each creating task `doxylamine` (CareKit's sample app's fixed ids) make two tasks, each with its own outcomes and events, neither a conflict", arguments: Backend.allCases)
+    func sameTaskIDForTwoPatients(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let start = local("2026-11-01 00:00")
         var created: [String: CareTask] = [:]
         for patient in ["maria", "john"] {
@@ -117,9 +117,9 @@ struct PatientBoundaryTests {
         #expect(try fixture.store.fetchTasks(EntityQuery(ids: ["doxylamine"])).map(\.title) == ["Doxylamine, half a tablet"])
     }
 
-    @Test("ids a device pushed before another patient is imported are not that patient's: the import's versions link to none of them")
-    func idsPushedBeforeTheirPatient() throws {
-        let fixture = try SyncFixture()
+    @Test("ids a device pushed before another patient is imported are not that patient's: the import's versions link to none of them", arguments: Backend.allCases)
+    func idsPushedBeforeTheirPatient(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let maria = try #require(fixture.store.fetchPatients(EntityQuery(ids: ["maria"])).first)
         let start = local("2026-11-01 00:00")
         let plan = CarePlan(id: "plan-zoe", title: "Squatted", patientUUID: maria.uuid, effectiveDate: start, timezone: newYork)
@@ -168,9 +168,9 @@ struct PatientBoundaryTests {
         #expect(try store.conflicts().isEmpty)
     }
 
-    @Test("a write for one patient cannot link to another patient's versions, nor write another patient")
-    func writesStayInTheirPatient() throws {
-        let fixture = try SyncFixture()
+    @Test("a write for one patient cannot link to another patient's versions, nor write another patient", arguments: Backend.allCases)
+    func writesStayInTheirPatient(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let johnsPlan = try #require(fixture.store.fetchCarePlans(EntityQuery(patientIDs: ["john"])).first)
         let task = try dailyTask("sneak", "Sneak", plan: johnsPlan.uuid, hour: 9)
         #expect(throws: StoreError.missingParent(.task, id: "sneak", field: "carePlanUUID", uuid: johnsPlan.uuid)) {
@@ -372,9 +372,9 @@ struct DevicePushBoundsTests {
         return task
     }
 
-    @Test("a device task's schedule is bounded: one every second, or 65 elements, is refused naming the field; hourly is stored; nothing of a refused push is")
-    func scheduleBounds() throws {
-        let fixture = try SyncFixture()
+    @Test("a device task's schedule is bounded: one every second, or 65 elements, is refused naming the field; hourly is stored; nothing of a refused push is", arguments: Backend.allCases)
+    func scheduleBounds(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let plan = fixture.tasks["maria"]!.carePlanUUID
         let everySecond = try task("flood", plan: plan, interval: DateComponents(second: 1))
         #expect(try refusal([.task(everySecond)], in: fixture)
@@ -385,9 +385,9 @@ struct DevicePushBoundsTests {
         #expect(try refusal([.task(try task("hourly", plan: plan, interval: DateComponents(hour: 1)))], in: fixture) == "accepted")
     }
 
-    @Test("a knowledge vector of many invented processes is refused: one vector, and so one patient, holds at most 256 device processes")
-    func vectorBounds() throws {
-        let fixture = try SyncFixture()
+    @Test("a knowledge vector of many invented processes is refused: one vector, and so one patient, holds at most 256 device processes", arguments: Backend.allCases)
+    func vectorBounds(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let pulled = try fixture.pullAll("maria", since: KnowledgeVector()).catchUp
         var wide = pulled
         for _ in 0..<300 { wide = wide.setting(UUID(), to: 1) }
@@ -410,9 +410,9 @@ struct DevicePushBoundsTests {
         #expect(try refusal([], in: fixture, vector: known) == "accepted")
     }
 
-    @Test("links are the gateway's: a device's successors are ignored, a version naming itself or a cycle is refused, versions of one record are merged in the order their links give, and an unknown or another patient's previous version reads the same")
-    func links() throws {
-        let fixture = try SyncFixture()
+    @Test("links are the gateway's: a device's successors are ignored, a version naming itself or a cycle is refused, versions of one record are merged in the order their links give, and an unknown or another patient's previous version reads the same", arguments: Backend.allCases)
+    func links(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let plan = fixture.tasks["maria"]!.carePlanUUID
         // A successor a device names does not end a version.
         var named = try task("named", plan: plan, interval: DateComponents(day: 1))
@@ -453,9 +453,9 @@ struct DevicePushBoundsTests {
         #expect(try previous(plan!).hasSuffix("names no earlier task version of this patient's that the gateway holds or this request sends"))
     }
 
-    @Test("a device revoked while its push waits merges nothing: the enrollment is checked again inside the push's transaction")
-    func revokedInFlight() async throws {
-        let fixture = try SyncFixture()
+    @Test("a device revoked while its push waits merges nothing: the enrollment is checked again inside the push's transaction", arguments: Backend.allCases)
+    func revokedInFlight(backend: Backend) async throws {
+        guard let fixture = try SyncFixture(backend) else { return }
         let enrollment = DeviceEnrollment(store: fixture.store)
         let (device, token) = try enrollment.redeem(code: try enrollment.issueCode(patientID: "maria").code)
         #expect(try enrollment.authenticate(token: token)?.id == device.id)  // what the route did before reading the body

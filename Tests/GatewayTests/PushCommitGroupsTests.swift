@@ -5,9 +5,9 @@ import Testing
 
 @Suite("Device pushes sharing one commit")
 struct PushCommitGroupsTests {
-    @Test("pushes arriving together are each merged or refused on their own: a refused push (another patient's task) undoes only itself")
-    func concurrentPushes() async throws {
-        var fixture = try SyncFixture()
+    @Test("pushes arriving together are each merged or refused on their own: a refused push (another patient's task) undoes only itself", arguments: Backend.allCases)
+    func concurrentPushes(backend: Backend) async throws {
+        guard var fixture = try SyncFixture(backend) else { return }
         let patients = (0..<30).map { "patient-\($0)" }
         for patient in patients { fixture.tasks[patient] = try fixture.addPlan(for: patient) }
         let pushes = PushCommitGroups(sync: fixture.sync, groupLimit: 8)

@@ -9,7 +9,7 @@ import Testing
 // Bounded by count; the time bound is generous, as a loaded machine may pause a test between attempts.
 let quickRetry = RetryPolicy(maxAttempts: 8, baseDelay: 0.05, maxDelay: 1, maxTotal: 300)
 
-func pusher(_ store: SQLiteCarePlanStore, _ base: String) throws -> OutcomePush {
+func pusher(_ store: any CarePlanStore & Outbox, _ base: String) throws -> OutcomePush {
     OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: try builder()),
                 client: FHIRRESTClient(base: base, retry: quickRetry, timeout: 20))
 }
@@ -28,11 +28,11 @@ func serverObservations(_ base: String) async throws -> [String: Int] {
 
 @Suite("Exactly-once push to a real FHIR server", .serialized)
 struct PushTests {
-    @Test("through dropped connections after commit and a 503 storm, every outcome arrives exactly once; re-runs send nothing new; an amended outcome updates its Observation")
-    func exactlyOnce() async throws {
+    @Test("through dropped connections after commit and a 503 storm, every outcome arrives exactly once; re-runs send nothing new; an amended outcome updates its Observation", arguments: Backend.allCases)
+    func exactlyOnce(backend: Backend) async throws {
         guard let server = await LocalFHIRServer() else { return }
         let proxy = try FaultProxy(upstream: server.port)
-        let store = try storeWithAppOutcomes()
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         // Two writes reach the server but their answers are lost; then three 503s with Retry-After.
         try proxy.configure(["drop_after_forward": 2, "storm": 3, "status": 503, "retry_after": "0"])
         let first = try await pusher(store, proxy.base).run()
@@ -61,10 +61,10 @@ struct PushTests {
         #expect(walkOnServer.first?.first("value")?.value == "false")
     }
 
-    @Test("a server that refuses an Observation puts it in the dead-letter list with the OperationOutcome; a server that is down leaves everything queued")
-    func refusalsAndOutages() async throws {
+    @Test("a server that refuses an Observation puts it in the dead-letter list with the OperationOutcome; a server that is down leaves everything queued", arguments: Backend.allCases)
+    func refusalsAndOutages(backend: Backend) async throws {
         guard let server = await LocalFHIRServer() else { return }
-        let store = try storeWithAppOutcomes()
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let proxy = try FaultProxy(upstream: server.port)
         // Down: every request answered 503 for longer than the retries last.
         try proxy.configure(["storm": 1000, "status": 503, "retry_after": "0"])
@@ -88,7 +88,7 @@ struct PushTests {
         let refused = try await pusher(store, server.base).run()
         #expect(refused.failed.count == 1, "\(refused.pushed) \(refused.deferred)")
         #expect(try store.outboxCounts().failed == 1)
-        #expect(try store.outbox(state: .failed).first?.lastError?.contains("HTTP 4") == true)
+        #expect(try store.outbox(state: .failed, limit: 1000).first?.lastError?.contains("HTTP 4") == true)
         // --retry-failed: the dead letter is taken out; having no outcome behind it, nothing is
         // exported again, and the dead-letter list is empty.
         let retried = try await pusher(store, server.base).run(retryFailed: true)
@@ -96,10 +96,10 @@ struct PushTests {
         #expect(try store.outboxCounts() == OutboxCounts(queued: 0, pushed: 3, failed: 0))
     }
 
-    @Test("--retry-failed exports a dead-lettered outcome again and sends it; outcomes already pushed are not sent again")
-    func retryFailed() async throws {
+    @Test("--retry-failed exports a dead-lettered outcome again and sends it; outcomes already pushed are not sent again", arguments: Backend.allCases)
+    func retryFailed(backend: Backend) async throws {
         guard let server = await LocalFHIRServer() else { return }
-        let store = try storeWithAppOutcomes()
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         let push = try pusher(store, server.base)
         #expect(try push.enqueue() == 3)
         // One was refused in an earlier run (a mapping that gave it no code, say).
@@ -115,11 +115,11 @@ struct PushTests {
         #expect(onServer.count == 3 && onServer.values.allSatisfy { $0 == 1 })
     }
 
-    @Test("batches: a lost answer to a whole batch and a 503 storm still leave exactly one Observation per outcome; a refused entry is dead-lettered while the rest of its batch goes")
-    func batches() async throws {
+    @Test("batches: a lost answer to a whole batch and a 503 storm still leave exactly one Observation per outcome; a refused entry is dead-lettered while the rest of its batch goes", arguments: Backend.allCases)
+    func batches(backend: Backend) async throws {
         guard let server = await LocalFHIRServer() else { return }
         let proxy = try FaultProxy(upstream: server.port)
-        let store = try storeWithAppOutcomes()
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         var bad = OutboxItem(versionUUID: UUID(), entityID: "bad", idempotencyKey: "urn:caregate:outcome|bad",
                              payload: Array(#"{"resourceType":"Observation","status":"final","valueBoolean":true}"#.utf8))
         bad.state = .queued
@@ -154,11 +154,11 @@ struct PushTests {
 
 @Suite("Push of MedicationAdministrations", .serialized)
 struct MedicationAdministrationPushTests {
-    @Test("doses go as MedicationAdministrations, once each, through a lost answer; an amended dose updates the same one", arguments: [1, 10])
-    func administrations(batchSize: Int) async throws {
+    @Test("doses go as MedicationAdministrations, once each, through a lost answer; an amended dose updates the same one", arguments: Backend.allCases, [1, 10])
+    func administrations(backend: Backend, batchSize: Int) async throws {
         guard let server = await LocalFHIRServer() else { return }
         let proxy = try FaultProxy(upstream: server.port)
-        let store = try storeWithAppOutcomes()
+        guard let store = try storeWithAppOutcomes(backend) else { return }
         var push = OutcomePush(outbox: store, export: OutcomeExport(store: store, builder: ObservationBuilder(mappings: try mappingsWithAdministrations(), timeZone: newYork)),
                                client: FHIRRESTClient(base: proxy.base, retry: quickRetry, timeout: 20))
         push.batchSize = batchSize

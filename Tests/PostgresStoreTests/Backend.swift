@@ -1,5 +1,6 @@
 import CareStore
 import Foundation
+import PostgresNIO
 import PostgresStore
 import Testing
 
@@ -33,5 +34,22 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
         if let sqlite = store as? SQLiteCarePlanStore { return try SQLiteCarePlanStore(path: sqlite.path) }
         let postgres = try #require(store as? PostgresCarePlanStore)
         return try PostgresCarePlanStore(postgres.database.location, password: TestPostgres.cluster?.password)
+    }
+
+    /// Every byte the store keeps (a SQLite file and its log; every PostgreSQL table's rows as
+    /// text): what a test searches for secrets that must never be stored in clear.
+    static func everythingStored(_ store: Store) throws -> Data {
+        if let sqlite = store as? SQLiteCarePlanStore {
+            return try Data(contentsOf: URL(fileURLWithPath: sqlite.path)) + ((try? Data(contentsOf: URL(fileURLWithPath: sqlite.path + "-wal"))) ?? Data())
+        }
+        let postgres = try #require(store as? PostgresCarePlanStore)
+        return try postgres.database.withSession { session in
+            var text = ""
+            for table in try session.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'") {
+                let name = try table.decode(String.self)
+                for row in try session.query(PostgresQuery(unsafeSQL: "SELECT row_to_json(t)::text FROM \"\(name)\" t")) { text += try row.decode(String.self) }
+            }
+            return Data(text.utf8)
+        }
     }
 }
