@@ -90,6 +90,9 @@ public protocol Outbox: Sendable {
 }
 
 extension Outbox {
+    /// The first thousand items in a state, oldest first.
+    public func outbox(state: OutboxItem.State) throws(StoreError) -> [OutboxItem] { try outbox(state: state, limit: 1000) }
+
     /// Queued items, oldest first.
     public func queuedOutbox(limit: Int = 1000) throws(StoreError) -> [OutboxItem] { try outbox(state: .queued, limit: limit) }
 

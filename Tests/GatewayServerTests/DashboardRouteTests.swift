@@ -40,8 +40,8 @@ struct DashboardRouteTests {
     static let adminToken = "dashboard-admin-4d1f9c"
 
     /// Two patients (one with a hostile name), a dead letter whose error holds markup, and an enrolled device.
-    func fixture() throws -> (SQLiteCarePlanStore, deviceToken: String, dead: UUID) {
-        let (store, _) = try twoPatientStore()
+    func fixture(_ backend: Backend, test: String = #function) throws -> (Backend.Store, deviceToken: String, dead: UUID)? {
+        guard let (store, _) = try twoPatientStore(backend, test: test) else { return nil }
         let hostile = Patient(id: "Patient/x 1", name: PersonName(givenName: "<script>alert(1)</script>"), effectiveDate: Date(), timezone: .current)
         try store.add([.patient(hostile)])
         let dead = UUID(), pushed = UUID()
@@ -54,9 +54,9 @@ struct DashboardRouteTests {
         return (store, token, dead)
     }
 
-    @Test("sign-in with the admin token sets an HttpOnly, SameSite=Strict cookie; pages escape PHI and forbid scripts; forms without the CSRF token are refused; retry and revoke work; sign-out ends the session")
-    func dashboard() async throws {
-        let (store, deviceToken, dead) = try fixture()
+    @Test("sign-in with the admin token sets an HttpOnly, SameSite=Strict cookie; pages escape PHI and forbid scripts; forms without the CSRF token are refused; retry and revoke work; sign-out ends the session", arguments: Backend.allCases)
+    func dashboard(backend: Backend) async throws {
+        guard let (store, deviceToken, dead) = try fixture(backend) else { return }
         let server = try await RunningServer(store: store, dashboard: DashboardAccess(adminToken: Self.adminToken, secureCookie: false))
         defer { Task { try? await server.stop() } }
         var browser = DashboardBrowser(server: server)
@@ -129,7 +129,7 @@ struct DashboardRouteTests {
 
     @Test("a Secure cookie when served over TLS; wrong admin tokens from one address are refused with 429 past the limit, even the right one; no admin token, no /ui")
     func throttleAndAbsence() async throws {
-        let (store, _, _) = try fixture()
+        let (store, _, _) = try #require(try fixture(.sqlite))
         var limits = GatewayServer.Limits()
         limits.wrongCodes = 3
         let server = try await RunningServer(store: store, limits: limits, dashboard: DashboardAccess(adminToken: Self.adminToken, secureCookie: true))
@@ -153,19 +153,19 @@ extension GatewayServerSuites {
 struct SharedStoreTests {
     /// Two servers over one store file, each with a store object (and connection pool) of its
     /// own, as two processes would have.
-    func twoGateways(wrongCodes: Int = 5) async throws -> (a: RunningServer, b: RunningServer, path: String) {
-        let (store, _) = try twoPatientStore()
+    func twoGateways(_ backend: Backend, wrongCodes: Int = 5, test: String = #function) async throws -> (a: RunningServer, b: RunningServer, store: Backend.Store)? {
+        guard let (store, _) = try twoPatientStore(backend, test: test) else { return nil }
         var limits = GatewayServer.Limits()
         limits.wrongCodes = wrongCodes
         let access = DashboardAccess(adminToken: DashboardRouteTests.adminToken, secureCookie: false)
         let a = try await RunningServer(store: store, limits: limits, dashboard: access)
-        let b = try await RunningServer(store: try SQLiteCarePlanStore(path: store.path), limits: limits, dashboard: access)
-        return (a, b, store.path)
+        let b = try await RunningServer(store: try Backend.reopen(store), limits: limits, dashboard: access)
+        return (a, b, store)
     }
 
-    @Test("wrong codes sent to two gateways over one store count against one budget: five spread over both lock the address out of both, a right code too")
-    func sharedAttempts() async throws {
-        let (a, b, _) = try await twoGateways()
+    @Test("wrong codes sent to two gateways over one store count against one budget: five spread over both lock the address out of both, a right code too", arguments: Backend.allCases)
+    func sharedAttempts(backend: Backend) async throws {
+        guard let (a, b, _) = try await twoGateways(backend) else { return }
         for server in [a, b, a, b, a] {
             #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "BBBBB-BBBBB"}"#).status == 401)
         }
@@ -181,9 +181,9 @@ struct SharedStoreTests {
         try await b.stop()
     }
 
-    @Test("an operator signed in on one gateway is signed in on the other, signing out on either ends it, and the store keeps only the session id's hash")
-    func sharedSessions() async throws {
-        let (a, b, path) = try await twoGateways()
+    @Test("an operator signed in on one gateway is signed in on the other, signing out on either ends it, and the store keeps only the session id's hash", arguments: Backend.allCases)
+    func sharedSessions(backend: Backend) async throws {
+        guard let (a, b, store) = try await twoGateways(backend) else { return }
         let login = try await DashboardBrowser(server: a).send("POST", "/ui/login", form: [("token", DashboardRouteTests.adminToken)])
         let cookie = try #require(login.headers["set-cookie"]?.split(separator: ";").first?.split(separator: "=").last.map(String.init))
         var onB = DashboardBrowser(server: b)
@@ -191,8 +191,8 @@ struct SharedStoreTests {
         let page = try await onB.send("GET", "/ui")
         #expect(page.status == 200, "the session opened on a is known to b")
         let csrf = try #require(DashboardBrowser.csrf(in: page.html))
-        let kept = try await DatabaseQueue(path: path).read { db in try String.fetchAll(db, sql: "SELECT id_hash || ' ' || csrf FROM dashboard_session") }
-        #expect(kept.count == 1 && !kept[0].contains(cookie) && kept[0].contains(DashboardSessions.hash(cookie)))
+        let kept = String(decoding: try Backend.everythingStored(store), as: UTF8.self)
+        #expect(!kept.contains(cookie) && kept.contains(DashboardSessions.hash(cookie)))
         #expect(try await onB.send("POST", "/ui/logout", form: [("csrf", csrf)]).status == 303)
         var onA = DashboardBrowser(server: a)
         onA.session = cookie

@@ -90,7 +90,7 @@ extension GatewayServerSuites {
         let zone = TimeZone(identifier: "America/New_York")!
 
         /// An `ehr:` link to the server, with the notification token in a file and the workers fast.
-        func link(base: String, store: SQLiteCarePlanStore, notifyToken: String) throws -> EHRLink {
+        func link(base: String, store: Backend.Store, notifyToken: String) throws -> EHRLink {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-ehr-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let tokenFile = folder.appendingPathComponent("notify.token").path
@@ -104,7 +104,7 @@ extension GatewayServerSuites {
             return try ehr.link(store: store, root: folder.path)
         }
 
-        func observations(_ client: FHIRRESTClient, store: SQLiteCarePlanStore) async throws -> [String: Int] {
+        func observations(_ client: FHIRRESTClient, store: Backend.Store) async throws -> [String: Int] {
             var found: [String: Int] = [:]
             for item in try store.outbox(state: .pushed) + store.outbox(state: .queued) {
                 found[item.idempotencyKey] = try await client.search("Observation", [("identifier", item.idempotencyKey)]).count
@@ -112,8 +112,8 @@ extension GatewayServerSuites {
             return found
         }
 
-        @Test("the EHR's plan reaches a device, the device's outcomes reach the EHR once, and a changed plan reaches the device after the EHR notifies")
-        func wholeLoop() async throws {
+        @Test("the EHR's plan reaches a device, the device's outcomes reach the EHR once, and a changed plan reaches the device after the EHR notifies", arguments: Backend.allCases)
+        func wholeLoop(backend: Backend) async throws {
             guard let ehr = await LocalFHIRServer() else { return }
             let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
             let files = ["Patient-maria-lopez", "CareTeam-maria-lopez-care-team", "MedicationRequest-metformin", "MedicationRequest-furosemide",
@@ -123,9 +123,7 @@ extension GatewayServerSuites {
             _ = try await client.update(try mariaPlan(walkTime: "17:30:00"), at: "CarePlan/maria-lopez-home-care")
 
             // The care plan is seeded from the EHR (caregate import --from does the same), then the gateway serves.
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-loop-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+            guard let store = try backend.freshStore() else { return }
             let link = try link(base: ehr.base, store: store, notifyToken: "notify-secret-1")
             let maria = EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez")
             guard case .imported(let seeded) = try await link.refresh.refresh(maria, since: nil) else { Issue.record("not imported"); return }
@@ -236,7 +234,8 @@ extension GatewayServerSuites {
     @Suite("The push worker when the EHR fails")
     struct PushWorkerFaultTests {
         /// Maria's plan seeded on sekmet and imported into a fresh store; the gateway reaches the EHR through `proxy`.
-        func setUp(_ ehr: LocalFHIRServer, proxy: FaultProxy, pushSeconds: Int = 1) async throws -> (SQLiteCarePlanStore, EHRLink, FHIRRESTClient) {
+        func setUp(_ ehr: LocalFHIRServer, proxy: FaultProxy, pushSeconds: Int = 1, backend: Backend = .sqlite,
+                   test: String = #function) async throws -> (Backend.Store, EHRLink, FHIRRESTClient)? {
             let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
             for name in ["Patient-maria-lopez", "MedicationRequest-metformin"] {
                 _ = try await client.update(try sample(name), at: name.replacingOccurrences(of: "-", with: "/", range: name.range(of: "-")))
@@ -244,7 +243,7 @@ extension GatewayServerSuites {
             _ = try await client.update(try mariaPlan(walkTime: "17:30:00"), at: "CarePlan/maria-lopez-home-care")
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-fault-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+            guard let store = try backend.freshStore(test) else { return nil }
             var settings = GatewayConfig.EHR(base: proxy.base)
             settings.timeZone = TimeZone(identifier: "America/New_York")!
             settings.pushSeconds = pushSeconds
@@ -269,7 +268,7 @@ extension GatewayServerSuites {
             return Int(answer.body?["merged"]?.numberValue ?? -1)
         }
 
-        func enrolledDevice(_ server: RunningServer, store: SQLiteCarePlanStore) async throws -> (String, DeviceCopy) {
+        func enrolledDevice(_ server: RunningServer, store: Backend.Store) async throws -> (String, DeviceCopy) {
             let code = try DeviceEnrollment(store: store).issueCode(patientID: "Patient/maria-lopez").code
             let token = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body?["token"]?.stringValue)
             var device = DeviceCopy()
@@ -281,7 +280,7 @@ extension GatewayServerSuites {
         func ehrDown() async throws {
             guard let ehr = await LocalFHIRServer() else { return }
             let proxy = try FaultProxy(upstream: ehr.port)
-            var (store, link, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 60)
+            guard var (store, link, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 60) else { return }
             let time = ManualClock()
             link.clock = WorkerClock(time)
             let server = try await RunningServer(store: store, ehr: link)
@@ -319,11 +318,11 @@ extension GatewayServerSuites {
             try await server.stop()
         }
 
-        @Test("a graceful shutdown in the middle of a push batch finishes the batch; after a restart nothing is sent twice")
-        func shutdownMidBatch() async throws {
+        @Test("a graceful shutdown in the middle of a push batch finishes the batch; after a restart nothing is sent twice", arguments: Backend.allCases)
+        func shutdownMidBatch(backend: Backend) async throws {
             guard let ehr = await LocalFHIRServer() else { return }
             let proxy = try FaultProxy(upstream: ehr.port)
-            let (store, link, client) = try await setUp(ehr, proxy: proxy)
+            guard let (store, link, client) = try await setUp(ehr, proxy: proxy, backend: backend) else { return }
             let server = try await RunningServer(store: store, ehr: link)
             let (token, initial) = try await enrolledDevice(server, store: store)
             var device = initial

@@ -94,9 +94,9 @@ extension GatewayServerSuites {
             try await full.stop()
         }
 
-        @Test("sixty wrong codes sent at once get five 401s and 429 for the rest, still after a restart; sign-in and notify tokens count in the same bucket")
-        func concurrentGuesses() async throws {
-            let (store, _) = try twoPatientStore()
+        @Test("sixty wrong codes sent at once get five 401s and 429 for the rest, still after a restart; sign-in and notify tokens count in the same bucket", arguments: Backend.allCases)
+        func concurrentGuesses(backend: Backend) async throws {
+            guard let (store, _) = try twoPatientStore(backend) else { return }
             var limits = GatewayServer.Limits()
             limits.wrongCodes = 5
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-hostile-\(UUID().uuidString)")
@@ -124,7 +124,7 @@ extension GatewayServerSuites {
             try await restarted.stop()
 
             // One bucket: three wrong codes, a wrong admin token and a wrong notify token use it up.
-            let (fresh, _) = try twoPatientStore()
+            guard let (fresh, _) = try twoPatientStore(backend) else { return }
             let shared = try await RunningServer(store: fresh, limits: limits, ehr: try config.link(store: fresh, root: folder.path),
                                                  dashboard: DashboardAccess(adminToken: "admin-token-0123456789abcdef", secureCookie: false))
             for i in 0..<3 { #expect(try await shared.send("POST", "/carekit/v1/enroll", json: "{\"code\": \"WRONG-\(i)\"}").status == 401) }

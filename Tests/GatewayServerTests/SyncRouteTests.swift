@@ -15,7 +15,7 @@ import Testing
 /// `GatewayServer` running on 127.0.0.1 (any free port) over a store in a temporary folder,
 /// with libcurl as the client.
 final class RunningServer: @unchecked Sendable {
-    let store: SQLiteCarePlanStore
+    let store: Backend.Store
     let group: ServiceGroup
     let task: Task<Void, any Error>
     let port: Int
@@ -25,7 +25,7 @@ final class RunningServer: @unchecked Sendable {
     /// Connections the server counts per address now.
     func connectionCount() -> Int { gateway.connections.count }
 
-    init(store: SQLiteCarePlanStore, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
+    init(store: Backend.Store, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
          dashboard: DashboardAccess? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
         let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -70,6 +70,17 @@ func twoPatientStore() throws -> (SQLiteCarePlanStore, [String: CareTask]) {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-server-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("care.sqlite").path)
+    return (store, try addTwoPatients(store))
+}
+
+/// `twoPatientStore()` on a new store of `backend`; nil (after a SKIPPED line) without PostgreSQL.
+func twoPatientStore(_ backend: Backend, test: String = #function) throws -> (Backend.Store, [String: CareTask])? {
+    guard let store = try backend.freshStore(test) else { return nil }
+    return (store, try addTwoPatients(store))
+}
+
+/// Maria's and John's plans, each with a daily walk at 08:00 from 2026-11-01.
+func addTwoPatients(_ store: any CarePlanStore) throws -> [String: CareTask] {
     let zone = TimeZone(identifier: "America/New_York")!
     let start = Date(timeIntervalSinceReferenceDate: 815_202_000)  // 2026-11-01 00:00 in New York
     var tasks: [String: CareTask] = [:]
@@ -82,7 +93,7 @@ func twoPatientStore() throws -> (SQLiteCarePlanStore, [String: CareTask]) {
         try store.add([.patient(patient), .carePlan(plan), .task(task)])
         tasks[id] = task
     }
-    return (store, tasks)
+    return tasks
 }
 
 
@@ -94,9 +105,9 @@ struct GatewayServerSuites {}
 extension GatewayServerSuites {
 @Suite("CareKit sync over HTTP")
 struct SyncRouteTests {
-    @Test("enroll with a code, pull in pages following Link, push outcomes once, and the refusals a device meets: 401, 409, 400 naming the field, 413")
-    func syncOverLoopback() async throws {
-        let (store, tasks) = try twoPatientStore()
+    @Test("enroll with a code, pull in pages following Link, push outcomes once, and the refusals a device meets: 401, 409, 400 naming the field, 413", arguments: Backend.allCases)
+    func syncOverLoopback(backend: Backend) async throws {
+        guard let (store, tasks) = try twoPatientStore(backend) else { return }
         var limits = GatewayServer.Limits()
         limits.syncBody = 64 << 10
         let server = try await RunningServer(store: store, limits: limits)
@@ -192,9 +203,9 @@ struct SyncRouteTests {
         try await server.stop()
     }
 
-    @Test("a device's last sync time is written in the background, never by the request itself, and what is noted is written at graceful shutdown")
-    func lastSyncTimes() async throws {
-        let (store, _) = try twoPatientStore()
+    @Test("a device's last sync time is written in the background, never by the request itself, and what is noted is written at graceful shutdown", arguments: Backend.allCases)
+    func lastSyncTimes(backend: Backend) async throws {
+        guard let (store, _) = try twoPatientStore(backend) else { return }
         let server = try await RunningServer(store: store)
         let enrollment = DeviceEnrollment(store: store)
         let (device, token) = try enrollment.redeem(code: enrollment.issueCode(patientID: "maria").code)
@@ -206,9 +217,9 @@ struct SyncRouteTests {
         #expect(synced >= before.addingTimeInterval(-1) && synced <= Date())
     }
 
-    @Test("wrong enrollment codes from one address are refused with 429 and Retry-After once past the limit, even a right one")
-    func throttle() async throws {
-        let (store, _) = try twoPatientStore()
+    @Test("wrong enrollment codes from one address are refused with 429 and Retry-After once past the limit, even a right one", arguments: Backend.allCases)
+    func throttle(backend: Backend) async throws {
+        guard let (store, _) = try twoPatientStore(backend) else { return }
         var limits = GatewayServer.Limits()
         limits.wrongCodes = 3
         let server = try await RunningServer(store: store, limits: limits)
