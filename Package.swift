@@ -155,6 +155,7 @@ let package = Package(
                 "FHIR",
                 "FHIRPath",
                 "CareStore",
+                "PostgresStore",
                 "Mapping",
                 "FHIRClient",
                 "Gateway",
@@ -228,7 +229,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["caregate", "FHIR", "CareStore", "JSON", "FHIRClient"]
+            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient"]
         ),
     ]
 )

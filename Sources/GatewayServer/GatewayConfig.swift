@@ -13,7 +13,9 @@ import Mapping
 ///   host: 127.0.0.1
 ///   port: 8080
 ///   trusted-proxies: [10.0.0.5]   # whose X-Forwarded-For / Forwarded name the client
-/// store: /var/lib/caregate/caregate.sqlite
+/// store: /var/lib/caregate/caregate.sqlite   # or postgres://caregate@db.internal:5432/care
+/// store-password-file: secrets/db.password   # PostgreSQL only (else $CAREGATE_STORE_PASSWORD)
+/// store-connections: 8                       # PostgreSQL connections this instance opens at most
 /// limits:
 ///   sync-body: 8388608      # bytes
 ///   page-size: 1000         # versions per pull page
@@ -35,8 +37,13 @@ public struct GatewayConfig: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var allowPlainHTTP = false
-    /// The store's SQLite file, relative to the configuration file's folder.
+    /// The store: an SQLite file (relative to the configuration file's folder), or a
+    /// `postgres://user@host:port/database` URL.
     public var store = "caregate.sqlite"
+    /// For a PostgreSQL store: the owner-only file holding its password.
+    public var storePasswordFile: String?
+    /// For a PostgreSQL store: the connections this instance opens at most.
+    public var storeConnections = 8
     public var syncBody = 8 << 20
     public var pageSize = 1_000
     public var wrongCodes = 5
@@ -120,6 +127,13 @@ public struct GatewayConfig: Sendable {
             reader.error(reader.hostLocation ?? SourceLocation(file: path, line: 1, column: 1),
                          "listen.host \(config.host) is not loopback: serve it with tls (certificate and key), or plain HTTP with allow-plain-http: true (behind a TLS proxy)")
         }
+        if config.storePasswordFile != nil && !namesPostgres(config.store) {
+            reader.error(reader.passwordFileLocation ?? SourceLocation(file: path, line: 1, column: 1),
+                         "store-password-file is for a postgres:// store; the store \(config.store) is an SQLite file, which has no password")
+        }
+        if namesPostgres(config.store), let at = reader.storeLocation, URLComponents(string: config.store)?.password != nil {
+            reader.error(at, "store: the URL holds a password; put it in store-password-file (owner-only), or in $CAREGATE_STORE_PASSWORD")
+        }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
         config.resolvePaths(against: folder)
         reader.checkSecrets(config.ehr, environment: environment)
@@ -144,7 +158,8 @@ public struct GatewayConfig: Sendable {
     /// Relative paths made absolute against the configuration file's folder.
     mutating func resolvePaths(against folder: URL) {
         func absolute(_ path: String) -> String { path.hasPrefix("/") ? path : folder.appendingPathComponent(path).path }
-        store = absolute(store)
+        if !Self.namesPostgres(store) { store = absolute(store) }
+        storePasswordFile = storePasswordFile.map(absolute)
         tls = tls.map { (absolute($0.certificate), absolute($0.key)) }
         if case .file(let file) = adminToken { adminToken = .file(absolute(file)) }
         guard var ehr else { return }
@@ -160,6 +175,9 @@ public struct GatewayConfig: Sendable {
         if case .file(let file) = ehr.notifyToken { ehr.notifyToken = .file(absolute(file)) }
         self.ehr = ehr
     }
+
+    /// Whether a store names a PostgreSQL database (a `postgres://` or `postgresql://` URL).
+    public static func namesPostgres(_ store: String) -> Bool { store.hasPrefix("postgres://") || store.hasPrefix("postgresql://") }
 
     /// Whether a host is this machine: `localhost`, or an address in 127.0.0.0/8 or ::1 (decided
     /// from the address: `127.evil.example` is a name, and no loopback).
@@ -181,11 +199,14 @@ struct ConfigReader {
     }
 
     var ehrLocations: [String: SourceLocation] = [:]
+    var storeLocation: SourceLocation?
+    var passwordFileLocation: SourceLocation?
     var tlsLocation: SourceLocation?
     var dashboardLocation: SourceLocation?
 
     mutating func read(_ tree: YAMLTree, into config: inout GatewayConfig) {
-        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "limits", "ehr", "tls", "dashboard"]) {
+        for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "store-password-file", "store-connections",
+                                                               "limits", "ehr", "tls", "dashboard"]) {
             switch key {
             case "listen":
                 for (key, _, value) in members(value, expected: ["host", "port", "trusted-proxies"]) {
@@ -196,7 +217,9 @@ struct ConfigReader {
                     }
                 }
             case "allow-plain-http": if let flag = boolean(value) { config.allowPlainHTTP = flag }
-            case "store": if let store = text(value) { config.store = store }
+            case "store": if let store = text(value) { config.store = store; storeLocation = value.location }
+            case "store-password-file": if let file = text(value) { config.storePasswordFile = file; passwordFileLocation = value.location }
+            case "store-connections": if let n = number(value, in: 1...1_000) { config.storeConnections = n }
             case "limits":
                 for (key, _, value) in members(value, expected: ["sync-body", "page-size", "wrong-codes", "idle-seconds", "head-seconds",
                                                                   "body-seconds", "max-connections", "connections-per-address",

@@ -6,8 +6,16 @@ import Prometheus
 /// What `/metrics` reports, in Prometheus' text format: Hummingbird's request counts and latency
 /// histograms (through swift-metrics), device syncs and pulls, and the outbox read at each scrape.
 /// swift-metrics has one factory per process, so one registry serves every server in it.
+/// Every series carries an `instance` label (`GatewayMetrics.instance`): several gateways over
+/// one database report apart, whatever the scraper adds.
 public final class GatewayMetrics: Sendable {
     public static let shared = GatewayMetrics()
+
+    /// The instance's name in every series: `$CAREGATE_INSTANCE`, else the host name and process id.
+    public static let instance: String = {
+        if let name = ProcessInfo.processInfo.environment["CAREGATE_INSTANCE"], !name.isEmpty { return name }
+        return "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    }()
 
     public let registry: PrometheusCollectorRegistry
     let deviceSyncs: Prometheus.Counter
@@ -23,7 +31,9 @@ public final class GatewayMetrics: Sendable {
 
     private init() {
         registry = PrometheusCollectorRegistry()
-        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.nameAndLabelSanitizer = { name, labels in (name, labels + [("instance", GatewayMetrics.instance)]) }
+        MetricsSystem.bootstrap(factory)
         deviceSyncs = Self.counter(registry, "device_syncs", "Sync calls (pulls and pushes) by enrolled devices.")
         pulls = Self.counter(registry, "pulls", "Pull pages answered.")
         pushes = Self.counter(registry, "pushes", "Device pushes merged.")
@@ -38,12 +48,14 @@ public final class GatewayMetrics: Sendable {
 
     /// A counter named `caregate_<metric>_total`, as Prometheus names counters.
     static func counter(_ registry: PrometheusCollectorRegistry, _ metric: String, _ help: String) -> Prometheus.Counter {
-        registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "total", helpText: help))
+        registry.makeCounter(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "total", helpText: help),
+                             labels: [("instance", instance)])
     }
 
     /// A gauge named `caregate_<metric>`.
     static func gauge(_ registry: PrometheusCollectorRegistry, _ metric: String, _ help: String) -> Prometheus.Gauge {
-        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "", helpText: help))
+        registry.makeGauge(descriptor: MetricNameDescriptor(namespace: "caregate", metricName: metric, unitName: "", helpText: help),
+                           labels: [("instance", instance)])
     }
 
     /// The text of a scrape, with the outbox read now.

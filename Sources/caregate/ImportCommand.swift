@@ -117,7 +117,7 @@ struct ImportCommand: AsyncParsableCommand {
         let set = try mappings.load(whatFails: "imported")
         // A dry run against a store that does not exist yet compares with an empty one and
         // leaves no file behind.
-        let store: any CarePlanStore = dryRun && !FileManager.default.fileExists(atPath: options.path)
+        let store: any CarePlanStore = try dryRun && options.location().isMissingFile
             ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
         let bar = ProgressBar(plainLines: true)
         let started = Date()
@@ -228,14 +228,14 @@ struct ImportCommand: AsyncParsableCommand {
         do { return try SQLiteImportStaging(directory: scratchDirectory) } catch { throw CommandError.store(error) }
     }
 
-    /// The store's folder, where an import's scratch files go.
-    var scratchDirectory: String { FilePath.folder(of: options.path) }
+    /// The store's folder (the working directory for a PostgreSQL store), where an import's scratch files go.
+    var scratchDirectory: String { (try? options.location().localFolder) ?? FilePath.folder(of: options.path) }
 
     /// The fetch of `--bulk-from`'s export, its state kept in the store.
     func bulkFetch(_ base: String, store: any CarePlanStore) throws -> BulkExportFetch {
         guard let log = store as? any BulkFetchLog else { throw CommandError.message("this store cannot keep a Bulk Data fetch") }
         let client = try server.client(base, defaultScope: "system/*.rs")
-        var fetch = BulkExportFetch(bulk: BulkDataClient(client: client), log: log, root: downloadDirectory ?? options.path + ".bulk")
+        var fetch = BulkExportFetch(bulk: BulkDataClient(client: client), log: log, root: try downloadDirectory ?? options.location().localName + ".bulk")
         fetch.progress = { StandardError.print($0) }
         return fetch
     }

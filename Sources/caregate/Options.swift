@@ -2,6 +2,7 @@ import ArgumentParser
 import CareStore
 import Foundation
 import Mapping
+import PostgresStore
 
 /// The environment variables that set the defaults of every command.
 enum Environment {
@@ -17,15 +18,26 @@ enum Environment {
 
 /// Options every store command takes.
 struct StoreOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The store's SQLite file (default: $\(Environment.store), else caregate.sqlite).", valueName: "path"),
+    @Option(name: .long, help: ArgumentHelp("The store: an SQLite file, or postgres://user@host:port/database (default: $\(Environment.store), else caregate.sqlite).",
+                                            valueName: "path-or-url"),
             completion: .file())
     var store: String?
 
-    /// The file in use: `--store`, else `$CAREGATE_STORE`, else caregate.sqlite in the working directory.
+    @Option(name: .customLong("store-password-file"),
+            help: ArgumentHelp("For a PostgreSQL store: an owner-only file holding the password (default: $\(PostgresLocation.passwordVariable)).", valueName: "path"),
+            completion: .file())
+    var storePasswordFile: String?
+
+    /// The store in use: `--store`, else `$CAREGATE_STORE`, else caregate.sqlite in the working directory.
     var path: String { store ?? Environment.value(Environment.store) ?? "caregate.sqlite" }
 
-    func open() throws -> SQLiteCarePlanStore {
-        do { return try SQLiteCarePlanStore(path: path) } catch { throw CommandError.store(error) }
+    /// Where the store is, checked (a PostgreSQL URL parsed, its password read).
+    func location() throws -> StoreLocation {
+        do { return try StoreLocation(path, passwordFile: storePasswordFile) } catch { throw CommandError.store(error) }
+    }
+
+    func open() throws -> GatewayStore {
+        do { return try location().open() } catch let error as StoreError { throw CommandError.store(error) }
     }
 }
 

@@ -35,16 +35,18 @@ struct ServeCommand: AsyncParsableCommand {
             for diagnostic in error.diagnostics { StandardError.print(TerminalText.escaped(diagnostic.description)) }
             throw ExitCode(1)
         }
-        let store: SQLiteCarePlanStore
+        let location: StoreLocation
+        do { location = try StoreLocation(loaded.store, passwordFile: loaded.storePasswordFile) } catch { throw CommandError.store(error) }
+        let store: GatewayStore
         if checkConfig {
             // The EHR part is checked by building it (mappings, keys, tokens) over a store in memory.
             if let ehr = loaded.ehr { _ = try Self.link(ehr, store: try SQLiteCarePlanStore(inMemory: ()), config: config) }
             let ehr = loaded.ehr.map { ", EHR \($0.connection.base)" } ?? ""
             let tls = loaded.tls == nil ? "" : ", TLS"
-            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port)\(tls), store \(loaded.store)\(ehr))")
+            StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port)\(tls), store \(location)\(ehr))")
             return
         }
-        do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
+        do { store = try location.open(maximumConnections: loaded.storeConnections) } catch { throw CommandError.store(error) }
         let link = try loaded.ehr.map { try Self.link($0, store: store, config: config) }
         // Cookies are Secure unless served as plain HTTP on loopback.
         let dashboard = loaded.adminToken?.read(environment: ProcessInfo.processInfo.environment).map {
@@ -62,14 +64,14 @@ struct ServeCommand: AsyncParsableCommand {
         let scheme = tls == nil ? "http" : "https"
         let app = try server.application(host: host, port: loaded.port, tls: tls, logger: logger) { port in
             let ui = dashboard == nil ? "" : ", dashboard at \(scheme)://\(host):\(port)/ui"
-            StandardError.print("caregate serve: listening on \(scheme)://\(host):\(port) (store \(loaded.store)\(ui))")
+            StandardError.print("caregate serve: listening on \(scheme)://\(host):\(port) (store \(location)\(ui))")
         }
         try await app.runService()
         StandardError.print("caregate serve: stopped")
     }
 
     /// The EHR link of a configuration, its errors printed as the command's.
-    static func link(_ ehr: GatewayConfig.EHR, store: SQLiteCarePlanStore, config: String) throws -> EHRLink {
+    static func link(_ ehr: GatewayConfig.EHR, store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, config: String) throws -> EHRLink {
         let root = URL(fileURLWithPath: config).deletingLastPathComponent().path
         do {
             return try ehr.link(store: store, root: root, environment: ProcessInfo.processInfo.environment) { StandardError.print("warning: \($0)") }
@@ -109,8 +111,8 @@ struct SubscribeCommand: AsyncParsableCommand {
             throw CommandError.message("\(config): subscribing needs ehr.base and ehr.notify.endpoint")
         }
         guard let token = ehr.notifyToken?.read() else { throw CommandError.message("\(config): no notification token in ehr.notify") }
-        let store: SQLiteCarePlanStore
-        do { store = try SQLiteCarePlanStore(path: loaded.store) } catch { throw CommandError.store(error) }
+        let store: GatewayStore
+        do { store = try StoreLocation(loaded.store, passwordFile: loaded.storePasswordFile).open() } catch { throw CommandError.store(error) }
         let link = try ServeCommand.link(ehr, store: store, config: config)
         let patients: [EnrolledPatient]
         do { patients = try link.refresh.enrolledPatients() } catch { throw CommandError.store(error) }

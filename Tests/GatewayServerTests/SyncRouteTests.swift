@@ -49,9 +49,14 @@ final class RunningServer: @unchecked Sendable {
     func metrics() async throws -> [String: Double] {
         let text = String(decoding: try await client.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/metrics")).body, as: UTF8.self)
         var values: [String: Double] = [:]
+        let label = #"instance="\#(GatewayMetrics.instance)""#
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
-            values[String(line[..<space])] = value
+            // Every series names this instance; the label is taken out to look series up.
+            let series = String(line[..<space])
+            #expect(series.contains(label), "\(series) does not name the instance")
+            let bare = series.replacingOccurrences(of: "{" + label + "}", with: "").replacingOccurrences(of: "," + label, with: "")
+            values[bare] = value
         }
         return values
     }

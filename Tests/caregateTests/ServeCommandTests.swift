@@ -102,6 +102,31 @@ struct ServeCommandTests {
         #expect(missing.status == 1 && missing.stderr.contains("missing.yaml:2:1: error: dashboard: admin token: none in \(dir.path)/missing.token"), "\(missing.stderr)")
     }
 
+    @Test("the store's findings: a password file for an SQLite store, a password in a postgres:// URL, a password file readable by others; a good PostgreSQL store passes without connecting")
+    func storeFindings() async throws {
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (name, text) in [("sqlite.yaml", "store: care.sqlite\nstore-password-file: db.password\n"),
+                             ("inline.yaml", "store: postgres://caregate:hunter2@db.internal/care\n"),
+                             ("open.yaml", "store: postgres://caregate@db.internal/care\nstore-password-file: open.password\n"),
+                             ("good.yaml", "store: postgres://caregate@db.internal:6432/care\nstore-password-file: db.password\nstore-connections: 16\n")] {
+            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        for (file, mode) in [("db.password", 0o600), ("open.password", 0o644)] {
+            try "s3cret-password".write(to: dir.appendingPathComponent(file), atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: mode], ofItemAtPath: dir.appendingPathComponent(file).path)
+        }
+        let sqlite = try await cli.caregate(["serve", "--config", "sqlite.yaml", "--check-config"], directory: dir)
+        #expect(sqlite.status == 1 && sqlite.stderr.contains("sqlite.yaml:2:22: error: store-password-file is for a postgres:// store"), "\(sqlite.stderr)")
+        let inline = try await cli.caregate(["serve", "--config", "inline.yaml", "--check-config"], directory: dir)
+        #expect(inline.status == 1 && inline.stderr.contains("inline.yaml:1:8: error: store: the URL holds a password") && !inline.stderr.contains("hunter2"),
+                "\(inline.stderr)")
+        let open = try await cli.caregate(["serve", "--config", "open.yaml", "--check-config"], directory: dir)
+        #expect(open.status != 0 && open.stderr.contains("is readable by others") && !open.stderr.contains("s3cret"), "\(open.stderr)")
+        let good = try await cli.caregate(["serve", "--config", "good.yaml", "--check-config"], directory: dir)
+        #expect(good.status == 0 && good.stderr.contains("store postgres://caregate@db.internal:6432/care"), "\(good.stderr)")
+    }
+
     @Test("tokens that guard the gateway are long and owner-only; loopback is decided from the address; plain HTTP to a remote EHR needs saying so; trusted proxies are addresses")
     func guards() async throws {
         let dir = try folder()

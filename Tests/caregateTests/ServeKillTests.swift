@@ -13,9 +13,10 @@ final class ServeProcess {
     let errors = Pipe()
     let port: Int
 
-    init(directory: URL, config: String = "gateway.yaml") throws {
+    init(directory: URL, config: String = "gateway.yaml", environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
         process.arguments = ["serve", "--config", config]
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = directory
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice

@@ -1,0 +1,1 @@
+../PostgresStoreTests/TestPostgres.swift
