@@ -20,6 +20,11 @@ final class SQLiteVersionRows: VersionRows {
         self.db = db
     }
 
+    /// One clock for the whole store: the next number is at least `revision`.
+    public func raiseClock(of patientID: String?, to revision: Int) throws {
+        nextRevision = max(try nextRevision ?? store.nextRevision(db), revision)
+    }
+
     func patient(of uuid: UUID, kind: String?) throws -> String?? {
         let row: Row? = if let kind {
             try Row.fetchOne(db.cachedStatement(sql: "SELECT patient_id FROM entity_version WHERE uuid = ? AND kind = ?"), arguments: [uuid, kind])

@@ -59,6 +59,9 @@ public protocol VersionRows {
     /// which writes of that patient commit.
     func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws
+    /// Makes the next number on the patient's clock at least `revision` (a restored version
+    /// keeps its number or gets a higher one).
+    func raiseClock(of patientID: String?, to revision: Int) throws
     /// Records `next` as a successor of `previous` (the version's data is untouched).
     func link(previous: UUID, next: UUID, nextEffective: Date) throws
     /// The live outcomes of a task (by id, within a patient) for events at or after `start`.

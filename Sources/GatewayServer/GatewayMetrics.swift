@@ -11,11 +11,13 @@ import Prometheus
 public final class GatewayMetrics: Sendable {
     public static let shared = GatewayMetrics()
 
-    /// The instance's name in every series: `$CAREGATE_INSTANCE`, else the host name and process id.
-    public static let instance: String = {
-        if let name = ProcessInfo.processInfo.environment["CAREGATE_INSTANCE"], !name.isEmpty { return name }
-        return "\(ProcessInfo.processInfo.hostName)-\(getpid())"
-    }()
+    /// The instance's name in every series: what `name(instance:)` set before the first
+    /// scrape (`caregate serve` passes `$CAREGATE_INSTANCE`), else the host name and process id.
+    public static let instance: String = chosenInstance.withLock { $0 } ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    private static let chosenInstance = Locked<String?>(nil)
+
+    /// Names this process's series; only before the metrics are first made.
+    public static func name(instance: String) { chosenInstance.withLock { $0 = instance } }
 
     public let registry: PrometheusCollectorRegistry
     let deviceSyncs: Prometheus.Counter

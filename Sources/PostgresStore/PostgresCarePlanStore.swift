@@ -10,7 +10,7 @@ import PostgresNIO
 ///
 /// ```swift
 /// let location = try PostgresLocation(url: "postgres://caregate@db.internal/care")
-/// let store = try PostgresCarePlanStore(location, password: try location.password(file: "/etc/caregate/db-password"))
+/// let store = try PostgresCarePlanStore(location, password: try location.password(file: "/etc/caregate/db-password", environment: [:]))
 /// ```
 public final class PostgresCarePlanStore: Sendable {
     public let database: PostgresDatabase

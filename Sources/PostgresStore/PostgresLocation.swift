@@ -87,7 +87,7 @@ public struct PostgresLocation: Sendable, Hashable, CustomStringConvertible {
 
     /// The password: from `file` (owner-only, as the gateway's other secrets), else from
     /// `$CAREGATE_STORE_PASSWORD`, else none (trust or peer authentication).
-    public func password(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws(StoreError) -> String? {
+    public func password(file: String?, environment: [String: String]) throws(StoreError) -> String? {
         guard let file else { return environment[PostgresLocation.passwordVariable].flatMap { $0.isEmpty ? nil : $0 } }
         func refuse(_ reason: String) -> StoreError { .database(path: description, message: "password file \(file): \(reason)") }
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: file),

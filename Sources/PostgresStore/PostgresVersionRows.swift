@@ -31,6 +31,15 @@ public final class PostgresVersionRows: VersionRows {
         locked.formUnion(wanted)
     }
 
+    /// The patient's next number is at least `revision`.
+    public func raiseClock(of patientID: String?, to revision: Int) throws {
+        try session.run("""
+            INSERT INTO patient_clock (patient_id, clock) VALUES (\(patientID ?? ""), \(revision - 1))
+            ON CONFLICT (patient_id) DO UPDATE SET clock = GREATEST(patient_clock.clock, EXCLUDED.clock)
+            """)
+        locked.insert(patientID ?? "")
+    }
+
     /// After a rollback to a savepoint, the locks taken since are gone with it.
     func forgetLocks() { locked = [] }
 

@@ -32,8 +32,10 @@ struct StoreOptions: ParsableArguments {
     var path: String { store ?? Environment.value(Environment.store) ?? "caregate.sqlite" }
 
     /// Where the store is, checked (a PostgreSQL URL parsed, its password read).
-    func location() throws -> StoreLocation {
-        do { return try StoreLocation(path, passwordFile: storePasswordFile) } catch { throw CommandError.store(error) }
+    func location() throws -> StoreLocation { try Self.location(path, passwordFile: storePasswordFile) }
+
+    static func location(_ text: String, passwordFile: String?) throws -> StoreLocation {
+        do { return try StoreLocation(text, passwordFile: passwordFile) } catch { throw CommandError.store(error) }
     }
 
     func open() throws -> GatewayStore {

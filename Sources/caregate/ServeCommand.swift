@@ -52,6 +52,7 @@ struct ServeCommand: AsyncParsableCommand {
         let dashboard = loaded.adminToken?.read(environment: ProcessInfo.processInfo.environment).map {
             DashboardAccess(adminToken: $0, secureCookie: loaded.tls != nil || loaded.allowPlainHTTP)
         }
+        if let instance = Environment.value("CAREGATE_INSTANCE") { GatewayMetrics.name(instance: instance) }
         let server = GatewayServer(store: store, limits: loaded.limits, ehr: link, dashboard: dashboard)
         LoggingSystem.bootstrap { JSONLogHandler(label: $0) }
         let logger = Logger(label: "caregate")

@@ -9,16 +9,17 @@ struct Store: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Work with the care-plan store: CareKit JSON in and out, and the events of a day.",
         discussion: """
-            The store is an SQLite file (--store, else $CAREGATE_STORE, else caregate.sqlite in \
-            the working directory), \
+            The store is an SQLite file or a postgres:// URL (--store, else $CAREGATE_STORE, else \
+            caregate.sqlite in the working directory), \
             versioned as CareKit's own store is: updates append versions, deletes append tombstones.
 
             Examples:
               caregate store import --carekit revision.json
               caregate store events --from 2026-11-02 --to 2026-11-03 --tz America/New_York
               caregate store export --carekit --carekit-version 3 -o for-old-app.json
+              caregate store copy --from caregate.sqlite --to postgres://caregate@db.internal/care --to-password-file db.password
             """,
-        subcommands: [StoreExport.self, StoreImport.self, StoreEvents.self])
+        subcommands: [StoreExport.self, StoreImport.self, StoreEvents.self, StoreCopy.self])
 }
 
 struct StoreExport: ParsableCommand {

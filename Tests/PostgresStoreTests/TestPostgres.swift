@@ -10,7 +10,7 @@ enum TestPostgres {
     static var cluster: (location: PostgresLocation, password: String?)? {
         let environment = ProcessInfo.processInfo.environment
         guard let url = environment["CAREGATE_TEST_POSTGRES"], let location = try? PostgresLocation(url: url) else { return nil }
-        let password = environment["CAREGATE_TEST_POSTGRES_PASSWORD_FILE"].flatMap { try? location.password(file: $0) }
+        let password = environment["CAREGATE_TEST_POSTGRES_PASSWORD_FILE"].flatMap { try? location.password(file: $0, environment: [:]) }
         return (location, password)
     }
 
