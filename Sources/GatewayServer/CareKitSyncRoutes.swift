@@ -150,7 +150,7 @@ struct CareKitSyncRoutes: Sendable {
         server.syncTimes.note(device.id)
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pushes.increment()
-        if result.merged > 0 { server.activity.pushSoon() }
+        if result.merged > 0 { await server.outcomesWritten() }
         let conflicts = result.conflicts.map(JSONBody.quoted).joined(separator: ",")
         let resolutions = result.resolutions.map {
             "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"

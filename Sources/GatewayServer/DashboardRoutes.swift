@@ -185,7 +185,7 @@ struct DashboardRoutes: Sendable {
         }
         let store = server.store
         let gone = try await Blocking.run { try store.forgetFailed(versions: [version]) }
-        if gone > 0 { server.activity.pushSoon() }
+        if gone > 0 { await server.outcomesWritten() }
         return Self.redirect("/ui/outbox")
     }
 

@@ -152,9 +152,21 @@ public struct GatewayServer: Sendable {
     /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
         guard let ehr else { return [syncTimes] }
-        return [syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, logger: logger),
-                PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, clock: ehr.clock, activity: activity,
-                                     logID: PatientLogID(), logger: logger)]
+        var workers: [any Service] = [
+            syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, logger: logger),
+            PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, clock: ehr.clock, activity: activity,
+                                 logID: PatientLogID(), logger: logger),
+        ]
+        if let signals = store as? any StoreSignals { workers.append(OutcomeSignalListener(signals: signals, activity: activity)) }
+        return workers
+    }
+
+    /// Outcomes were written here: this instance's push worker and, over a shared store,
+    /// every other instance's wake up.
+    func outcomesWritten() async {
+        activity.pushSoon()
+        guard let signals = store as? any StoreSignals else { return }
+        try? await Blocking.run { try signals.announce(.outcomesWritten) }
     }
 
     /// An application listening on `host:port` (port 0: any free port, reported to `onRunning`),
@@ -258,6 +270,19 @@ final class InFlightLimit: Sendable {
 /// all the times noted in an interval in one transaction, on the worker's own task. A sync call
 /// never waits for a write (bookkeeping written inline made reads queue behind the store's one
 /// writer); what is still noted at graceful shutdown is written then.
+/// Wakes this instance's push worker when any gateway over the store announces outcomes.
+struct OutcomeSignalListener: Service {
+    let signals: any StoreSignals
+    let activity: EHRActivity
+
+    func run() async throws {
+        let activity = self.activity
+        await cancelWhenGracefulShutdown {
+            await signals.listen(.outcomesWritten) { activity.pushSoon() }
+        }
+    }
+}
+
 final class SyncTimes: Service, Sendable {
     let store: any DeviceRegistry & Sendable
     let interval: Duration

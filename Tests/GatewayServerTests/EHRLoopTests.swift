@@ -318,6 +318,26 @@ extension GatewayServerSuites {
             try await server.stop()
         }
 
+        @Test("two gateways over one PostgreSQL store: a device's push to the one without an EHR link wakes the other's push worker (NOTIFY), and the outcomes reach the EHR within seconds, not at its hourly interval")
+        func pushWakesEveryInstance() async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let proxy = try FaultProxy(upstream: ehr.port)
+            guard let (store, link, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 3_600, backend: .postgres) else { return }
+            let devicesOnly = try await RunningServer(store: try Backend.reopen(store))
+            let pusher = try await RunningServer(store: store, ehr: link)
+            // The pusher's first run (at start) finds nothing; then it sleeps its hour.
+            try await Task.sleep(nanoseconds: 1_000_000_000)
+            let (token, initial) = try await enrolledDevice(devicesOnly, store: store)
+            var device = initial
+            #expect(try await record(devicesOnly, token: token, device: &device, process: UUID(), clock: 1, occurrences: 0..<2) == 2)
+            #expect(try await eventually(15) { try store.outboxCounts().pushed == 2 }, "the other instance's worker was not woken")
+            for item in try store.outbox(state: .pushed) {
+                #expect(try await client.search("Observation", [("identifier", item.idempotencyKey)]).count == 1)
+            }
+            try await devicesOnly.stop()
+            try await pusher.stop()
+        }
+
         @Test("a graceful shutdown in the middle of a push batch finishes the batch; after a restart nothing is sent twice", arguments: Backend.allCases)
         func shutdownMidBatch(backend: Backend) async throws {
             guard let ehr = await LocalFHIRServer() else { return }
