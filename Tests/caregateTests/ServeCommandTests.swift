@@ -127,6 +127,19 @@ struct ServeCommandTests {
         #expect(good.status == 0 && good.stderr.contains("store postgres://caregate@db.internal:6432/care"), "\(good.stderr)")
     }
 
+    @Test("docker/gateway-postgres.yaml, which compose's two instances serve, passes --check-config; the image holds it and compose runs both instances over the PostgreSQL service")
+    func composeInstances() async throws {
+        let docker = CommandLineTests.projectRoot.appendingPathComponent("docker")
+        let checked = try await cli.caregate(["serve", "--config", docker.appendingPathComponent("gateway-postgres.yaml").path, "--check-config"],
+                                             environment: ["CAREGATE_STORE_PASSWORD": "from-compose"])
+        #expect(checked.status == 0 && checked.stderr.contains("store postgres://caregate@postgres:5432/care"), "\(checked.stderr)")
+        let dockerfile = try String(contentsOf: docker.appendingPathComponent("Dockerfile"), encoding: .utf8)
+        #expect(dockerfile.contains("COPY docker/gateway-postgres.yaml /opt/caregate/gateway-postgres.yaml"))
+        let compose = try String(contentsOf: docker.appendingPathComponent("compose.yaml"), encoding: .utf8)
+        for instance in ["gateway-a", "gateway-b"] { #expect(compose.contains("CAREGATE_INSTANCE: \(instance)"), "\(instance)") }
+        #expect(compose.contains(#"command: ["serve", "--config", "/opt/caregate/gateway-postgres.yaml"]"#) && compose.contains("image: postgres:"))
+    }
+
     @Test("tokens that guard the gateway are long and owner-only; loopback is decided from the address; plain HTTP to a remote EHR needs saying so; trusted proxies are addresses")
     func guards() async throws {
         let dir = try folder()
