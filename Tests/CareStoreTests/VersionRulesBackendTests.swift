@@ -149,6 +149,45 @@ struct PostgresClockTests {
         }
         #expect(revisions.count == 2 && revisions[0] < revisions[1], "\(revisions)")
     }
+
+    @Test("two instances write one patient as fast as they can while a third pulls in a loop with the knowledge it gets: every version is pulled exactly once, and the knowledge never goes back")
+    func pullsDuringConcurrentWrites() throws {
+        guard let (location, password) = try TestPostgres.freshLocation() else { return }
+        let (a, b, c) = (try PostgresCarePlanStore(location, password: password), try PostgresCarePlanStore(location, password: password),
+                         try PostgresCarePlanStore(location, password: password))
+        let tests = VersionRulesBackendTests()
+        let (maria, task) = try tests.patient("maria")
+        try a.add(maria)
+        let perWriter = 150
+        let writing = Locked(2)
+        let results = try concurrently(3) { i -> [UUID] in
+            guard i < 2 else {
+                // The puller: each pull asks from the knowledge the last one gave.
+                var knowledge = KnowledgeVector()
+                var seen: [UUID] = []
+                var lastClock = 0
+                while true {
+                    let done = writing.withLock { $0 == 0 }
+                    let pulled = try c.patientVersions("maria", notCoveredBy: knowledge, upTo: nil)
+                    seen += pulled.versions.map(\.uuid)
+                    let clock = pulled.knowledge.clocks.values.max() ?? 0
+                    #expect(clock >= lastClock, "the knowledge went back from \(lastClock) to \(clock)")
+                    lastClock = clock
+                    knowledge = pulled.knowledge
+                    if done { return seen }
+                }
+            }
+            defer { writing.withLock { $0 -= 1 } }
+            let store = i == 0 ? a : b
+            for n in 0..<perWriter { try store.add([.outcome(tests.outcome(task, 2 * n + i))]) }
+            return []
+        }
+        let seen = results[2]
+        let written = try a.fetchOutcomes(EntityQuery(patientIDs: ["maria"])).map(\.uuid) + maria.map(\.version.uuid)
+        #expect(written.count == 2 * perWriter + 3)
+        #expect(seen.count == written.count, "pulled \(seen.count) versions for \(written.count) written")
+        #expect(Set(seen) == Set(written) && Set(seen).count == seen.count, "every version exactly once")
+    }
 }
 
 /// The same writes to a SQLite store and a PostgreSQL store, for the suites that compare their answers.
