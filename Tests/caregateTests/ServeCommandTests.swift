@@ -140,6 +140,21 @@ struct ServeCommandTests {
         #expect(compose.contains(#"command: ["serve", "--config", "/opt/caregate/gateway-postgres.yaml"]"#) && compose.contains("image: postgres:"))
     }
 
+    @Test("docs/postgresql.md's gateway.yaml lines pass --check-config with the password file where they name it")
+    func postgresGuideExample() async throws {
+        let guide = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("docs/postgresql.md"), encoding: .utf8)
+        let yaml = try #require(guide.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "```").first)
+        #expect(yaml.contains("store: postgres://") && yaml.contains("store-password-file:"))
+        let dir = try folder()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("secrets"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dir.appendingPathComponent("secrets/db.password").path, contents: Data("s3cret-password".utf8),
+                                           attributes: [.posixPermissions: 0o600])
+        try yaml.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let checked = try await cli.caregate(["serve", "--config", "gateway.yaml", "--check-config"], directory: dir)
+        #expect(checked.status == 0 && checked.stderr.contains("store postgres://caregate@db.internal:5432/care"), "\(checked.stderr)")
+    }
+
     @Test("tokens that guard the gateway are long and owner-only; loopback is decided from the address; plain HTTP to a remote EHR needs saying so; trusted proxies are addresses")
     func guards() async throws {
         let dir = try folder()
