@@ -40,6 +40,7 @@ let package = Package(
             name: "sync-load",
             dependencies: [
                 .product(name: "CareStore", package: "CareGate"),
+                .product(name: "PostgresStore", package: "CareGate"),
                 .product(name: "FHIRClient", package: "CareGate"),
                 .product(name: "Gateway", package: "CareGate"),
                 .product(name: "GatewayServer", package: "CareGate"),

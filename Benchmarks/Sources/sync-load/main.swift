@@ -10,7 +10,9 @@
 //   - the process's peak resident memory (server and generator together).
 //
 //   swift run -c release sync-load [--devices 200] [--seconds 10] [--rate 5000] [--phases pull,sync,healthz,post]
+//       [--store postgres://user@host:port/db --store-password-file FILE]   (an empty PostgreSQL database instead of SQLite)
 import CareStore
+import PostgresStore
 import FHIRClient
 import Foundation
 import Gateway
@@ -36,7 +38,14 @@ let yearAgo = calendar.startOfDay(for: calendar.date(byAdding: .day, value: -365
 
 let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-sync-load-\(UUID().uuidString)")
 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-let store = try SQLiteCarePlanStore(path: folder.appendingPathComponent("care.sqlite").path)
+let store: GatewayServer.Store
+if let url = option("--store") {
+    let location = try PostgresLocation(url: url)
+    store = try PostgresCarePlanStore(location, password: try location.password(file: option("--store-password-file"), environment: ProcessInfo.processInfo.environment),
+                                      maximumConnections: Int(option("--store-connections") ?? "8")!)
+} else {
+    store = try SQLiteCarePlanStore(path: folder.appendingPathComponent("care.sqlite").path)
+}
 var clock = ContinuousClock.now
 var taskUUIDs: [String: [UUID]] = [:]
 for p in 0..<deviceCount {
@@ -83,7 +92,8 @@ if let binary = option("--serve") {
         listen:
           host: 127.0.0.1
           port: \(port)
-        store: care.sqlite
+        store: \(option("--store") ?? "care.sqlite")
+        \(option("--store-password-file").map { "store-password-file: \($0)" } ?? "")
         limits:
           concurrent-per-address: 10000
           connections-per-address: 10000
