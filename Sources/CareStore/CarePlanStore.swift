@@ -225,14 +225,84 @@ extension CarePlanWriter {
     public func apply(_ operations: [StoreOperation]) throws(StoreError) -> [CareEntity] { try apply(operations, for: nil) }
 }
 
+/// Every read and write of a store alone is one transaction of its own, whatever the backend:
+/// each one-call method runs its `read {}` or `write {}` view's method.
 extension CarePlanStore {
+    /// `read {}` for one call, every error as `StoreError` (the backends report their own as such).
+    func readOne<T>(_ body: (any CarePlanReader) throws(StoreError) -> T) throws(StoreError) -> T {
+        do { return try read { try body($0) } } catch let error as StoreError { throw error } catch {
+            throw .database(path: "", message: "\(error)")
+        }
+    }
+
+    /// `write {}` for one call, every error as `StoreError`.
+    func writeOne<T>(_ body: (any CarePlanWriter) throws(StoreError) -> T) throws(StoreError) -> T {
+        do { return try write { try body($0) } } catch let error as StoreError { throw error } catch {
+            throw .database(path: "", message: "\(error)")
+        }
+    }
+
+    public func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient] { try readOne { tx throws(StoreError) in try tx.fetchPatients(query) } }
+    public func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan] { try readOne { tx throws(StoreError) in try tx.fetchCarePlans(query) } }
+    public func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact] { try readOne { tx throws(StoreError) in try tx.fetchContacts(query) } }
+    public func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask] { try readOne { tx throws(StoreError) in try tx.fetchTasks(query) } }
+    public func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome] { try readOne { tx throws(StoreError) in try tx.fetchOutcomes(query) } }
+    public func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent] {
+        try readOne { tx throws(StoreError) in try tx.events(from: start, to: end, tasks: tasks) }
+    }
+    public func changes(since revision: Int, limit: Int?) throws(StoreError) -> StoreChanges {
+        try readOne { tx throws(StoreError) in try tx.changes(since: revision, limit: limit) }
+    }
+    public func conflicts(among entities: [(type: EntityType, id: String)]?, of patientID: String?) throws(StoreError) -> [(EntityType, String)] {
+        try readOne { tx throws(StoreError) in try tx.conflicts(among: entities, of: patientID) }
+    }
+    public func liveOutcome(taskUUID: UUID, occurrence: Int) throws(StoreError) -> Outcome? {
+        try readOne { tx throws(StoreError) in try tx.liveOutcome(taskUUID: taskUUID, occurrence: occurrence) }
+    }
+    public func allEntities(versions: VersionFilter) throws(StoreError) -> [CareEntity] {
+        try readOne { tx throws(StoreError) in try tx.allEntities(versions: versions) }
+    }
+    public func forEachCurrentOutcome(_ body: (Outcome) throws -> Void) throws { try read { try $0.forEachCurrentOutcome(body) } }
+    public func currentOutcomeCount() throws(StoreError) -> Int { try readOne { tx throws(StoreError) in try tx.currentOutcomeCount() } }
+    public func knowledgeVector() throws(StoreError) -> [RevisionRecord.Process] { try readOne { tx throws(StoreError) in try tx.knowledgeVector() } }
+
     /// The whole store as one revision record, read in one transaction: a consistent snapshot
     /// even while other connections write (also through `any CarePlanStore`, where the
     /// reader's version would read each kind in a transaction of its own).
-    public func revisionRecord() throws(StoreError) -> RevisionRecord {
-        do { return try read { try $0.revisionRecord() } } catch let error as StoreError { throw error } catch {
-            throw .database(path: "", message: "\(error)")
-        }
+    public func revisionRecord() throws(StoreError) -> RevisionRecord { try readOne { tx throws(StoreError) in try tx.revisionRecord() } }
+
+    public func patientKnowledge(_ patientID: String, upTo revision: Int?) throws(StoreError) -> KnowledgeVector {
+        try readOne { tx throws(StoreError) in try tx.patientKnowledge(patientID, upTo: revision) }
+    }
+    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions {
+        try readOne { tx throws(StoreError) in try tx.patientVersions(patientID, notCoveredBy: since, upTo: revision) }
+    }
+    public func scopes(of uuids: [UUID]) throws(StoreError) -> [UUID: VersionScope] { try readOne { tx throws(StoreError) in try tx.scopes(of: uuids) } }
+    public func processOwners(_ processes: [UUID]) throws(StoreError) -> [UUID: String] {
+        try readOne { tx throws(StoreError) in try tx.processOwners(processes) }
+    }
+    public func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
+        try readOne { tx throws(StoreError) in try tx.isEnrolled(deviceID: deviceID, patientID: patientID) }
+    }
+
+    @discardableResult
+    public func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writeOne { tx throws(StoreError) in try tx.add(entities) } }
+    @discardableResult
+    public func update(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity] { try writeOne { tx throws(StoreError) in try tx.update(entities) } }
+    @discardableResult
+    public func delete(_ type: EntityType, ids: [String], of patientID: String?, at date: Date) throws(StoreError) -> [CareEntity] {
+        try writeOne { tx throws(StoreError) in try tx.delete(type, ids: ids, of: patientID, at: date) }
+    }
+    /// Runs several writes as one transaction: all of them, or none (an import of one patient).
+    @discardableResult
+    public func apply(_ operations: [StoreOperation], for patientID: String?) throws(StoreError) -> [CareEntity] {
+        try writeOne { tx throws(StoreError) in try tx.apply(operations, for: patientID) }
+    }
+    @discardableResult
+    public func merge(_ record: RevisionRecord) throws(StoreError) -> Int { try writeOne { tx throws(StoreError) in try tx.merge(record) } }
+    @discardableResult
+    public func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
+        try writeOne { tx throws(StoreError) in try tx.mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge) }
     }
 
     /// Runs store operations from async code without holding one of Swift's cooperative threads

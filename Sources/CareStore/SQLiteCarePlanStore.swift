@@ -321,16 +321,6 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         return try body()
     }
 
-    /// `read {}` for the store's own one-call reads, every error as `StoreError`.
-    func reading<T>(_ body: (any CarePlanReader) throws -> T) throws(StoreError) -> T {
-        do { return try read(body) } catch { throw wrap(error) }
-    }
-
-    /// `write {}` for the store's own one-call writes, every error as `StoreError`.
-    func writing<T>(_ body: (any CarePlanWriter) throws -> T) throws(StoreError) -> T {
-        do { return try write(body) } catch { throw wrap(error) }
-    }
-
     /// Decodes a row and fills in its successors. Only reads of committed rows (`pool.read`) may
     /// fill the cache: a row read inside a write transaction (`caching: false`) may yet roll back,
     /// and a version cached from it would shadow a corrected retry with the same uuid.
