@@ -229,7 +229,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient"]
+            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient", "Gateway"]
         ),
     ]
 )

@@ -196,6 +196,9 @@ public protocol CarePlanStore: CarePlanWriter, Sendable {
     /// commit fails, every body fails with its error and nothing is stored. A body may run
     /// twice (the store may try the group whole first), so it must write only through `tx`.
     func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>]
+    /// How many write transactions make progress at once (SQLite: one writer; PostgreSQL:
+    /// several connections), for callers that spread writes of different patients.
+    var concurrentWriters: Int { get }
 }
 
 extension CarePlanReader {

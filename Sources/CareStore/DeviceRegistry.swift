@@ -32,12 +32,24 @@ public protocol DeviceRegistry: Sendable {
     func redeemEnrollment(codeHash: String, device: Device, now: Date) throws(StoreError) -> Device?
     /// The device holding a token, revoked or not.
     func device(tokenHash: String) throws(StoreError) -> Device?
+    /// The device holding a token and, when the store can tell in the same read that the
+    /// device already knows all its patient's knowledge (`since` covers it), the empty answer
+    /// to its pull: an up-to-date device's sync call (the common case) in one trip to the store.
+    /// Nil `upToDate`: the pull reads its versions itself.
+    func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)?
     /// Devices, of one patient or all, in enrollment order.
     func devices(patientID: String?) throws(StoreError) -> [Device]
     /// Revokes a device; false when there is no such device.
     func revokeDevice(id: String, at date: Date) throws(StoreError) -> Bool
     /// Writes devices' last sync times, in one transaction.
     func recordSyncs(_ times: [String: Date]) throws(StoreError)
+}
+
+extension DeviceRegistry {
+    /// The device alone: the pull reads its versions (SQLite's reads cost no trip).
+    public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
+        try device(tokenHash: tokenHash).map { ($0, nil) }
+    }
 }
 
 extension SQLiteCarePlanStore: DeviceRegistry {

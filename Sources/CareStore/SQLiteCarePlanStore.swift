@@ -267,6 +267,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// of a device push's merge). When a body throws, that transaction is rolled back and the
     /// group runs again with a savepoint per body: the bodies must be safe to run twice. A
     /// failed commit fails every body, as it would with savepoints.
+    /// One writer: SQLite's write lock is the file's.
+    public var concurrentWriters: Int { 1 }
+
     public func writeGroup<T>(_ bodies: [(any CarePlanWriter) throws -> T]) -> [Result<T, any Error>] {
         var bodyThrew = false
         do {

@@ -75,6 +75,7 @@ public struct GatewayConfig: Sendable {
     ///   mappings: [site-mappings]            # over the built-in ones
     ///   time-zone: America/New_York
     ///   push-seconds: 60
+    ///   push-lease-seconds: 600              # a dead instance's claimed outcomes go back to the queue after this
     ///   refresh-seconds: 900
     ///   notify:
     ///     endpoint: https://gateway.example.org/fhir/notify   # as the EHR reaches it
@@ -85,6 +86,9 @@ public struct GatewayConfig: Sendable {
         public var mappings: [String] = []
         public var timeZone = TimeZone.current
         public var pushSeconds = 60
+        /// How long a push worker's claim holds (`OutcomePush.lease`): with several instances,
+        /// how soon the outcomes a killed instance had claimed are sent by another.
+        public var pushLeaseSeconds = Int(OutcomePush.defaultLease)
         public var refreshSeconds = 900
         public var batchSize = 50
         /// Where the EHR sends notifications, and where the token they carry is kept.
@@ -258,7 +262,7 @@ struct ConfigReader {
     }
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
-                          "mappings", "time-zone", "push-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify",
+                          "mappings", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify",
                           "allow-plain-http"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
@@ -290,6 +294,7 @@ struct ConfigReader {
                     }
                 }
             case "push-seconds": if let n = number(value, in: 1...86_400) { ehr.pushSeconds = n }
+            case "push-lease-seconds": if let n = number(value, in: 5...86_400) { ehr.pushLeaseSeconds = n }
             case "refresh-seconds": if let n = number(value, in: 1...604_800) { ehr.refreshSeconds = n }
             case "batch-size": if let n = number(value, in: 1...1_000) { ehr.batchSize = n }
             case "max-response-size": if let n = number(value, in: 1_024...(1 << 31)) { ehr.connection.maximumResponseSize = n }
@@ -429,6 +434,7 @@ extension GatewayConfig.EHR {
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize
+        push.lease = TimeInterval(pushLeaseSeconds)
         var refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
         refresh.log = store
         return EHRLink(push: push, refresh: refresh, pushInterval: TimeInterval(pushSeconds), refreshInterval: TimeInterval(refreshSeconds),

@@ -34,6 +34,7 @@ public final class PostgresCarePlanStore: Sendable {
     }
 
     /// One statement's work on a connection of its own, every error as a `StoreError`.
+    @discardableResult
     func session<T>(_ body: (PostgresSession) throws -> T) throws(StoreError) -> T {
         do { return try database.withSession(body) } catch { throw PostgresCarePlanStore.storeError(error, database) }
     }

@@ -152,12 +152,14 @@ extension PostgresCarePlanStore: Outbox {
 /// Enrollment codes and devices on PostgreSQL. A code is used up by one `DELETE … RETURNING`,
 /// so two instances redeeming it at once enroll one device.
 extension PostgresCarePlanStore: DeviceRegistry {
-    static let deviceColumns = "id, patient_id, token_hash, enrolled_at, revoked_at, last_sync_at"
+    /// Every column as text, so that one decoder reads the rows of plain and prepared
+    /// statements alike (see `PostgresSession.prepared`).
+    static let deviceColumns = "id, patient_id, token_hash, enrolled_at::text, revoked_at::text, last_sync_at::text"
 
     static func device(_ row: PostgresRow) throws -> Device {
-        let (id, patient, token, enrolled, revoked, synced) = try row.decode((String, String, String, Double, Double?, Double?).self)
-        return Device(id: id, patientID: patient, tokenHash: token, enrolledAt: Date(timeIntervalSinceReferenceDate: enrolled),
-                      revokedAt: Date(storeSeconds: revoked), lastSyncAt: Date(storeSeconds: synced))
+        let (id, patient, token, enrolled, revoked, synced) = try row.decode((String, String, String, String, String?, String?).self)
+        return Device(id: id, patientID: patient, tokenHash: token, enrolledAt: Date(timeIntervalSinceReferenceDate: Double(enrolled) ?? 0),
+                      revokedAt: Date(storeSeconds: revoked.flatMap(Double.init)), lastSyncAt: Date(storeSeconds: synced.flatMap(Double.init)))
     }
 
     public func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError) {
@@ -187,7 +189,21 @@ extension PostgresCarePlanStore: DeviceRegistry {
 
     public func device(tokenHash: String) throws(StoreError) -> Device? {
         try session { session in
-            try session.query("SELECT \(unescaped: Self.deviceColumns) FROM device WHERE token_hash = \(tokenHash)").first.map(Self.device)
+            try session.prepared("SELECT \(Self.deviceColumns) FROM device WHERE token_hash = $1::text", [PostgresData(string: tokenHash)]).first.map(Self.device)
+        }
+    }
+
+    /// The device and its patient's knowledge in one prepared statement (the device's own
+    /// patient's, joined on its row): an up-to-date device's pull costs this one trip.
+    public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
+        try session { session in
+            let sql = "SELECT \(Self.deviceColumns), \(Transaction.knowledgeColumns(patient: "device.patient_id")) FROM device WHERE token_hash = $1::text"
+            guard let row = try session.prepared(sql, [PostgresData(string: tokenHash)]).first else { return nil }
+            let device = try Self.device(row)
+            let columns = try row.decode((String, String, String, String, String?, String?, String?, String?, String?, String?).self)
+            let now = try Transaction.knowledge((columns.6, columns.7, columns.8, columns.9), session: session)
+            let upToDate = now.knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) : nil
+            return (device, upToDate)
         }
     }
 

@@ -22,25 +22,48 @@ extension PostgresCarePlanStore.Transaction {
         try !session.query("SELECT 1 FROM device WHERE id = \(deviceID) AND patient_id = \(patientID) AND revoked_at IS NULL").isEmpty
     }
 
-    /// The patient's clock now: the number of its newest version.
-    static func clock(of patientID: String, session: PostgresSession) throws -> Int {
-        try session.query("SELECT clock FROM patient_clock WHERE patient_id = \(patientID)").first?.decode(Int.self) ?? 0
+    /// The patient's knowledge and clock now, in one statement (so one snapshot, in a
+    /// transaction or not): the gateway's newest version, the devices' stored knowledge and
+    /// the store's process.
+    static func knowledgeNow(_ patientID: String, session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int) {
+        let rows = try session.prepared("SELECT \(knowledgeColumns(patient: "$1::text"))", [PostgresData(string: patientID)])
+        return try knowledge(rows.first?.decode((String?, String?, String?, String?).self), session: session)
+    }
+
+    /// The four columns `knowledge(_:session:)` reads, for the patient `patient` (an SQL
+    /// expression), each as text (see `PostgresSession.prepared`).
+    static func knowledgeColumns(patient: String) -> String {
+        """
+        (SELECT clock::text FROM patient_clock WHERE patient_id = \(patient)),
+        (SELECT gateway_revision::text FROM patient_clock WHERE patient_id = \(patient)),
+        (SELECT vector FROM patient_knowledge WHERE patient_id = \(patient)),
+        (SELECT value FROM store_meta WHERE key = 'processID')
+        """
+    }
+
+    /// The patient's knowledge and clock from the columns `knowledgeColumns` names.
+    static func knowledge(_ columns: (clock: String?, gateway: String?, vector: String?, process: String?)?,
+                          session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int) {
+        guard let columns, let own = columns.process.flatMap(UUID.init(uuidString:)) else {
+            throw StoreError.database(path: session.database.location.description, message: "the store has no sync process id")
+        }
+        let devices = try columns.vector.map { try KnowledgeVector(json: JSONValue.parse($0)) } ?? KnowledgeVector()
+        let newest = columns.gateway.flatMap { Int($0) } ?? 0
+        return (devices.setting(own, to: max(newest, devices.clock(for: own))), columns.clock.flatMap { Int($0) } ?? 0)
     }
 
     static func patientKnowledge(_ patientID: String, upTo revision: Int?, session: PostgresSession) throws -> KnowledgeVector {
-        let limit = revision ?? Int(Int64.max)
+        let now = try knowledgeNow(patientID, session: session)
+        guard let revision, revision < now.clock else { return now.knowledge }
+        // Knowledge as it stood at an earlier revision: worked out from the versions up to it.
         let gateway = try session.query("""
-            SELECT max(revision) FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NULL AND revision <= \(limit)
-            """).first?.decode(Int?.self) ?? 0
+            SELECT max(revision) FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NULL AND revision <= \(revision)
+            """).first?.decode(Int?.self) ?? nil
         var devices = KnowledgeVector()
-        if limit >= (try clock(of: patientID, session: session)) {
-            if let stored = try PostgresVersionRows.devicesKnowledge(of: patientID, session: session) { devices = stored }
-        } else {
-            for row in try session.query("""
-                SELECT DISTINCT stamp FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NOT NULL AND revision <= \(limit)
-                """) {
-                devices = devices.merged(with: try KnowledgeVector(json: JSONValue.parse(try row.decode(String.self))))
-            }
+        for row in try session.query("""
+            SELECT DISTINCT stamp FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NOT NULL AND revision <= \(revision)
+            """) {
+            devices = devices.merged(with: try KnowledgeVector(json: JSONValue.parse(try row.decode(String.self))))
         }
         let own = try PostgresVersionRows(session: session).processID()
         return devices.setting(own, to: max(gateway ?? 0, devices.clock(for: own)))
@@ -48,8 +71,11 @@ extension PostgresCarePlanStore.Transaction {
 
     static func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?,
                                 session: PostgresSession) throws -> PatientVersions {
-        let upTo = try revision ?? clock(of: patientID, session: session)
-        let knowledge = try patientKnowledge(patientID, upTo: upTo, session: session)
+        let (knowledge, upTo) = if let revision {
+            (try patientKnowledge(patientID, upTo: revision, session: session), revision)
+        } else {
+            try knowledgeNow(patientID, session: session)
+        }
         // An up-to-date device (the common case: CareKit syncs after every change) costs these reads only.
         guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
         let own = try PostgresVersionRows(session: session).processID()
@@ -80,5 +106,18 @@ extension PostgresCarePlanStore.Transaction {
             }
         }
         return PatientVersions(versions: RevisionRecord.applyOrder(versions) { ($0.type, $0.effectiveDate, $0.uuid) }, knowledge: knowledge, revision: upTo)
+    }
+}
+
+extension PostgresCarePlanStore {
+    /// A pull's versions. A device that is up to date (the common case: CareKit syncs after
+    /// every change) is answered by one statement outside any transaction; the others read
+    /// their versions on one snapshot.
+    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions {
+        if revision == nil {
+            let now = try session { session in try Transaction.knowledgeNow(patientID, session: session) }
+            if now.knowledge.isCovered(by: since) { return PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) }
+        }
+        return try reading { tx in try tx.patientVersions(patientID, notCoveredBy: since, upTo: revision) }
     }
 }

@@ -114,6 +114,14 @@ public enum PostgresSchema {
             CREATE TABLE sync_process (process uuid PRIMARY KEY, patient_id text NOT NULL);
             CREATE TABLE patient_knowledge (patient_id text PRIMARY KEY, vector text NOT NULL)
             """),
+        // The patient's newest version the gateway wrote (not a device), kept on the clock row
+        // as each is numbered: a patient's knowledge is read from its row instead of searched
+        // for under the device versions above it (which a year of outcomes made milliseconds).
+        Migration(name: "v4-gateway-revision", sql: """
+            ALTER TABLE patient_clock ADD COLUMN gateway_revision bigint NOT NULL DEFAULT 0;
+            UPDATE patient_clock c SET gateway_revision = COALESCE(
+                (SELECT max(revision) FROM entity_version v WHERE v.patient_id IS NOT DISTINCT FROM NULLIF(c.patient_id, '') AND v.stamp IS NULL), 0)
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -55,6 +55,10 @@ extension PostgresCarePlanStore: CarePlanStore {
         try database.transaction { session in try body(Transaction(session: session)) }
     }
 
+    /// Half the connections: writers of different patients run at once, and reads (a device's
+    /// pull, the dashboard) still find a connection.
+    public var concurrentWriters: Int { max(1, database.maximumConnections / 2) }
+
     /// Each body in a savepoint of its own, all under one commit. A body whose statement the
     /// server refused leaves the transaction unusable until its savepoint is rolled back, so
     /// every body has one (PostgreSQL's savepoints cost a subtransaction id, not a page copy).

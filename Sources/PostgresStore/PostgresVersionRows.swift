@@ -92,10 +92,14 @@ public final class PostgresVersionRows: VersionRows {
     }
 
     /// The next number on the patient's clock, the clock row locked until the transaction ends.
-    func nextRevision(for patientID: String?) throws -> Int {
+    /// A version the gateway writes (`stamped` false: not a device's) also moves the row's
+    /// `gateway_revision`, from which the patient's knowledge is read.
+    func nextRevision(for patientID: String?, stamped: Bool) throws -> Int {
         guard let row = try session.query("""
-            INSERT INTO patient_clock (patient_id, clock) VALUES (\(patientID ?? ""), 1)
-            ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock + 1 RETURNING clock
+            INSERT INTO patient_clock (patient_id, clock, gateway_revision) VALUES (\(patientID ?? ""), 1, CASE WHEN \(stamped) THEN 0 ELSE 1 END)
+            ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock + 1,
+                gateway_revision = CASE WHEN \(stamped) THEN patient_clock.gateway_revision ELSE patient_clock.clock + 1 END
+            RETURNING clock
             """).first else { throw StoreError.database(path: session.database.location.description, message: "the patient's clock gave no number") }
         locked.insert(patientID ?? "")
         return try row.decode(Int.self)
@@ -103,7 +107,7 @@ public final class PostgresVersionRows: VersionRows {
 
     public func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws {
-        let revision = try nextRevision(for: patientID)
+        let revision = try nextRevision(for: patientID, stamped: stamp != nil)
         var version = entity.version
         let next = version.nextVersionUUIDs
         version.nextVersionUUIDs = []

@@ -55,4 +55,32 @@ struct SchemaUpgradeTests {
             }
         }
     }
+
+    @Test("PostgreSQL v4: a store holding versions gets each patient's newest gateway version on its clock row, the device versions above it not counted, and reads the same knowledge as before")
+    func postgresGatewayRevision() throws {
+        guard let (location, password) = try TestPostgres.freshLocation() else { return }
+        let store = try PostgresCarePlanStore(location, password: password)
+        let rules = VersionRulesBackendTests()
+        let (entities, task) = try rules.patient("maria")
+        try store.apply([.add(entities)], for: nil)
+        _ = try store.apply([.add(try rules.patient("john").entities)], for: nil)
+        // A device's outcome above the gateway's three versions of Maria.
+        let device = KnowledgeVector().setting(UUID(), to: 1)
+        let known = try store.patientKnowledge("maria").merged(with: device)
+        try store.write { tx in
+            try tx.mergeDeviceRecords([RevisionRecord(entities: [.outcome(rules.outcome(task, 1))], knowledgeVector: device.processes)],
+                                      patientID: "maria", deviceKnowledge: known)
+        }
+        let before = try store.patientKnowledge("maria")
+        #expect(before.clocks.values.sorted() == [1, 3], "the device's process at 1, the gateway's at its third version")
+        // The store as v3 left it: no column, the migration not applied.
+        try store.database.withSession { session in
+            try session.execute("ALTER TABLE patient_clock DROP COLUMN gateway_revision")
+            try session.execute("DELETE FROM caregate_migration WHERE name = 'v4-gateway-revision'")
+        }
+        let upgraded = try PostgresCarePlanStore(PostgresDatabase(location, password: password))
+        #expect(try PostgresSchema.applied(upgraded.database).last == "v4-gateway-revision")
+        #expect(try upgraded.patientKnowledge("maria") == before)
+        #expect(try upgraded.patientKnowledge("john").clocks.values.sorted() == [3])
+    }
 }

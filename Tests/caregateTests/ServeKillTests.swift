@@ -40,6 +40,14 @@ final class ServeProcess {
         return (answer.status, try? JSONValue.parse(answer.body))
     }
 
+    /// A GET with its `Link` header (a paged pull's next page).
+    func sendWithHeaders(_ method: String, _ path: String, token: String) async throws -> (status: Int, body: JSONValue?, link: String?) {
+        let answer = try await CurlTransport().send(HTTPRequest(method: method, url: "http://127.0.0.1:\(port)\(path)",
+                                                                headers: [("Authorization", "Bearer \(token)")], timeout: 10))
+        let link = answer.headers.first { $0.key.lowercased() == "link" }?.value
+        return (answer.status, try? JSONValue.parse(answer.body), link)
+    }
+
     func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()

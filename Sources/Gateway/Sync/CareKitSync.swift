@@ -58,11 +58,14 @@ public struct CareKitSync: Sendable {
         }
     }
 
-    /// The patient's versions `since` does not cover, `limit` at a time.
+    /// The patient's versions `since` does not cover, `limit` at a time. `upToDate`: the
+    /// store's answer already read for an up-to-date device (`DeviceEnrollment.authenticate`).
     public func pull(patientID: String, since: KnowledgeVector, limit: Int = defaultPageSize,
-                     cursor: PullCursor? = nil) throws(StoreError) -> PullPage {
+                     cursor: PullCursor? = nil, upToDate: PatientVersions? = nil) throws(StoreError) -> PullPage {
         let versions: PatientVersions
-        if let cursor, let kept = pages?.versions(patientID, since: since, revision: cursor.revision) {
+        if cursor == nil, let upToDate, upToDate.versions.isEmpty, upToDate.knowledge.isCovered(by: since) {
+            versions = upToDate
+        } else if let cursor, let kept = pages?.versions(patientID, since: since, revision: cursor.revision) {
             versions = kept
         } else {
             versions = try store.patientVersions(patientID, notCoveredBy: since, upTo: cursor?.revision)

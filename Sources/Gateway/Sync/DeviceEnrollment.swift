@@ -53,11 +53,21 @@ public struct DeviceEnrollment: Sendable {
 
     /// The device a token belongs to, when it is enrolled and not revoked.
     public func authenticate(token: String) throws(EnrollmentError) -> Device? {
+        try authenticate(token: token, since: nil)?.device
+    }
+
+    /// The device a token belongs to (enrolled, not revoked) and, when the store tells in the
+    /// same read that `since` covers its patient's knowledge, the empty answer to its pull.
+    public func authenticate(token: String, since: KnowledgeVector?) throws(EnrollmentError) -> (device: Device, upToDate: PatientVersions?)? {
         guard token.hasPrefix("cgd_"), token.count < 100 else { return nil }
-        let device: Device?
-        do { device = try store.device(tokenHash: Self.hash(token)) } catch { throw .store(error) }
-        guard let device, device.revokedAt == nil else { return nil }
-        return device
+        let found: (device: Device, upToDate: PatientVersions?)?
+        do {
+            if let since { found = try store.device(tokenHash: Self.hash(token), since: since) } else {
+                found = try store.device(tokenHash: Self.hash(token)).map { ($0, nil) }
+            }
+        } catch { throw .store(error) }
+        guard let found, found.device.revokedAt == nil else { return nil }
+        return found
     }
 
     /// Codes are read as typed: case, spaces and dashes do not matter.

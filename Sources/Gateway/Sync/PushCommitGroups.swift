@@ -1,11 +1,15 @@
 import CareStore
-import Dispatch
+import Foundation
 
 /// Device pushes merged in groups that share one commit. A push that arrives while the store's
 /// one writer is busy waits; the waiting pushes are then merged together in one transaction,
 /// each in a savepoint of its own (`CarePlanStore.writeGroup`), so that one sync of the log to
 /// disk serves them all instead of each paying its own. A refused push undoes only itself; a
 /// failed commit fails every push of its group, and none of them is stored.
+///
+/// A store with several writers (PostgreSQL) gets as many lanes: each patient's pushes go to
+/// one lane (in arrival order), and the lanes merge their groups at once, each on a
+/// connection of its own. SQLite's one writer gets one lane.
 ///
 /// ```swift
 /// let pushes = PushCommitGroups(sync: CareKitSync(store: store))
@@ -15,9 +19,16 @@ public final class PushCommitGroups: Sendable {
     public let sync: CareKitSync
     /// Pushes merged in one transaction, at most.
     public let groupLimit: Int
-    private let state = Locked(Waiting())
-    /// Groups are merged one after another on a thread of their own (it blocks on the store's writer).
-    private let mergeQueue = DispatchQueue(label: "caregate.sync.push-groups")
+    private let lanes: [Lane]
+
+    /// Pushes waiting for one writer. Its groups are merged one after another on a thread of
+    /// their own, started when the first push waits and ended when none do: a thread, not a
+    /// dispatch queue, so a lane blocked on the store's writer never waits for a pool thread
+    /// that other blocked work holds.
+    final class Lane: Sendable {
+        let state = Locked(Waiting())
+
+    }
 
     struct Waiting {
         var pushes: [Push] = []
@@ -36,6 +47,14 @@ public final class PushCommitGroups: Sendable {
     public init(sync: CareKitSync, groupLimit: Int = 64) {
         self.sync = sync
         self.groupLimit = max(groupLimit, 1)
+        lanes = (0..<max(1, sync.store.concurrentWriters)).map { _ in Lane() }
+    }
+
+    /// The patient's lane: the same for every push of the patient (FNV-1a of its id).
+    func lane(of patientID: String) -> Lane {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in patientID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return lanes[Int(hash % UInt64(lanes.count))]
     }
 
     /// Merges a device's records for its patient (as `CareKitSync.push`), in the next group.
@@ -43,19 +62,20 @@ public final class PushCommitGroups: Sendable {
                      deviceID: String? = nil) async -> Result<CareKitSync.PushResult, SyncError> {
         await withCheckedContinuation { answer in
             let push = Push(patientID: patientID, deviceID: deviceID, records: records, deviceKnowledge: deviceKnowledge, answer: answer)
-            let start = state.withLock { waiting in
+            let lane = lane(of: patientID)
+            let start = lane.state.withLock { waiting in
                 waiting.pushes.append(push)
                 defer { waiting.merging = true }
                 return !waiting.merging
             }
-            if start { mergeQueue.async { self.mergeWhileWaiting() } }
+            if start { Thread.detachNewThread { self.mergeWhileWaiting(in: lane) } }
         }
     }
 
-    /// Merges the waiting pushes a group at a time until none wait (on a blocking thread).
-    func mergeWhileWaiting() {
+    /// Merges the lane's waiting pushes a group at a time until none wait (on a blocking thread).
+    func mergeWhileWaiting(in lane: Lane) {
         while true {
-            let group: [Push] = state.withLock { waiting in
+            let group: [Push] = lane.state.withLock { waiting in
                 let taken = Array(waiting.pushes.prefix(groupLimit))
                 waiting.pushes.removeFirst(taken.count)
                 if taken.isEmpty { waiting.merging = false }

@@ -1,0 +1,1 @@
+../GatewayServerTests/Eventually.swift
