@@ -91,23 +91,12 @@ public final class PostgresVersionRows: VersionRows {
         return result
     }
 
-    /// The next number on the patient's clock, the clock row locked until the transaction ends.
-    /// A version the gateway writes (`stamped` false: not a device's) also moves the row's
+    /// Inserts a version numbered on its patient's clock, in one statement: the clock row is
+    /// moved (and so locked until the transaction ends) and its number given to the version. A
+    /// version the gateway writes (no `stamp`: not a device's) also moves the row's
     /// `gateway_revision`, from which the patient's knowledge is read.
-    func nextRevision(for patientID: String?, stamped: Bool) throws -> Int {
-        guard let row = try session.query("""
-            INSERT INTO patient_clock (patient_id, clock, gateway_revision) VALUES (\(patientID ?? ""), 1, CASE WHEN \(stamped) THEN 0 ELSE 1 END)
-            ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock + 1,
-                gateway_revision = CASE WHEN \(stamped) THEN patient_clock.gateway_revision ELSE patient_clock.clock + 1 END
-            RETURNING clock
-            """).first else { throw StoreError.database(path: session.database.location.description, message: "the patient's clock gave no number") }
-        locked.insert(patientID ?? "")
-        return try row.decode(Int.self)
-    }
-
     public func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws {
-        let revision = try nextRevision(for: patientID, stamped: stamp != nil)
         var version = entity.version
         let next = version.nextVersionUUIDs
         version.nextVersionUUIDs = []
@@ -117,16 +106,24 @@ public final class PostgresVersionRows: VersionRows {
         let kind = VersionWriter<PostgresVersionRows>.kind(entity.entityType)
         let successorUUIDs: [UUID]? = successors.isEmpty ? nil : successors.map(\.uuid)
         let superseded = successors.map(\.effective).min()?.storeSeconds
+        let stamped = stamp != nil
         let inserted: Result<Int, StoreError> = Result { () throws(StoreError) -> Int in
             try session.run("""
+                WITH numbered AS (
+                    INSERT INTO patient_clock (patient_id, clock, gateway_revision) VALUES (\(patientID ?? ""), 1, CASE WHEN \(stamped) THEN 0 ELSE 1 END)
+                    ON CONFLICT (patient_id) DO UPDATE SET clock = patient_clock.clock + 1,
+                        gateway_revision = CASE WHEN \(stamped) THEN patient_clock.gateway_revision ELSE patient_clock.clock + 1 END
+                    RETURNING clock)
                 INSERT INTO entity_version (uuid, kind, id, patient_id, revision, effective_date, deleted_date, next_uuids, superseded_date,
                                             remote_id, group_identifier, parent_uuid, occurrence, event_start, stamp, json)
-                VALUES (\(version.uuid), \(kind), \(version.id), \(patientID), \(revision), \(version.effectiveDate.storeSeconds),
-                        \(version.deletedDate?.storeSeconds), \(successorUUIDs), \(superseded), \(version.remoteID), \(version.groupIdentifier),
-                        \(parent), \(occurrence), \(eventStart?.storeSeconds), \(stamp), \(ByteBuffer(bytes: json)))
+                SELECT \(version.uuid), \(kind), \(version.id), \(patientID), numbered.clock, \(version.effectiveDate.storeSeconds),
+                       \(version.deletedDate?.storeSeconds), \(successorUUIDs), \(superseded), \(version.remoteID), \(version.groupIdentifier),
+                       \(parent), \(occurrence), \(eventStart?.storeSeconds), \(stamp), \(ByteBuffer(bytes: json))
+                FROM numbered
                 """)
         }
         if case .failure(let error) = inserted { throw rule(broken: error, by: entity) }
+        locked.insert(patientID ?? "")
         for tag in version.tags ?? [] {
             try session.run("INSERT INTO entity_tag (tag, uuid) VALUES (\(tag), \(version.uuid)) ON CONFLICT DO NOTHING")
         }
