@@ -3,6 +3,16 @@ import JSON
 
 /// A patient's versions that a device's knowledge does not cover: what a CareKit pull sends.
 public struct PatientVersions: Sendable {
+    /// A version's successors as they stood at a pull's revision: those written after it
+    /// (`newer`) are left out, so the list as of a revision is the same whenever and wherever it
+    /// is worked out (an instance that keeps no list serves the same later pages as the one that
+    /// does). Nil when none is left: an outcome superseded later is still current in the list.
+    public static func successors(_ next: [UUID]?, notIn newer: Set<UUID>) -> [UUID]? {
+        guard let next else { return nil }
+        let kept = newer.isEmpty ? next : next.filter { !newer.contains($0) }
+        return kept.isEmpty ? nil : kept
+    }
+
     /// In apply order (parents before children). Outcomes are sent only as current versions
     /// (tips or tombstones): a device never receives two live outcomes for one occurrence.
     public var versions: [StoredVersion]

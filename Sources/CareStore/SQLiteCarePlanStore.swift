@@ -421,8 +421,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     static func withSuccessors(_ entity: CareEntity, nextUUIDs: String?) -> CareEntity {
         guard let nextUUIDs else { return entity }
         var version = entity.version
-        version.nextVersionUUIDs = nextUUIDs.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
+        version.nextVersionUUIDs = uuids(in: nextUUIDs)
         return replacing(entity, version: version)
+    }
+
+    /// The uuids of a `next_uuids` column (comma-separated).
+    static func uuids(in text: String) -> [UUID] {
+        text.split(separator: ",").compactMap { UUID(uuidString: String($0)) }
     }
 
     /// The events of the matching tasks in a range, read on `db` (see `CarePlanReader.events`).

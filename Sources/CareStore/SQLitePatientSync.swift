@@ -78,6 +78,8 @@ extension SQLiteCarePlanStore {
         // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
         guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
         let own = try processID(db: db)
+        let newer = Set(try UUID.fetchAll(db.cachedStatement(sql: "SELECT uuid FROM entity_version WHERE patient_id = ? AND revision > ?"),
+                                          arguments: [patientID, upTo]))
         let rows = try Row.fetchCursor(db.cachedStatement(sql: """
             SELECT uuid, kind, effective_date, json, next_uuids, stamp FROM entity_version
             WHERE patient_id = ? AND revision <= ? AND (stamp IS NOT NULL OR revision > ?)
@@ -85,7 +87,8 @@ extension SQLiteCarePlanStore {
         var stamps: [String: Bool] = [:]
         var versions: [StoredVersion] = []
         while let row = try rows.next() {
-            let nextUUIDs: String? = row["next_uuids"]
+            let stored: String? = row["next_uuids"]
+            let nextUUIDs = PatientVersions.successors(stored.map(SQLiteCarePlanStore.uuids(in:)), notIn: newer)
             // Outcomes go as current versions only (see `PatientVersions`).
             if nextUUIDs != nil && (row["kind"] as String) == "outcome" { continue }
             if let stamp = row["stamp"] as String? {
@@ -100,12 +103,15 @@ extension SQLiteCarePlanStore {
     }
 
     /// A row as a stored version: its JSON as stored when it has no successors (a version is
-    /// stored with none), else decoded, given its successors and written again.
-    func storedVersion(_ row: Row, nextUUIDs: String?, caching: Bool) throws -> StoredVersion {
+    /// stored with none), else decoded, given `nextUUIDs` and written again.
+    func storedVersion(_ row: Row, nextUUIDs: [UUID]?, caching: Bool) throws -> StoredVersion {
         let uuid: UUID = row["uuid"]
         let effective = Date(timeIntervalSinceReferenceDate: row["effective_date"])
-        guard nextUUIDs == nil else {
-            let decoded = try entity(row, caching: caching)
+        if let nextUUIDs {
+            var decoded = try decoded(uuid: uuid, kind: row["kind"], caching: caching) { try JSONValue.parse(row["json"] as String) }
+            var version = decoded.version
+            version.nextVersionUUIDs = nextUUIDs
+            decoded = SQLiteCarePlanStore.replacing(decoded, version: version)
             return StoredVersion(type: decoded.entityType, uuid: uuid, effectiveDate: effective, json: CareKitJSON.bytes(decoded, version: .v4))
         }
         let kind: String = row["kind"]

@@ -81,11 +81,13 @@ extension PostgresCarePlanStore.Transaction {
         let own = try PostgresVersionRows(session: session).processID()
         var stamps: [String: Bool] = [:]
         var versions: [StoredVersion] = []
+        let newer = Set(try session.query("SELECT uuid FROM entity_version WHERE patient_id = \(patientID) AND revision > \(upTo)").map { try $0.decode(UUID.self) })
         for row in try session.query("""
             SELECT uuid, kind, effective_date, json, next_uuids, stamp FROM entity_version
             WHERE patient_id = \(patientID) AND revision <= \(upTo) AND (stamp IS NOT NULL OR revision > \(since.clock(for: own)))
             """) {
-            let (uuid, kind, effective, json, next, stamp) = try row.decode((UUID, String, Double, ByteBuffer, [UUID]?, String?).self)
+            let (uuid, kind, effective, json, stored, stamp) = try row.decode((UUID, String, Double, ByteBuffer, [UUID]?, String?).self)
+            let next = PatientVersions.successors(stored, notIn: newer)
             // Outcomes go as current versions only (see `PatientVersions`).
             if next != nil && kind == "outcome" { continue }
             if let stamp {

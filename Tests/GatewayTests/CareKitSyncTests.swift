@@ -124,6 +124,35 @@ struct CareKitSyncTests {
         #expect(cache.count == 0, "the last page served, the list is let go")
     }
 
+    @Test("a paged pull whose later pages another instance works out again (no kept list) after an outcome on them was superseded gets the same list: nothing missed, nothing twice", arguments: Backend.allCases)
+    func pagesAcrossInstances(backend: Backend) throws {
+        guard let fixture = try SyncFixture(backend) else { return }
+        // A device of Maria's records three outcomes; a second device pulls them a version a page.
+        let pulled = try fixture.pullAll("maria", since: KnowledgeVector())
+        let device = pulled.catchUp.setting(UUID(), to: 1)
+        let outcomes = (1...3).map { fixture.outcome("maria", occurrence: $0, steps: $0) }
+        _ = try fixture.sync.push(patientID: "maria", records: [RevisionRecord(entities: outcomes.map { .outcome($0) }, knowledgeVector: device.processes)],
+                                  deviceKnowledge: device)
+        let whole = try fixture.pullAll("maria", since: KnowledgeVector()).entities.map(\.version.uuid)
+        let instanceA = CareKitSync(store: fixture.store, pages: PullPageCache())
+        var page = try instanceA.pull(patientID: "maria", since: KnowledgeVector(), limit: 1)
+        var received = try page.record().entities.map(\.version.uuid)
+        // The first outcome is corrected after the first page (a new version superseding it).
+        var corrected = outcomes[0]
+        corrected.values = [OutcomeValue(.integer(100), kind: "steps")]
+        try fixture.store.update([.outcome(corrected)])
+        // The other pages come from another instance, which keeps no list.
+        while let next = page.next {
+            page = try fixture.sync.pull(patientID: "maria", since: KnowledgeVector(), limit: 1, cursor: next)
+            received += try page.record().entities.map(\.version.uuid)
+        }
+        #expect(received == whole, "pages worked out again elsewhere differ from the list of the first page")
+        // The correction comes with the next pull.
+        let after = try fixture.pullAll("maria", since: try #require(page.catchUp)).entities
+        let values: [OutcomeValue.Value] = after.compactMap { if case .outcome(let o) = $0 { o.values.first?.value } else { nil } }
+        #expect(values == [.integer(100)])
+    }
+
     @Test("a device's push is merged for its patient, stamped with its record's vector; the same push twice changes nothing; its own versions never come back to it", arguments: Backend.allCases)
     func push(backend: Backend) throws {
         guard let fixture = try SyncFixture(backend) else { return }
