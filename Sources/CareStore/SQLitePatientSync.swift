@@ -78,8 +78,9 @@ extension SQLiteCarePlanStore {
         // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
         guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
         let own = try processID(db: db)
-        let newer = Set(try UUID.fetchAll(db.cachedStatement(sql: "SELECT uuid FROM entity_version WHERE patient_id = ? AND revision > ?"),
-                                          arguments: [patientID, upTo]))
+        // Successors written after the pull's revision (none when it reads up to now).
+        let newer = revision == nil ? [] : Set(try UUID.fetchAll(db.cachedStatement(sql: "SELECT uuid FROM entity_version WHERE patient_id = ? AND revision > ?"),
+                                                                 arguments: [patientID, upTo]))
         let rows = try Row.fetchCursor(db.cachedStatement(sql: """
             SELECT uuid, kind, effective_date, json, next_uuids, stamp FROM entity_version
             WHERE patient_id = ? AND revision <= ? AND (stamp IS NOT NULL OR revision > ?)

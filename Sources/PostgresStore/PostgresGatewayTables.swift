@@ -157,9 +157,12 @@ extension PostgresCarePlanStore: DeviceRegistry {
     static let deviceColumns = "id, patient_id, token_hash, enrolled_at::text, revoked_at::text, last_sync_at::text"
 
     static func device(_ row: PostgresRow) throws -> Device {
-        let (id, patient, token, enrolled, revoked, synced) = try row.decode((String, String, String, String, String?, String?).self)
-        return Device(id: id, patientID: patient, tokenHash: token, enrolledAt: Date(timeIntervalSinceReferenceDate: Double(enrolled) ?? 0),
-                      revokedAt: Date(storeSeconds: revoked.flatMap(Double.init)), lastSyncAt: Date(storeSeconds: synced.flatMap(Double.init)))
+        device(try row.decode((String, String, String, String, String?, String?).self))
+    }
+
+    static func device(_ c: (id: String, patient: String, token: String, enrolled: String, revoked: String?, synced: String?)) -> Device {
+        Device(id: c.id, patientID: c.patient, tokenHash: c.token, enrolledAt: Date(timeIntervalSinceReferenceDate: Double(c.enrolled) ?? 0),
+               revokedAt: Date(storeSeconds: c.revoked.flatMap(Double.init)), lastSyncAt: Date(storeSeconds: c.synced.flatMap(Double.init)))
     }
 
     public func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError) {
@@ -199,9 +202,9 @@ extension PostgresCarePlanStore: DeviceRegistry {
         try session { session in
             let sql = "SELECT \(Self.deviceColumns), \(Transaction.knowledgeColumns(patient: "device.patient_id")) FROM device WHERE token_hash = $1::text"
             guard let row = try session.prepared(sql, [PostgresData(string: tokenHash)]).first else { return nil }
-            let device = try Self.device(row)
-            let columns = try row.decode((String, String, String, String, String?, String?, String?, String?, String?, String?).self)
-            let now = try Transaction.knowledge((columns.6, columns.7, columns.8, columns.9), session: session)
+            let c = try row.decode((String, String, String, String, String?, String?, String?, String?, String?, String?).self)
+            let device = Self.device((c.0, c.1, c.2, c.3, c.4, c.5))
+            let now = try Transaction.knowledge((c.6, c.7, c.8, c.9), session: session)
             let upToDate = now.knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) : nil
             return (device, upToDate)
         }

@@ -81,7 +81,9 @@ extension PostgresCarePlanStore.Transaction {
         let own = try PostgresVersionRows(session: session).processID()
         var stamps: [String: Bool] = [:]
         var versions: [StoredVersion] = []
-        let newer = Set(try session.query("SELECT uuid FROM entity_version WHERE patient_id = \(patientID) AND revision > \(upTo)").map { try $0.decode(UUID.self) })
+        // Successors written after the pull's revision (none when it reads up to now).
+        let newer = revision == nil ? [] : Set(try session.query("SELECT uuid FROM entity_version WHERE patient_id = \(patientID) AND revision > \(upTo)")
+            .map { try $0.decode(UUID.self) })
         for row in try session.query("""
             SELECT uuid, kind, effective_date, json, next_uuids, stamp FROM entity_version
             WHERE patient_id = \(patientID) AND revision <= \(upTo) AND (stamp IS NOT NULL OR revision > \(since.clock(for: own)))
@@ -108,18 +110,5 @@ extension PostgresCarePlanStore.Transaction {
             }
         }
         return PatientVersions(versions: RevisionRecord.applyOrder(versions) { ($0.type, $0.effectiveDate, $0.uuid) }, knowledge: knowledge, revision: upTo)
-    }
-}
-
-extension PostgresCarePlanStore {
-    /// A pull's versions. A device that is up to date (the common case: CareKit syncs after
-    /// every change) is answered by one statement outside any transaction; the others read
-    /// their versions on one snapshot.
-    public func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?) throws(StoreError) -> PatientVersions {
-        if revision == nil {
-            let now = try session { session in try Transaction.knowledgeNow(patientID, session: session) }
-            if now.knowledge.isCovered(by: since) { return PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) }
-        }
-        return try reading { tx in try tx.patientVersions(patientID, notCoveredBy: since, upTo: revision) }
     }
 }

@@ -149,7 +149,6 @@ struct SyncRouteTests {
         #expect(ids == ["maria", "plan-maria", "walk-maria"])
         let vector = try KnowledgeVector(json: try #require(catchUp))
         #expect(try await server.send("GET", "/carekit/v1/revisions?since=\(vector.base64URL)", token: token).body?["revisions"]?.arrayValue?.first?["entities"]?.arrayValue?.isEmpty == true)
-
         // Push an outcome: merged once, however often it is sent.
         let device = vector.setting(UUID(), to: 1)
         let outcome = Outcome(taskUUID: tasks["maria"]!.uuid, taskOccurrenceIndex: 1,
@@ -201,6 +200,18 @@ struct SyncRouteTests {
             #expect((after[series] ?? 0) - (before[series] ?? 0) == count, "\(series) in /metrics")
         }
         #expect(after["caregate_outbox_queued"] == 0)
+        // John's knowledge, or a vector far ahead of everyone's, sent by Maria's device: Maria's
+        // versions and knowledge only (the store reads the token's patient, never the vector's).
+        let johns = try store.patientKnowledge("john")
+        let ahead = johns.setting(try #require(johns.clocks.keys.first), to: 1_000)
+        for since in [johns, ahead] {
+            let answer = try await server.send("GET", "/carekit/v1/revisions?since=\(since.base64URL)", token: token)
+            let sent = answer.body?["revisions"]?.arrayValue?.flatMap { $0["entities"]?.arrayValue ?? [] } ?? []
+            let johnsIDs = ["john", "plan-john", "walk-john"]
+            #expect(answer.status == 200 && !sent.contains { johnsIDs.contains($0["object"]?["id"]?.stringValue ?? "") || $0["object"]?["taskUUID"]?.stringValue == tasks["john"]!.uuid.uuidString })
+            #expect(try KnowledgeVector(json: try #require(answer.body?["knowledgeVector"])) == store.patientKnowledge("maria"), "\(since)")
+        }
+
         // A revoked token stops at once.
         let deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
         #expect(try store.revokeDevice(id: deviceID, at: Date()))

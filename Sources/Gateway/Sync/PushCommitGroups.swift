@@ -19,16 +19,11 @@ public final class PushCommitGroups: Sendable {
     public let sync: CareKitSync
     /// Pushes merged in one transaction, at most.
     public let groupLimit: Int
-    private let lanes: [Lane]
-
-    /// Pushes waiting for one writer. Its groups are merged one after another on a thread of
-    /// their own, started when the first push waits and ended when none do: a thread, not a
-    /// dispatch queue, so a lane blocked on the store's writer never waits for a pool thread
-    /// that other blocked work holds.
-    final class Lane: Sendable {
-        let state = Locked(Waiting())
-
-    }
+    /// Pushes waiting, one lane per writer. A lane's groups are merged one after another on a
+    /// thread of its own, started when the first push waits and ended when none do: a thread,
+    /// not a dispatch queue, so a lane blocked on the store's writer never waits for a pool
+    /// thread that other blocked work holds.
+    private let lanes: [Locked<Waiting>]
 
     struct Waiting {
         var pushes: [Push] = []
@@ -47,11 +42,11 @@ public final class PushCommitGroups: Sendable {
     public init(sync: CareKitSync, groupLimit: Int = 64) {
         self.sync = sync
         self.groupLimit = max(groupLimit, 1)
-        lanes = (0..<max(1, sync.store.concurrentWriters)).map { _ in Lane() }
+        lanes = (0..<max(1, sync.store.concurrentWriters)).map { _ in Locked(Waiting()) }
     }
 
     /// The patient's lane: the same for every push of the patient (FNV-1a of its id).
-    func lane(of patientID: String) -> Lane {
+    func lane(of patientID: String) -> Locked<Waiting> {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in patientID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return lanes[Int(hash % UInt64(lanes.count))]
@@ -63,7 +58,7 @@ public final class PushCommitGroups: Sendable {
         await withCheckedContinuation { answer in
             let push = Push(patientID: patientID, deviceID: deviceID, records: records, deviceKnowledge: deviceKnowledge, answer: answer)
             let lane = lane(of: patientID)
-            let start = lane.state.withLock { waiting in
+            let start = lane.withLock { waiting in
                 waiting.pushes.append(push)
                 defer { waiting.merging = true }
                 return !waiting.merging
@@ -73,9 +68,9 @@ public final class PushCommitGroups: Sendable {
     }
 
     /// Merges the lane's waiting pushes a group at a time until none wait (on a blocking thread).
-    func mergeWhileWaiting(in lane: Lane) {
+    func mergeWhileWaiting(in lane: Locked<Waiting>) {
         while true {
-            let group: [Push] = lane.state.withLock { waiting in
+            let group: [Push] = lane.withLock { waiting in
                 let taken = Array(waiting.pushes.prefix(groupLimit))
                 waiting.pushes.removeFirst(taken.count)
                 if taken.isEmpty { waiting.merging = false }
