@@ -199,6 +199,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 """)
         }
         registerAccessLedger(&migrator)
+        registerRefreshSchedule(&migrator)
         return migrator
     }
 

@@ -29,10 +29,10 @@ public enum ArchiveValue: Sendable, Hashable {
 
 /// The gateway's own tables that move with a store, and their columns (the same names on every
 /// backend). Attempts and dashboard sessions stay behind (they last minutes), as do enrollment
-/// codes (fifteen minutes) and push leases (a copy is made with the gateways stopped).
+/// codes (fifteen minutes) and push and refresh leases (a copy is made with the gateways stopped).
 public enum ArchivedTable: String, CaseIterable, Sendable {
     case device, pushOutbox = "push_outbox", importRun = "import_run", bulkFetch = "bulk_fetch", bulkSince = "bulk_since",
-         patientKnowledge = "patient_knowledge", syncProcess = "sync_process"
+         patientKnowledge = "patient_knowledge", syncProcess = "sync_process", refreshSchedule = "refresh_schedule"
 
     public enum Column: Sendable { case integer, real, text, bytes, uuid }
 
@@ -47,6 +47,7 @@ public enum ArchivedTable: String, CaseIterable, Sendable {
         case .bulkSince: [("source", .text), ("transaction_time", .text)]
         case .patientKnowledge: [("patient_id", .text), ("vector", .text)]
         case .syncProcess: [("process", .uuid), ("patient_id", .text)]
+        case .refreshSchedule: [("patient_id", .text), ("ehr_id", .text), ("next_at", .real), ("last_success", .real), ("requested_at", .real)]
         }
     }
 }

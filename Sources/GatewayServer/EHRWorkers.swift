@@ -12,19 +12,26 @@ import ServiceLifecycle
 public struct EHRLink: Sendable {
     public var push: OutcomePush
     public var refresh: PatientRefresh
+    /// When each enrolled patient is next refreshed, shared by every gateway over the store.
+    public var schedule: any RefreshSchedule
     public var pushInterval: TimeInterval
     public var refreshInterval: TimeInterval
+    /// How long a refresh worker's claim on a patient holds: how soon a killed instance's
+    /// patient is refreshed by another.
+    public var refreshLease: TimeInterval
     /// The token `/fhir/notify` requires (`Authorization: Bearer …`); nil: the route refuses all.
     public var notifyToken: String?
     /// What the workers' intervals and back-off are measured on.
     public var clock: WorkerClock
 
-    public init(push: OutcomePush, refresh: PatientRefresh, pushInterval: TimeInterval = 60, refreshInterval: TimeInterval = 900,
-                notifyToken: String? = nil, clock: WorkerClock = .continuous) {
+    public init(push: OutcomePush, refresh: PatientRefresh, schedule: any RefreshSchedule, pushInterval: TimeInterval = 60,
+                refreshInterval: TimeInterval = 900, refreshLease: TimeInterval = 600, notifyToken: String? = nil, clock: WorkerClock = .continuous) {
         self.push = push
         self.refresh = refresh
+        self.schedule = schedule
         self.pushInterval = pushInterval
         self.refreshInterval = refreshInterval
+        self.refreshLease = refreshLease
         self.notifyToken = notifyToken
         self.clock = clock
     }
@@ -87,8 +94,6 @@ public final class EHRActivity: Sendable {
     struct State {
         var lastContact: Date?
         var lastError: String?
-        var refreshAll = false
-        var refreshPatients: Set<String> = []
     }
     private let state = Locked(State())
     let pushWake = Wakeup()
@@ -106,19 +111,8 @@ public final class EHRActivity: Sendable {
     /// Asks for the outbox to be pushed now.
     public func pushSoon() { pushWake.fire() }
 
-    /// Asks for these EHR patients (or all enrolled ones) to be refreshed now.
-    public func refreshSoon(patients: Set<String>, all: Bool) {
-        state.withLock { $0.refreshPatients.formUnion(patients); $0.refreshAll = $0.refreshAll || all }
-        refreshWake.fire()
-    }
-
-    /// The refresh requests since the last call.
-    func takeRefreshRequests() -> (patients: Set<String>, all: Bool) {
-        state.withLock { state in
-            defer { state.refreshPatients = []; state.refreshAll = false }
-            return (state.refreshPatients, state.refreshAll)
-        }
-    }
+    /// Asks for the refresh schedule to be looked at now (a notification made patients due).
+    public func refreshSoon() { refreshWake.fire() }
 }
 
 /// Patient ids in logs: a keyed hash (HMAC-SHA256 with a key of this process, 12 hex digits),
@@ -184,39 +178,54 @@ struct OutboxPushWorker: Service {
     }
 }
 
-/// Refreshes every enrolled patient on an interval, and the ones notifications name at once.
+/// Refreshes enrolled patients as the store's `RefreshSchedule` makes them due: each one
+/// `interval` after its last refresh began, at once when a notification names it. Every gateway
+/// over the store runs one; a patient is claimed by one at a time, so they share the patients.
 struct PatientRefreshWorker: Service {
-    let refresh: PatientRefresh
-    let interval: TimeInterval
-    let clock: WorkerClock
+    let link: EHRLink
     let activity: EHRActivity
     let logID: PatientLogID
     let logger: Logger
+    /// This worker in the schedule's claims.
+    let worker = "refresh-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(8))"
 
     func run() async throws {
-        var lastRefresh: [String: Date] = [:]
-        var nextRound = clock.elapsed()
         await withGracefulShutdownHandler {
             while !Task.isShuttingDownGracefully && !Task.isCancelled {
-                let requests = activity.takeRefreshRequests()
-                let round = clock.elapsed() >= nextRound
-                if round { nextRound = clock.elapsed() + .seconds(interval) }
-                let enrolled = (try? refresh.enrolledPatients()) ?? []
-                let due = round || requests.all ? enrolled : enrolled.filter { requests.patients.contains($0.fhirID) }
-                for patient in due where !Task.isShuttingDownGracefully {
-                    let started = Date()
-                    // A notified patient is pulled whatever _lastUpdated says.
-                    let since = round && !requests.patients.contains(patient.fhirID) && !requests.all ? lastRefresh[patient.storeID] : nil
-                    if await refreshOne(patient, since: since) { lastRefresh[patient.storeID] = started }
-                }
-                await activity.refreshWake.wait(upTo: nextRound - clock.elapsed(), on: clock)
+                let wait = await refreshDue()
+                await activity.refreshWake.wait(upTo: wait, on: link.clock)
             }
         } onGracefulShutdown: { activity.refreshWake.fire() }
     }
 
+    /// Puts the enrolled patients on the schedule, refreshes the due ones one claim at a time,
+    /// and returns how long to wait for the next (at least a second, at most the interval: a
+    /// patient enrolled meanwhile is scheduled within it).
+    func refreshDue() async -> Duration {
+        let schedule = link.schedule, interval = link.refreshInterval
+        do {
+            try await Blocking.run { [link] in
+                try schedule.scheduleRefreshes(link.refresh.enrolledPatients(), now: Date())
+            }
+            while !Task.isShuttingDownGracefully && !Task.isCancelled,
+                  let claim = try await Blocking.run({ [worker, link] in try schedule.claimRefresh(worker: worker, lease: link.refreshLease, now: Date()) }) {
+                let succeeded = await refreshOne(claim.patient, since: claim.since)
+                // A failure is tried again an interval later, as a success is refreshed again.
+                let next = (succeeded ? claim.claimedAt : Date()).addingTimeInterval(interval)
+                try await Blocking.run { [worker] in try schedule.finishRefresh(claim, worker: worker, next: next, succeeded: succeeded) }
+            }
+            let due = try await Blocking.run { try schedule.nextRefreshDue() }
+            let seconds = due.map { $0.timeIntervalSinceNow.rounded(.up) } ?? interval
+            return .seconds(min(max(1, seconds), interval))
+        } catch {
+            logger.warning("the refresh schedule could not be read or written; trying again", metadata: ["error": "\(error)"])
+            return .seconds(min(interval, 30))
+        }
+    }
+
     func refreshOne(_ patient: EnrolledPatient, since: Date?) async -> Bool {
         do {
-            let result = try await refresh.refresh(patient, since: since)
+            let result = try await link.refresh.refresh(patient, since: since)
             activity.reached()
             GatewayMetrics.shared.ehrRefreshes.increment()
             if case .imported(let report) = result {

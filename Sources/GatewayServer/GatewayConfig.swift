@@ -77,6 +77,7 @@ public struct GatewayConfig: Sendable {
     ///   push-seconds: 60
     ///   push-lease-seconds: 600              # a dead instance's claimed outcomes go back to the queue after this
     ///   refresh-seconds: 900
+    ///   refresh-lease-seconds: 600           # a dead instance's claimed patient is refreshed by another after this
     ///   notify:
     ///     endpoint: https://gateway.example.org/fhir/notify   # as the EHR reaches it
     ///     token-file: secrets/notify.token
@@ -90,6 +91,9 @@ public struct GatewayConfig: Sendable {
         /// how soon the outcomes a killed instance had claimed are sent by another.
         public var pushLeaseSeconds = Int(OutcomePush.defaultLease)
         public var refreshSeconds = 900
+        /// How long a refresh worker's claim on a patient holds: with several instances, how
+        /// soon a killed instance's patient is refreshed by another.
+        public var refreshLeaseSeconds = 600
         public var batchSize = 50
         /// Where the EHR sends notifications, and where the token they carry is kept.
         public var notifyEndpoint: String?
@@ -262,7 +266,7 @@ struct ConfigReader {
     }
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
-                          "mappings", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "batch-size", "max-response-size", "notify",
+                          "mappings", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
                           "allow-plain-http"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
@@ -295,6 +299,7 @@ struct ConfigReader {
                 }
             case "push-seconds": if let n = number(value, in: 1...86_400) { ehr.pushSeconds = n }
             case "push-lease-seconds": if let n = number(value, in: 5...86_400) { ehr.pushLeaseSeconds = n }
+            case "refresh-lease-seconds": if let n = number(value, in: 5...86_400) { ehr.refreshLeaseSeconds = n }
             case "refresh-seconds": if let n = number(value, in: 1...604_800) { ehr.refreshSeconds = n }
             case "batch-size": if let n = number(value, in: 1...1_000) { ehr.batchSize = n }
             case "max-response-size": if let n = number(value, in: 1_024...(1 << 31)) { ehr.connection.maximumResponseSize = n }
@@ -427,7 +432,7 @@ extension GatewayConfig.EHR {
     /// The workers' link to this EHR over `store`: the mappings loaded (`root`: where they may
     /// read), the client made, the notification token read. Throws the mapping files' findings
     /// or the client's error.
-    public func link(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, root: String, environment: [String: String] = [:],
+    public func link(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog & RefreshSchedule, root: String, environment: [String: String] = [:],
                      warn: (String) -> Void = { _ in }) throws -> EHRLink {
         let mappings = try MappingSet.load(site: self.mappings, root: root)
         let client = try connection.client(defaultScope: Self.scope, environment: environment, warn: warn)
@@ -437,7 +442,8 @@ extension GatewayConfig.EHR {
         push.lease = TimeInterval(pushLeaseSeconds)
         var refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
         refresh.log = store
-        return EHRLink(push: push, refresh: refresh, pushInterval: TimeInterval(pushSeconds), refreshInterval: TimeInterval(refreshSeconds),
+        return EHRLink(push: push, refresh: refresh, schedule: store, pushInterval: TimeInterval(pushSeconds),
+                       refreshInterval: TimeInterval(refreshSeconds), refreshLease: TimeInterval(refreshLeaseSeconds),
                        notifyToken: notifyToken?.read(environment: environment))
     }
 }

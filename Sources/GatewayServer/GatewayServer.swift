@@ -38,8 +38,8 @@ public struct GatewayRequestContext: RequestContext {
 /// ```
 public struct GatewayServer: Sendable {
     /// What the server needs of its store: care plans, devices, the outbox, the import log, and
-    /// the attempts and sessions every instance over the store shares.
-    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger
+    /// the attempts, sessions and refresh schedule every instance over the store shares.
+    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger & RefreshSchedule
     public let store: Store
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
@@ -154,8 +154,7 @@ public struct GatewayServer: Sendable {
         guard let ehr else { return [syncTimes] }
         var workers: [any Service] = [
             syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, logger: logger),
-            PatientRefreshWorker(refresh: ehr.refresh, interval: ehr.refreshInterval, clock: ehr.clock, activity: activity,
-                                 logID: PatientLogID(), logger: logger),
+            PatientRefreshWorker(link: ehr, activity: activity, logID: PatientLogID(), logger: logger),
         ]
         if let signals = store as? any StoreSignals { workers.append(OutcomeSignalListener(signals: signals, activity: activity)) }
         return workers

@@ -5,9 +5,9 @@ import Hummingbird
 
 /// `POST /fhir/notify`: the EHR's rest-hook notifications (classic R4 Subscriptions, empty or
 /// with the changed resource, also PUT to `/fhir/notify/Type/id`; and the Subscriptions
-/// Backport's notification Bundles). Each one asks the refresh worker to pull the patients it
-/// names (every enrolled patient when it names none) and is answered at once; the pull happens
-/// in the worker. The EHR authenticates with the token from the configuration.
+/// Backport's notification Bundles). Each one makes the patients it names (every enrolled patient
+/// when it names none) due on the store's refresh schedule and is answered at once; the pull
+/// happens in a refresh worker, of this gateway or another over the store. The EHR authenticates with the token from the configuration.
 struct NotificationRoutes: Sendable {
     let server: GatewayServer
 
@@ -42,8 +42,13 @@ struct NotificationRoutes: Sendable {
             return JSONBody.error(.badRequest, error.description)
         }
         GatewayMetrics.shared.notifications.increment()
-        if notification.kind != .status {
-            server.activity.refreshSoon(patients: notification.patients, all: notification.unattributed)
+        if notification.kind != .status, let schedule = server.ehr?.schedule {
+            // Kept in the store: whichever gateway's worker claims the patients first refreshes them, once.
+            let named = notification.unattributed ? nil : notification.patients
+            do { _ = try await Blocking.run { try schedule.requestRefresh(ehrIDs: named, now: Date()) } } catch {
+                return JSONBody.error(.serviceUnavailable, "the notification could not be kept; send it again", headers: [.retryAfter: "5"])
+            }
+            server.activity.refreshSoon()
         }
         return JSONBody.response(.ok, #"{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"notification received"}]}"#)
     }

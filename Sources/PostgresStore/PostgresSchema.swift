@@ -122,6 +122,21 @@ public enum PostgresSchema {
             UPDATE patient_clock c SET gateway_revision = COALESCE(
                 (SELECT max(revision) FROM entity_version v WHERE v.patient_id IS NOT DISTINCT FROM NULLIF(c.patient_id, '') AND v.stamp IS NULL), 0)
             """),
+        // Each enrolled patient's next refresh from the EHR, claimed per patient (`RefreshSchedule`).
+        Migration(name: "v5-refresh-schedule", sql: """
+            CREATE TABLE refresh_schedule (
+                patient_id text PRIMARY KEY,
+                ehr_id text NOT NULL,
+                next_at double precision NOT NULL,
+                last_success double precision,
+                requested_at double precision,
+                claimed_by text,
+                claimed_at double precision,
+                lease_until double precision
+            );
+            CREATE INDEX refresh_schedule_ehr ON refresh_schedule (ehr_id);
+            CREATE INDEX refresh_schedule_due ON refresh_schedule (next_at)
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -72,7 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The EHR link of a configuration, its errors printed as the command's.
-    static func link(_ ehr: GatewayConfig.EHR, store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog, config: String) throws -> EHRLink {
+    static func link(_ ehr: GatewayConfig.EHR, store: GatewayServer.Store, config: String) throws -> EHRLink {
         let root = URL(fileURLWithPath: config).deletingLastPathComponent().path
         do {
             return try ehr.link(store: store, root: root, environment: ProcessInfo.processInfo.environment) { StandardError.print("warning: \($0)") }

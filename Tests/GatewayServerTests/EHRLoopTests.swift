@@ -116,7 +116,7 @@ extension GatewayServerSuites {
             // The care plan is seeded from the EHR (caregate import --from does the same), then the gateway serves.
             guard let store = try backend.freshStore() else { return }
             let link = try link(base: ehr.base, store: store, notifyToken: "notify-secret-1")
-            let maria = EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez")
+            let maria = EnrolledPatient(storeID: "Patient/maria-lopez", ehrID: "maria-lopez")
             guard case .imported(let seeded) = try await link.refresh.refresh(maria, since: nil) else { Issue.record("not imported"); return }
             #expect(seeded.failedPatients.isEmpty && seeded.counts[.create, default: 0] > 5, "\(seeded.counts)")
             // A refresh that changed the store is logged for the dashboard; one that found nothing new is not.
@@ -240,8 +240,10 @@ extension GatewayServerSuites {
             settings.pushSeconds = pushSeconds
             settings.refreshSeconds = 3_600
             settings.connection.retry = RetryPolicy(maxAttempts: 2, baseDelay: 0.05, maxDelay: 0.2, maxTotal: 2)
+            try "notify-secret".write(to: directory.appendingPathComponent("notify.token"), atomically: true, encoding: .utf8)
+            settings.notifyToken = .file(directory.appendingPathComponent("notify.token").path)
             let link = try settings.link(store: store, root: directory.path)
-            _ = try await link.refresh.refresh(EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez"), since: nil)
+            _ = try await link.refresh.refresh(EnrolledPatient(storeID: "Patient/maria-lopez", ehrID: "maria-lopez"), since: nil)
             return (store, link, client)
         }
 
@@ -307,6 +309,37 @@ extension GatewayServerSuites {
             #expect(try await eventually { try await server.send("GET", "/readyz").status == 200 })
             #expect(time.now.offset > .seconds(300))
             try await server.stop()
+        }
+
+        @Test("two gateways over one store share its refresh schedule: Maria is pulled once when both start, not twice; a notification to either pulls her once more, and the other never", arguments: Backend.allCases)
+        func sharedRefreshSchedule(backend: Backend) async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let proxy = try FaultProxy(upstream: ehr.port)
+            guard let (store, link, _) = try await setUp(ehr, proxy: proxy, pushSeconds: 3_600, backend: backend) else { return }
+            let mariaReads = { proxy.counts["GET /fhir/Patient/maria-lopez", default: 0] }
+            #expect(mariaReads() == 1, "the seeding pull")
+            let enrollment = DeviceEnrollment(store: store)
+            _ = try enrollment.redeem(code: try enrollment.issueCode(patientID: "Patient/maria-lopez").code)
+            var otherLink = link
+            otherLink.schedule = try Backend.reopen(store)
+            let first = try await RunningServer(store: store, ehr: link)
+            let second = try await RunningServer(store: try Backend.reopen(store), ehr: otherLink)
+            // Both workers found Maria due at start; one refreshed her, and both sleep until she is due in an hour.
+            #expect(try await eventually { try store.nextRefreshDue().map { $0.timeIntervalSinceNow > 3_000 } ?? false })
+            try await Task.sleep(nanoseconds: 1_000_000_000)
+            #expect(mariaReads() == 2, "\(proxy.counts)")
+            for (n, server) in [second, first].enumerated() {
+                // A notification with the changed plan names Maria; an empty one names everyone enrolled.
+                let body = n == 0 ? #"{"resourceType": "CarePlan", "id": "maria-lopez-home-care", "subject": {"reference": "Patient/maria-lopez"}}"# : ""
+                let answer = try await server.send("POST", "/fhir/notify", token: "notify-secret", json: body)
+                #expect(answer.status == 200, "\(String(describing: answer.body))")
+                #expect(try await eventually { mariaReads() == 3 + n }, "notified, Maria was not pulled: \(proxy.counts)")
+                try await Task.sleep(nanoseconds: 1_500_000_000)
+                #expect(mariaReads() == 3 + n, "pulled more than once: \(proxy.counts)")
+            }
+            #expect(try store.nextRefreshDue().map { $0.timeIntervalSinceNow > 3_000 } ?? false)
+            try await first.stop()
+            try await second.stop()
         }
 
         @Test("two gateways over one PostgreSQL store: a device's push to the one without an EHR link wakes the other's push worker (NOTIFY), and the outcomes reach the EHR within seconds, not at its hourly interval")

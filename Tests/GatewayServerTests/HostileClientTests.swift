@@ -236,9 +236,9 @@ extension GatewayServerSuites {
             config.connection.retry = RetryPolicy(maxAttempts: 1, baseDelay: 0.01, maxDelay: 0.01, maxTotal: 1)
             let link = try config.link(store: store, root: folder.path)
             let log = CapturedLog()
-            let worker = PatientRefreshWorker(refresh: link.refresh, interval: 3_600, clock: .continuous, activity: EHRActivity(),
-                                              logID: PatientLogID(), logger: Logger(label: "caregate-test", factory: log.handler))
-            let patient = EnrolledPatient(storeID: "Patient/maria lopez/x", fhirID: "maria lopez/x")
+            let worker = PatientRefreshWorker(link: link, activity: EHRActivity(), logID: PatientLogID(),
+                                              logger: Logger(label: "caregate-test", factory: log.handler))
+            let patient = EnrolledPatient(storeID: "Patient/maria lopez/x", ehrID: "maria lopez/x")
             #expect(await worker.refreshOne(patient, since: nil) == false)
             let text = log.text
             #expect(text.contains("refresh failed") && text.contains("error=HTTP 404 to a GET"), "\(text)")

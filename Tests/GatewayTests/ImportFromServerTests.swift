@@ -128,7 +128,7 @@ struct ImportFromServerTests {
         let store = try temporaryStore()
         var refresh = PatientRefresh(client: proxied, importer: try importer(store), devices: store)
         refresh.clockSkew = 0
-        let maria = EnrolledPatient(storeID: "Patient/maria-lopez", fhirID: "maria-lopez")
+        let maria = EnrolledPatient(storeID: "Patient/maria-lopez", ehrID: "maria-lopez")
         guard case .imported = try await refresh.refresh(maria, since: nil) else { Issue.record("the first refresh did not pull"); return }
         var forwarded = proxy.counts["forwarded", default: 0]
         _ = try await PatientPull(client: proxied).pull(patient: "maria-lopez")

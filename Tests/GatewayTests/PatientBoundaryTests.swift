@@ -258,7 +258,7 @@ struct GatewayOwnedFieldsTests {
         let enrollment = DeviceEnrollment(store: store)
         _ = try enrollment.redeem(code: try enrollment.issueCode(patientID: maria).code)
         let refresh = PatientRefresh(client: FHIRRESTClient(base: "http://127.0.0.1:9/fhir"), importer: try importer(store), devices: store)
-        #expect(try refresh.enrolledPatients().map(\.fhirID) == [String(mariaEHR.dropFirst("Patient/".count))])
+        #expect(try refresh.enrolledPatients().map(\.ehrID) == [String(mariaEHR.dropFirst("Patient/".count))])
     }
 
     @Test("two patients' devices using one outcome id get two EHR identifiers: neither amends nor voids the other's resource")

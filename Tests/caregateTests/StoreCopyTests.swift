@@ -9,8 +9,10 @@ import Testing
 struct StoreCopyTests {
     let cli = CommandLineTests()
 
-    /// The demo patient imported, a device enrolled that pushed an outcome, and the outbox with
-    /// one outcome pushed and one queued.
+    let refreshed = Date(timeIntervalSinceReferenceDate: 815_000_000)
+
+    /// The demo patient imported, a device enrolled that pushed an outcome, the outbox with
+    /// one outcome pushed and one queued, and the patient on the refresh schedule.
     func populatedStore(at path: String) async throws -> (device: Device, outcome: UUID) {
         let imported = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", path, "--tz", "America/New_York"])
         #expect(imported.status == 0, "\(imported.stderr)")
@@ -27,6 +29,10 @@ struct StoreCopyTests {
         try store.enqueue([OutboxItem(versionUUID: outcome.uuid, entityID: "Patient/maria-lopez/\(outcome.id)", idempotencyKey: "urn:caregate:outcome|x", payload: [1, 2]),
                            OutboxItem(versionUUID: pushed, entityID: "Patient/maria-lopez/old", idempotencyKey: "urn:caregate:outcome|old", payload: [3])])
         try store.record([.pushed(pushed, location: "https://ehr.example/Observation/9/_history/1")])
+        // Maria refreshed from the EHR once: due again in fifteen minutes, changes looked for since then.
+        try store.scheduleRefreshes([EnrolledPatient(storeID: "Patient/maria-lopez", ehrID: "maria-lopez")], now: refreshed)
+        let claim = try #require(try store.claimRefresh(worker: "w", lease: 60, now: refreshed))
+        try store.finishRefresh(claim, worker: "w", next: refreshed.addingTimeInterval(900), succeeded: true)
         return (device, outcome.uuid)
     }
 
@@ -47,7 +53,7 @@ struct StoreCopyTests {
         #expect(again.status == 0, "\(again.stderr)")
 
         let a = try SQLiteCarePlanStore(path: original), b = try PostgresCarePlanStore(location, password: password), c = try SQLiteCarePlanStore(path: back)
-        let stores: [any StoreArchive & Outbox & DeviceRegistry] = [a, b, c]
+        let stores: [any StoreArchive & Outbox & DeviceRegistry & RefreshSchedule] = [a, b, c]
         let records = try stores.map { try $0.revisionRecord() }
         #expect(records[0].entities.count > 10)
         #expect(Set(records.map { RevisionRecord(entities: $0.entities, knowledgeVector: []).bytes() }).count == 1, "the same versions on all three")
@@ -58,6 +64,7 @@ struct StoreCopyTests {
             #expect(try store.device(tokenHash: "token-hash") == device)
             #expect(try store.outboxCounts() == OutboxCounts(queued: 1, pushed: 1, failed: 0))
             #expect(try store.lastPushed(entityIDs: ["Patient/maria-lopez/old"]).count == 1)
+            #expect(try store.nextRefreshDue() == refreshed.addingTimeInterval(900))
             // What a device that synced against the source would pull next: nothing new.
             let knowledge = try a.patientKnowledge("Patient/maria-lopez", upTo: nil)
             #expect(try store.patientVersions("Patient/maria-lopez", notCoveredBy: knowledge, upTo: nil).versions.isEmpty)

@@ -102,6 +102,7 @@ struct ThreeInstanceLoopTests {
               time-zone: America/New_York
               push-seconds: 1
               push-lease-seconds: 5
+              refresh-lease-seconds: 5
               refresh-seconds: 3600
             """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
         var instances = try (0..<3).map { try ServeProcess(directory: dir, environment: ["CAREGATE_INSTANCE": "gateway-\($0)"]) }

@@ -1,3 +1,4 @@
+import CareStore
 import FHIR
 import FHIRClient
 import Foundation
@@ -27,7 +28,7 @@ public struct CarePlanSubscription: Sendable {
         public var created: Bool
     }
 
-    public func criteria(for patient: EnrolledPatient) -> String { "CarePlan?subject=Patient/\(patient.fhirID)" }
+    public func criteria(for patient: EnrolledPatient) -> String { "CarePlan?subject=Patient/\(patient.ehrID)" }
 
     /// The Subscription resource for one patient.
     public func resource(for patient: EnrolledPatient) -> Element {

@@ -2,19 +2,6 @@ import CareStore
 import FHIRClient
 import Foundation
 
-/// A patient whose devices sync with the gateway: the store's id and the EHR's Patient id.
-public struct EnrolledPatient: Sendable, Hashable {
-    /// The store patient's id (`Patient/maria-lopez`), as devices are enrolled with.
-    public var storeID: String
-    /// The Patient's id on the EHR (`maria-lopez`), from the resource the patient was imported from.
-    public var fhirID: String
-
-    public init(storeID: String, fhirID: String) {
-        self.storeID = storeID
-        self.fhirID = fhirID
-    }
-}
-
 /// Why a refresh failed, naming the patient by the store's id.
 public struct PatientRefreshError: Error, Sendable, CustomStringConvertible {
     public var patient: String
@@ -62,7 +49,7 @@ public struct PatientRefresh: Sendable {
         guard !ids.isEmpty else { return [] }
         return try GatewayOwnedFields.newestWritten(ids: ids, patients: ids, importer.store.fetchPatients).values.compactMap { patient in
             guard let resource = patient.userInfo?["caregate.resource"], resource.hasPrefix("Patient/") else { return nil }
-            return EnrolledPatient(storeID: patient.id, fhirID: String(resource.dropFirst("Patient/".count)))
+            return EnrolledPatient(storeID: patient.id, ehrID: String(resource.dropFirst("Patient/".count)))
         }.sorted { $0.storeID < $1.storeID }
     }
 
@@ -74,7 +61,7 @@ public struct PatientRefresh: Sendable {
             if let since, try await !changed(patient, since: since.addingTimeInterval(-clockSkew), capabilities) {
                 return .unchanged
             }
-            let pulled = try await PatientPull(client: client).pull(patient: patient.fhirID, capabilities: capabilities)
+            let pulled = try await PatientPull(client: client).pull(patient: patient.ehrID, capabilities: capabilities)
             return .imported(await importAndLog(pulled, of: patient))
         } catch {
             throw PatientRefreshError(patient: patient.storeID, cause: error.description, kind: error.kind)
@@ -108,7 +95,7 @@ public struct PatientRefresh: Sendable {
         // whole second: a second earlier, so that a change in the same second is not missed.
         let instant = Self.instant(date.addingTimeInterval(-1))
         for (type, parameter) in Self.patientSearches where capabilities.canSearch(type, by: parameter, "_lastUpdated") {
-            let value = parameter == "_id" ? patient.fhirID : "Patient/\(patient.fhirID)"
+            let value = parameter == "_id" ? patient.ehrID : "Patient/\(patient.ehrID)"
             if try await !client.firstPage(type, [(parameter, value), ("_lastUpdated", "gt\(instant)"), ("_count", "1")]).isEmpty {
                 return true
             }

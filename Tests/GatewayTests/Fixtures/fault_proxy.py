@@ -9,8 +9,8 @@ Forwards every request to 127.0.0.1:UPSTREAM_PORT, except as CONFIG (read for ea
                              status and Retry-After, without forwarding
   {"delay": S}               wait S seconds before forwarding
 COUNTS records how many requests were forwarded, dropped and stormed, how many POSTs arrived (counted
-on arrival, before any delay), and how many wrote a single Observation (POST or PUT to .../Observation)
-rather than a Bundle.
+on arrival, before any delay), how many wrote a single Observation (POST or PUT to .../Observation)
+rather than a Bundle, and each read (a GET without a query) under "GET <path>".
 The first line printed is the port it listens on.
 """
 import http.client
@@ -50,6 +50,8 @@ class Proxy(BaseHTTPRequestHandler):
             config = json.load(open(config_path))
             if self.command == "POST":
                 counts["posts_received"] = counts.get("posts_received", 0) + 1
+            if self.command == "GET" and "?" not in self.path:
+                counts["GET " + self.path] = counts.get("GET " + self.path, 0) + 1
             if self.command in ("POST", "PUT") and "/Observation" in self.path:
                 counts["single_observation_posts"] = counts.get("single_observation_posts", 0) + 1
             storm = used["storm"] < config.get("storm", 0)
