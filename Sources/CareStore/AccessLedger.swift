@@ -19,6 +19,27 @@ public protocol AccessLedger: Sendable {
     /// clock restarts. A session idle longer is ended.
     func touchSession(idHash: String, idleTimeout: TimeInterval, now: Date) throws(StoreError) -> String?
     func closeSession(idHash: String) throws(StoreError)
+    /// Takes one of `limit` slots for `key` (a device's sync calls in flight) until `now + lease`:
+    /// nil when all are held. Every instance over the store takes from the same slots, so a
+    /// device is held to `limit` calls however many gateways serve it; the slot of an instance
+    /// that died frees itself when its lease ends.
+    func enterCall(key: String, limit: Int, lease: TimeInterval, now: Date) throws(StoreError) -> CallSlot?
+    /// Frees a slot, unless its lease ended and another call holds it now.
+    func leaveCall(_ slot: CallSlot) throws(StoreError)
+}
+
+/// One of a key's call slots, as `AccessLedger.enterCall` gave it.
+public struct CallSlot: Sendable, Hashable {
+    public var key: String
+    public var number: Int
+    /// This call's own mark on the slot (a later holder's differs).
+    public var holder: UUID
+
+    public init(key: String, number: Int, holder: UUID) {
+        self.key = key
+        self.number = number
+        self.holder = holder
+    }
 }
 
 extension AccessLedger {
@@ -36,6 +57,12 @@ extension SQLiteCarePlanStore: AccessLedger {
                 CREATE INDEX access_attempt_client ON access_attempt(client, at);
                 CREATE INDEX access_attempt_at ON access_attempt(at);
                 CREATE TABLE dashboard_session (id_hash TEXT PRIMARY KEY NOT NULL, csrf TEXT NOT NULL, last_used REAL NOT NULL) WITHOUT ROWID;
+                """)
+        }
+        migrator.registerMigration("v11-call-slots") { db in
+            try db.execute(sql: """
+                CREATE TABLE call_slot (key TEXT NOT NULL, slot INTEGER NOT NULL, holder BLOB NOT NULL, lease_until REAL NOT NULL,
+                                        PRIMARY KEY (key, slot)) WITHOUT ROWID;
                 """)
         }
     }
@@ -79,5 +106,24 @@ extension SQLiteCarePlanStore: AccessLedger {
 
     public func closeSession(idHash: String) throws(StoreError) {
         try writeDatabase { db in try db.execute(sql: "DELETE FROM dashboard_session WHERE id_hash = ?", arguments: [idHash]) }
+    }
+
+    /// One write transaction: SQLite's single writer makes the takers take turns.
+    public func enterCall(key: String, limit: Int, lease: TimeInterval, now: Date) throws(StoreError) -> CallSlot? {
+        try writeDatabase { db in
+            let held = try Set(Int.fetchAll(db, sql: "SELECT slot FROM call_slot WHERE key = ? AND lease_until > ?",
+                                            arguments: [key, now.timeIntervalSinceReferenceDate]))
+            guard let free = (0..<limit).first(where: { !held.contains($0) }) else { return nil }
+            let slot = CallSlot(key: key, number: free, holder: UUID())
+            try db.execute(sql: "INSERT OR REPLACE INTO call_slot (key, slot, holder, lease_until) VALUES (?, ?, ?, ?)",
+                           arguments: [key, free, slot.holder, now.addingTimeInterval(lease).timeIntervalSinceReferenceDate])
+            return slot
+        }
+    }
+
+    public func leaveCall(_ slot: CallSlot) throws(StoreError) {
+        try writeDatabase { db in
+            try db.execute(sql: "DELETE FROM call_slot WHERE key = ? AND slot = ? AND holder = ?", arguments: [slot.key, slot.number, slot.holder])
+        }
     }
 }

@@ -46,7 +46,7 @@ public protocol DeviceRegistry: Sendable {
 }
 
 extension DeviceRegistry {
-    /// The device alone: the pull reads its versions (SQLite's reads cost no trip).
+    /// The device alone: the pull reads its versions.
     public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
         try device(tokenHash: tokenHash).map { ($0, nil) }
     }
@@ -96,6 +96,17 @@ extension SQLiteCarePlanStore: DeviceRegistry {
         // Every sync call asks this: the statement is kept prepared.
         try readDatabase { db in
             try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device)
+        }
+    }
+
+    /// The device and, when its patient's knowledge is covered by `since`, the empty answer,
+    /// read together: an up-to-date device's call holds nothing further (no call slot).
+    public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
+        try readDatabase { db in
+            guard let device = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device) else {
+                return nil
+            }
+            return (device, try knowledgeAnswer(device.patientID, since: since, upTo: nil, db: db).upToDate)
         }
     }
 

@@ -72,11 +72,19 @@ extension SQLiteCarePlanStore {
         return devices.setting(own, to: max(gateway, devices.clock(for: own)))
     }
 
-    func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?, db: Database, committed: Bool) throws -> PatientVersions {
+    /// The patient's knowledge up to `upTo` (the newest when nil), and the empty answer when
+    /// `since` covers it: an up-to-date device (the common case: CareKit syncs after every
+    /// change) costs these reads.
+    func knowledgeAnswer(_ patientID: String, since: KnowledgeVector, upTo revision: Int?, db: Database) throws -> (knowledge: KnowledgeVector, upToDate: PatientVersions?) {
         let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
         let knowledge = try patientKnowledge(patientID, upTo: upTo, db: db)
-        // An up-to-date device (the common case: CareKit syncs after every change) costs two reads.
-        guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
+        return (knowledge, knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: knowledge, revision: upTo) : nil)
+    }
+
+    func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?, db: Database, committed: Bool) throws -> PatientVersions {
+        let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
+        let (knowledge, upToDate) = try knowledgeAnswer(patientID, since: since, upTo: upTo, db: db)
+        if let upToDate { return upToDate }
         let own = try processID(db: db)
         // Successors written after the pull's revision (none when it reads up to now).
         let newer = revision == nil ? [] : Set(try UUID.fetchAll(db.cachedStatement(sql: "SELECT uuid FROM entity_version WHERE patient_id = ? AND revision > ?"),

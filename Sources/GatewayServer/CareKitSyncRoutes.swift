@@ -24,8 +24,16 @@ struct CareKitSyncRoutes: Sendable {
         router.get("carekit/v1/revisions") { request, _ in try await perToken(request, pull) }
         router.post("carekit/v1/revisions") { request, _ in
             try await perToken(request) { request, token in
-                // Authenticated before the body is read: a stranger's body is never read.
-                guard let device = try await Blocking.run({ [enrollment] in try enrollment.authenticate(token: token) }) else { return Self.unauthorized }
+                // Authenticated before the body is read: a stranger's body is never read. The
+                // device's slot is taken before it too: a stalled body holds one on every gateway.
+                let calls = server.deviceCalls
+                let entered = try await Blocking.run { [enrollment] () throws -> (Device, CallSlot?)? in
+                    guard let device = try enrollment.authenticate(token: token) else { return nil }
+                    return (device, try calls.enter(device))
+                }
+                guard let (device, slot) = entered else { return Self.unauthorized }
+                guard let slot else { return calls.busy }
+                defer { Task { await Blocking.run { calls.leave(slot) } } }
                 return try await push(request, device)
             }
         }
@@ -94,13 +102,20 @@ struct CareKitSyncRoutes: Sendable {
     /// before any complaint about the query.
     func pull(_ request: Request, _ token: String) async throws -> Response {
         let asked = pullQuery(request)
-        enum Answer: Sendable { case unauthorized, refused(Refusal), page(Device, CareKitSync.PullPage, limit: Int) }
-        let answer = try await Blocking.run { [sync, enrollment] () throws -> Answer in
+        enum Answer: Sendable { case unauthorized, refused(Refusal), busy, page(Device, CareKitSync.PullPage, limit: Int) }
+        let answer = try await Blocking.run { [sync, enrollment, calls = server.deviceCalls] () throws -> Answer in
             let since = if case .success(let query) = asked, query.cursor == nil { query.since } else { KnowledgeVector?.none }
             guard let (device, upToDate) = try enrollment.authenticate(token: token, since: since) else { return .unauthorized }
             switch asked {
             case .failure(let refusal): return .refused(refusal)
             case .success(let query):
+                // Up to date: answered already, nothing held. Otherwise the pull holds a slot while it reads.
+                var slot: CallSlot?
+                if upToDate == nil {
+                    guard let taken = try calls.enter(device) else { return .busy }
+                    slot = taken
+                }
+                defer { if let slot { calls.leave(slot) } }
                 let page = try sync.pull(patientID: device.patientID, since: query.since, limit: query.limit, cursor: query.cursor, upToDate: upToDate)
                 return .page(device, page, limit: query.limit)
             }
@@ -108,6 +123,7 @@ struct CareKitSyncRoutes: Sendable {
         let (device, page, limit): (Device, CareKitSync.PullPage, Int)
         switch answer {
         case .unauthorized: return Self.unauthorized
+        case .busy: return server.deviceCalls.busy
         case .refused(let refusal): return refusal.response
         case .page(let who, let read, let size): (device, page, limit) = (who, read, size)
         }

@@ -50,6 +50,8 @@ public struct GatewayServer: Sendable {
     let throttle: AttemptThrottle
     let connections: ConnectionsPerAddress
     let perDevice: InFlightLimit
+    /// The same limit across every gateway over the store, for calls that do more than say "up to date".
+    let deviceCalls: DeviceCallSlots
     let pullPages = PullPageCache()
     /// Devices' last sync times, written in the background.
     let syncTimes: SyncTimes
@@ -121,6 +123,7 @@ public struct GatewayServer: Sendable {
         throttle = AttemptThrottle(ledger: store, limit: limits.wrongCodes, window: limits.throttleWindow)
         connections = ConnectionsPerAddress(limit: limits.connectionsPerAddress, trusted: limits.trustedProxies)
         perDevice = InFlightLimit(limits.concurrentPerDevice)
+        deviceCalls = DeviceCallSlots(ledger: store, limit: limits.concurrentPerDevice, lease: TimeInterval(limits.requestBodySeconds + 60))
         perAddress = InFlightLimit(limits.concurrentPerAddress)
         pushes = PushCommitGroups(sync: CareKitSync(store: store))
         syncTimes = SyncTimes(store: store)
@@ -365,6 +368,32 @@ struct AttemptThrottle: Sendable {
     func succeeded(_ client: String) async throws {
         let ledger = ledger
         try await Blocking.run { try ledger.releaseAttempt(client: client) }
+    }
+}
+
+/// A device's sync calls in flight across every gateway over the store: each call that reads a
+/// body or works out a pull holds one of the device's `limit` slots in the store
+/// (`AccessLedger.enterCall`) for at most `lease` (a request's body deadline and a minute), so N
+/// instances do not give one device N times the calls. An up-to-date pull, answered by the
+/// token's own read, holds none.
+struct DeviceCallSlots: Sendable {
+    let ledger: any AccessLedger
+    let limit: Int
+    let lease: TimeInterval
+
+    /// A slot for the device's call, or nil when it has `limit` in flight (blocks: the store).
+    func enter(_ device: Device) throws(StoreError) -> CallSlot? {
+        try ledger.enterCall(key: "device:\(device.id)", limit: limit, lease: lease, now: Date())
+    }
+
+    /// Frees the slot; a store that fails here lets the lease free it.
+    func leave(_ slot: CallSlot) {
+        try? ledger.leaveCall(slot)
+    }
+
+    var busy: Response {
+        JSONBody.error(.tooManyRequests, "too many sync calls in flight from this device (at most \(limit) at once, on every gateway); try again shortly",
+                       headers: [.retryAfter: "1"])
     }
 }
 

@@ -137,6 +137,11 @@ public enum PostgresSchema {
             CREATE INDEX refresh_schedule_ehr ON refresh_schedule (ehr_id);
             CREATE INDEX refresh_schedule_due ON refresh_schedule (next_at)
             """),
+        // A device's sync calls in flight, counted across instances (`AccessLedger.enterCall`).
+        Migration(name: "v6-call-slots", sql: """
+            CREATE TABLE call_slot (key text NOT NULL, slot integer NOT NULL, holder uuid NOT NULL, lease_until double precision NOT NULL,
+                                    PRIMARY KEY (key, slot))
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -199,4 +199,21 @@ struct AccessLedgerBackendTests {
         try store.closeSession(idHash: "hash-a")
         #expect(try store.touchSession(idHash: "hash-a", idleTimeout: 60, now: now.addingTimeInterval(101)) == nil)
     }
+
+    @Test("a key's call slots: no more than the limit held, even taken at once over two handles; a slot is freed by its own holder only; a dead holder's slot frees itself when its lease ends", arguments: Backend.allCases)
+    func callSlots(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let other = try Backend.reopen(store)
+        let now = Date()
+        let taken = try concurrently(8) { i in try (i % 2 == 0 ? store : other).enterCall(key: "device:a", limit: 3, lease: 60, now: now) }
+        let held = taken.compactMap { $0 }
+        #expect(held.count == 3 && Set(held.map(\.number)) == [0, 1, 2], "\(taken)")
+        #expect(try store.enterCall(key: "device:b", limit: 3, lease: 60, now: now) != nil, "another key has slots of its own")
+        try store.leaveCall(held[0])
+        let again = try #require(try other.enterCall(key: "device:a", limit: 3, lease: 60, now: now.addingTimeInterval(1)))
+        #expect(again.number == held[0].number)
+        try store.leaveCall(held[0])
+        #expect(try store.enterCall(key: "device:a", limit: 3, lease: 60, now: now.addingTimeInterval(2)) == nil, "a holder's second leave freed another's slot")
+        #expect(try store.enterCall(key: "device:a", limit: 3, lease: 60, now: now.addingTimeInterval(60.5)) != nil, "the leases from the start have ended")
+    }
 }

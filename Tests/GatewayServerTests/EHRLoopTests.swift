@@ -498,6 +498,48 @@ extension GatewayServerSuites {
             #expect(try await eventually(5) { try await server.send("GET", "/carekit/v1/revisions", token: tokens[0]).status == 200 })
             try await server.stop()
         }
+
+        @Test("two gateways over one store hold a device to its limit together: with two calls stalled, one on each, a third on either gets 429 (a pull that is up to date holds nothing and is answered); another patient's device is served; free again when the stalled calls end", arguments: Backend.allCases)
+        func perDeviceAcrossGateways(backend: Backend) async throws {
+            guard let (store, _) = try twoPatientStore(backend) else { return }
+            let servers = [try await RunningServer(store: store), try await RunningServer(store: try Backend.reopen(store))]
+            var tokens: [String] = [], deviceIDs: [String] = []
+            for patient in ["maria", "john"] {
+                let code = try DeviceEnrollment(store: store).issueCode(patientID: patient).code
+                let enrolled = try await servers[0].send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#).body
+                tokens.append(try #require(enrolled?["token"]?.stringValue))
+                deviceIDs.append(try #require(enrolled?["deviceID"]?.stringValue))
+            }
+            var maria = DeviceCopy()
+            try await maria.pull(from: servers[1], token: tokens[0])
+            let upToDate = "/carekit/v1/revisions?since=\(maria.vector.base64URL)"
+            // Maria's device stalls a push half-way through its body on each gateway: its two calls are in flight.
+            var stalled = try servers.map { server in
+                let connection = try RawConnection(port: server.port)
+                connection.send("POST /carekit/v1/revisions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(tokens[0])\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"revisions\": [")
+                return connection
+            }
+            // Both hold their slots in the store once a third taker (allowed three) gets the third
+            // (asked after a pause: a probe that took a slot first would refuse a stalled call).
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(try await eventually(5) {
+                guard let probe = try store.enterCall(key: "device:\(deviceIDs[0])", limit: 3, lease: 60, now: Date()) else { return false }
+                try store.leaveCall(probe)
+                return probe.number == 2
+            })
+            for server in servers {
+                let push = try await server.send("POST", "/carekit/v1/revisions", token: tokens[0], json: #"{"revisions": [], "knowledgeVector": {"processes": []}}"#)
+                #expect(push.status == 429 && push.headers["retry-after"] == "1", "\(push.status)")
+                #expect(try await server.send("GET", "/carekit/v1/revisions", token: tokens[0]).status == 429, "a whole pull holds a slot")
+                #expect(try await server.send("GET", upToDate, token: tokens[0]).status == 200, "an up-to-date pull holds nothing")
+                #expect(try await server.send("GET", "/carekit/v1/revisions", token: tokens[1]).status == 200, "John's device is served")
+            }
+            stalled.removeAll()
+            for server in servers {
+                #expect(try await eventually(5) { try await server.send("GET", "/carekit/v1/revisions", token: tokens[0]).status == 200 })
+            }
+            for server in servers { try await server.stop() }
+        }
     }
 }
 
