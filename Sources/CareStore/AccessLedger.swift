@@ -59,12 +59,6 @@ extension SQLiteCarePlanStore: AccessLedger {
                 CREATE TABLE dashboard_session (id_hash TEXT PRIMARY KEY NOT NULL, csrf TEXT NOT NULL, last_used REAL NOT NULL) WITHOUT ROWID;
                 """)
         }
-        migrator.registerMigration("v11-call-slots") { db in
-            try db.execute(sql: """
-                CREATE TABLE call_slot (key TEXT NOT NULL, slot INTEGER NOT NULL, holder BLOB NOT NULL, lease_until REAL NOT NULL,
-                                        PRIMARY KEY (key, slot)) WITHOUT ROWID;
-                """)
-        }
     }
 
     /// One write transaction: SQLite's single writer makes reservations take turns.
@@ -108,9 +102,31 @@ extension SQLiteCarePlanStore: AccessLedger {
         try writeDatabase { db in try db.execute(sql: "DELETE FROM dashboard_session WHERE id_hash = ?", arguments: [idHash]) }
     }
 
-    /// One write transaction: SQLite's single writer makes the takers take turns.
+    static let callSlotTable = """
+        CREATE TABLE IF NOT EXISTS call_slot (key TEXT NOT NULL, slot INTEGER NOT NULL, holder BLOB NOT NULL, lease_until REAL NOT NULL,
+                                              PRIMARY KEY (key, slot)) WITHOUT ROWID
+        """
+
+    /// The call slots' own file: created owner-only, in WAL mode without a sync per commit
+    /// (slots last a request; one lost to a power cut is a lease that was over anyway).
+    static func openCallSlots(_ path: String) throws -> DatabaseQueue {
+        if !FileManager.default.fileExists(atPath: path) {
+            let fd = open(path, O_WRONLY | O_CREAT, 0o600)
+            guard fd >= 0 else { throw StoreError.database(path: path, message: "cannot create: " + String(cString: strerror(errno))) }
+            close(fd)
+        }
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: callSlotTable)
+        }
+        return queue
+    }
+
+    /// One write transaction on the slots' file: its single writer makes the takers take turns.
     public func enterCall(key: String, limit: Int, lease: TimeInterval, now: Date) throws(StoreError) -> CallSlot? {
-        try writeDatabase { db in
+        try writeCallSlots { db in
             let held = try Set(Int.fetchAll(db, sql: "SELECT slot FROM call_slot WHERE key = ? AND lease_until > ?",
                                             arguments: [key, now.timeIntervalSinceReferenceDate]))
             guard let free = (0..<limit).first(where: { !held.contains($0) }) else { return nil }
@@ -122,8 +138,12 @@ extension SQLiteCarePlanStore: AccessLedger {
     }
 
     public func leaveCall(_ slot: CallSlot) throws(StoreError) {
-        try writeDatabase { db in
+        try writeCallSlots { db in
             try db.execute(sql: "DELETE FROM call_slot WHERE key = ? AND slot = ? AND holder = ?", arguments: [slot.key, slot.number, slot.holder])
         }
+    }
+
+    func writeCallSlots<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
+        do { return try callSlots.write(body) } catch { throw wrap(error) }
     }
 }

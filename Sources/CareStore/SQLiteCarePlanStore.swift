@@ -24,6 +24,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     let pool: any DatabaseWriter
     /// Moves committed pages from the log into the database file in the background (files only).
     let checkpointer: WALCheckpointer?
+    /// Devices' call slots (`AccessLedger.enterCall`): a file of their own beside the store
+    /// (`<path>-calls`), so that taking one never waits behind the store's writer or its sync.
+    let callSlots: any DatabaseWriter
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
@@ -40,6 +43,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         self.path = path
         do {
             try SQLiteCarePlanStore.create(path)
+            callSlots = try SQLiteCarePlanStore.openCallSlots(path + "-calls")
             let checkpointer = WALCheckpointer(path: path)
             self.checkpointer = checkpointer
             var configuration = SQLiteCarePlanStore.configuration
@@ -78,6 +82,8 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         do {
             pool = try DatabaseQueue(configuration: SQLiteCarePlanStore.configuration)
             try SQLiteCarePlanStore.prepare(pool, processID: processID ?? UUID())
+            callSlots = pool
+            try pool.write { db in try db.execute(sql: SQLiteCarePlanStore.callSlotTable) }
         } catch {
             throw StoreError.database(path: path, message: "\(error)")
         }
