@@ -9,8 +9,13 @@
 //   - device POSTs of a day's outcomes (15): requests/s, p50, p99;
 //   - the process's peak resident memory (server and generator together).
 //
+//   - with --serve, the server processes' CPU time per request in each phase (/proc), for the
+//     calculation of what more machines would serve.
+//
 //   swift run -c release sync-load [--devices 200] [--seconds 10] [--rate 5000] [--phases pull,sync,healthz,post]
 //       [--store postgres://user@host:port/db --store-password-file FILE]   (an empty PostgreSQL database instead of SQLite)
+//       [--serve path/to/caregate [--instances N]]   (N `caregate serve` processes over the store, devices spread over them)
+//       [--database-pid PID]   (PostgreSQL's postmaster: its backends' CPU per request too)
 import CareStore
 import PostgresStore
 import FHIRClient
@@ -70,7 +75,7 @@ for p in 0..<deviceCount {
     if arguments.contains("--verbose") { print("add \(p): \(ContinuousClock.now - addStarted)") }
     taskUUIDs[patient.id] = uuids
 }
-print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock); \(memory())")
+print("store: \(deviceCount) patients × (15 tasks + \(15 * 365) outcomes) in \(ContinuousClock.now - clock); \(memory(of: "self"))")
 
 // MARK: The server: in this process on port 0, or with --serve <caregate binary> as a process of
 // its own (`caregate serve --config`, as deployed), so that its memory is measured alone.
@@ -81,44 +86,84 @@ limits.concurrentPerAddress = 10_000
 limits.connectionsPerAddress = 10_000
 var logger = Logger(label: "sync-load")
 logger.logLevel = .error
-let served: Process?
+var startedProcesses: [Process] = []
 let group: ServiceGroup?
 let serverTask: Task<Void, any Error>?
-let port: Int
+var startedBases: [String] = []
 if let binary = option("--serve") {
-    port = freePort()
-    let config = folder.appendingPathComponent("gateway.yaml")
-    try """
-        listen:
-          host: 127.0.0.1
-          port: \(port)
-        store: \(option("--store") ?? "care.sqlite")
-        \(option("--store-password-file").map { "store-password-file: \($0)" } ?? "")
-        limits:
-          concurrent-per-address: 10000
-          connections-per-address: 10000
-        """.write(to: config, atomically: true, encoding: .utf8)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: binary)
-    process.arguments = ["serve", "--config", config.path]
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    served = process
+    for n in 0..<Int(option("--instances") ?? "1")! {
+        let port = freePort()
+        let config = folder.appendingPathComponent("gateway-\(n).yaml")
+        try """
+            listen:
+              host: 127.0.0.1
+              port: \(port)
+            store: \(option("--store") ?? "care.sqlite")
+            \(option("--store-password-file").map { "store-password-file: \($0)" } ?? "")
+            store-connections: \(option("--store-connections") ?? "8")
+            limits:
+              concurrent-per-address: 10000
+              connections-per-address: 10000
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = ["serve", "--config", config.path]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        startedProcesses.append(process)
+        startedBases.append("http://127.0.0.1:\(port)")
+    }
     (group, serverTask) = (nil, nil)
     let probe = CurlTransport()
-    while (try? await probe.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/healthz")))?.status != 200 {
-        try await Task.sleep(for: .milliseconds(50))
+    for base in startedBases {
+        while (try? await probe.send(HTTPRequest(method: "GET", url: "\(base)/healthz")))?.status != 200 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 } else {
     let (ports, portContinuation) = AsyncStream<Int>.makeStream()
     let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
     let running = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
-    (served, group) = (nil, running)
+    group = running
     serverTask = Task { try await running.run() }
     var iterator = ports.makeAsyncIterator()
-    port = await iterator.next()!
+    startedBases = ["http://127.0.0.1:\(await iterator.next()!)"]
 }
-let base = "http://127.0.0.1:\(port)"
+let served = startedProcesses
+let bases = startedBases
+/// Device `d`'s gateway: the instances in turn.
+func base(_ d: Int) -> String { bases[d % bases.count] }
+
+/// A process's parent and the CPU seconds (user and system) it has used, from /proc/<pid>/stat.
+func processCPU(_ pid: String) -> (parent: String, seconds: Double)? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return nil }
+    // The fields after the command's closing parenthesis: the parent is the 2nd, utime and stime the 12th and 13th.
+    let fields = stat.split(separator: ")").last.map { $0.split(separator: " ") } ?? []
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (String(fields[1]), (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
+}
+
+/// CPU seconds each server process has used, and (with --database-pid, PostgreSQL's postmaster)
+/// the database's backends together: the store's work, which SQLite does inside the server.
+func serverCPU() -> [Double] {
+    let servers = served.map { processCPU(String($0.processIdentifier))?.seconds ?? 0 }
+    guard let postmaster = option("--database-pid") else { return servers }
+    let pids = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.filter { $0.allSatisfy(\.isNumber) } ?? []
+    return servers + [pids.compactMap(processCPU).filter { $0.parent == postmaster }.map(\.seconds).reduce(0, +)]
+}
+
+/// The server processes' CPU per request in a phase that served `requests`: total and per
+/// process (ms), the database's backends last when measured.
+func cpuPerRequest(since before: [Double], requests: Int) -> String {
+    guard !served.isEmpty, requests > 0 else { return "" }
+    let used = zip(serverCPU(), before).map { $0 - $1 }
+    let servers = used.prefix(served.count), database = used.dropFirst(served.count).first
+    let each = servers.map { String(format: "%.1f s", $0) }.joined(separator: ", ")
+    var text = String(format: "; server CPU %.3f ms per request (%@ in %d process%@)",
+                      servers.reduce(0, +) * 1_000 / Double(requests), each, servers.count, servers.count == 1 ? "" : "es")
+    if let database { text += String(format: ", database CPU %.3f ms per request (%.1f s)", database * 1_000 / Double(requests), database) }
+    return text
+}
 
 /// A port free now (bound to 0 and let go).
 func freePort() -> Int {
@@ -137,6 +182,7 @@ func freePort() -> Int {
 
 struct Device: Sendable {
     let transport = CurlTransport()
+    let index: Int
     let token: String
     let patientID: String
     var vector = KnowledgeVector()
@@ -145,11 +191,11 @@ var devices: [Device] = []
 for p in 0..<deviceCount {
     let enrollment = DeviceEnrollment(store: store)
     let code = try enrollment.issueCode(patientID: "Patient/load-\(p)").code
-    devices.append(Device(token: try enrollment.redeem(code: code).token, patientID: "Patient/load-\(p)"))
+    devices.append(Device(index: p, token: try enrollment.redeem(code: code).token, patientID: "Patient/load-\(p)"))
 }
 
 func get(_ device: Device, _ path: String) async throws -> HTTPResponse {
-    try await device.transport.send(HTTPRequest(method: "GET", url: base + path, headers: [("Authorization", "Bearer \(device.token)")]))
+    try await device.transport.send(HTTPRequest(method: "GET", url: base(device.index) + path, headers: [("Authorization", "Bearer \(device.token)")]))
 }
 
 /// Every page of a pull from the device's vector; the catch-up vector.
@@ -173,7 +219,11 @@ func fullPull(_ device: Device) async throws -> (KnowledgeVector, Int) {
 /// this one; now split into the heap and other private memory (anonymous) and mapped files (the
 /// binary, its libraries and ICU's data: shared with any other process mapping them).
 func memory() -> String {
-    let status = (try? String(contentsOfFile: "/proc/\(served.map { String($0.processIdentifier) } ?? "self")/status", encoding: .utf8)) ?? ""
+    served.isEmpty ? memory(of: "self") : served.map { memory(of: String($0.processIdentifier)) }.joined(separator: "; ")
+}
+
+func memory(of process: String) -> String {
+    let status = (try? String(contentsOfFile: "/proc/\(process)/status", encoding: .utf8)) ?? ""
     func field(_ name: String) -> String {
         status.split(separator: "\n").first { $0.hasPrefix(name) }.map { $0.dropFirst(name.count).trimmingCharacters(in: .whitespaces) } ?? "?"
     }
@@ -204,6 +254,7 @@ func percentiles(_ latencies: [UInt64]) -> (p50: Double, p99: Double, max: Doubl
 /// `body` run by every device in a loop for `seconds`; requests/s, p50 and p99 in ms.
 func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void) async throws {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1_000))
+    let cpu = serverCPU()
     let (latencies, elapsed) = try await everyDevice { d in
         var times: [UInt64] = []
         while ContinuousClock.now < deadline {
@@ -214,8 +265,9 @@ func load(_ name: String, _ body: @escaping @Sendable (Int) async throws -> Void
         return times
     }
     let p = percentiles(latencies)
-    print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s); %@",
-                 name, Double(latencies.count) / elapsed, p.p50, p.p99, latencies.count, deviceCount, elapsed, memory()))
+    print(String(format: "%@: %.0f requests/s, p50 %.2f ms, p99 %.2f ms (%d requests, %d devices, %.0f s)%@; %@",
+                 name, Double(latencies.count) / elapsed, p.p50, p.p99, latencies.count, deviceCount, elapsed,
+                 cpuPerRequest(since: cpu, requests: latencies.count), memory()))
 }
 
 /// `body` sent at a fixed rate spread over the devices (an open loop, as devices sync when
@@ -276,11 +328,11 @@ if phases.contains("sync") { try await openLoad("up-to-date syncs, open loop", r
     precondition(answer.status == 200)
 } }
 if phases.contains("healthz") { try await openLoad("GET /healthz, open loop", rate: rate) { d in
-    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base + "/healthz"))
+    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base(d) + "/healthz"))
     precondition(answer.status == 200)
 } }
 if phases.contains("healthz") { try await load("the same load on GET /healthz (the server's ceiling)") { d in
-    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base + "/healthz"))
+    let answer = try await ready[d].transport.send(HTTPRequest(method: "GET", url: base(d) + "/healthz"))
     precondition(answer.status == 200)
 } }
 
@@ -306,16 +358,16 @@ if phases.contains("post") { try await load("device POSTs of a day's outcomes (1
     let sent = device.vector.setting(process[d], to: day)
     let record = RevisionRecord(entities: outcomes, knowledgeVector: sent.processes)
     let body = #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(sent.json)}"#
-    let answer = try await device.transport.send(HTTPRequest(method: "POST", url: base + "/carekit/v1/revisions",
+    let answer = try await device.transport.send(HTTPRequest(method: "POST", url: base(d) + "/carekit/v1/revisions",
                                                              headers: [("Authorization", "Bearer \(device.token)"), ("Content-Type", "application/json")],
                                                              body: Array(body.utf8)))
     precondition(answer.status == 200, "POST: HTTP \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
 } }
 
-print(served == nil ? "memory of the process (server, store and generator): \(memory())" : "memory of the server's process: \(memory())")
-if let served {
-    served.terminate()  // SIGTERM: a graceful shutdown
-    served.waitUntilExit()
+print(served.isEmpty ? "memory of the process (server, store and generator): \(memory())" : "memory of the server processes: \(memory())")
+for process in served {
+    process.terminate()  // SIGTERM: a graceful shutdown
+    process.waitUntilExit()
 }
 await group?.triggerGracefulShutdown()
 try await serverTask?.value
