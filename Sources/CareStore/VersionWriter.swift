@@ -70,6 +70,10 @@ public protocol VersionRows {
     func version(_ uuid: UUID) throws -> CareEntity?
     /// Whether the store holds this version.
     func contains(_ uuid: UUID) throws -> Bool
+    /// Which of these versions the store holds: a device record's worth in one look-up.
+    func containing(_ uuids: [UUID]) throws -> Set<UUID>
+    /// These stored task versions (as `taskVersion` reads them), those the store holds.
+    func taskVersions(_ uuids: [UUID]) throws -> [UUID: StoredTask]
     /// The effective date of a stored version; nil when the store has no such version.
     func effectiveDate(of uuid: UUID) throws -> Date?
     /// The store's own sync process.
@@ -79,6 +83,21 @@ public protocol VersionRows {
     /// The patient's devices' knowledge as the store keeps it, and a new value for it.
     func devicesKnowledge(of patientID: String) throws -> KnowledgeVector?
     func saveDevicesKnowledge(_ vector: KnowledgeVector, of patientID: String) throws
+}
+
+extension VersionRows {
+    /// One look-up per version: a backend whose reads cost no trip (SQLite) needs no more.
+    public func containing(_ uuids: [UUID]) throws -> Set<UUID> {
+        var held: Set<UUID> = []
+        for uuid in uuids where try contains(uuid) { held.insert(uuid) }
+        return held
+    }
+
+    public func taskVersions(_ uuids: [UUID]) throws -> [UUID: StoredTask] {
+        var found: [UUID: StoredTask] = [:]
+        for uuid in uuids { found[uuid] = try taskVersion(uuid, known: nil) }
+        return found
+    }
 }
 
 /// The store's rules for every write, over one backend's rows within one write transaction.
@@ -104,6 +123,9 @@ public struct VersionWriter<Rows: VersionRows> {
         var stamp: String?
         /// The patients of versions this call wrote or looked up (nil inside: of no patient).
         var patients: [UUID: String?] = [:]
+        /// Task versions read before the call's writes (a record of outcomes only: nothing it
+        /// writes changes a task version).
+        var storedTasks: [UUID: StoredTask] = [:]
     }
 
     /// An entity added within one call, per kind.
@@ -189,7 +211,7 @@ public struct VersionWriter<Rows: VersionRows> {
             batch.knownParents.insert(parent)
         }
         guard case .outcome(let outcome) = entity else { return nil }
-        guard let stored = try rows.taskVersion(outcome.taskUUID, known: batch.decodedTasks[outcome.taskUUID]) else {
+        guard let stored = try batch.storedTasks[outcome.taskUUID] ?? rows.taskVersion(outcome.taskUUID, known: batch.decodedTasks[outcome.taskUUID]) else {
             throw StoreError.missingParent(.outcome, id: id, field: "taskUUID", uuid: outcome.taskUUID)
         }
         try checkScope(entity, patientID: patientID, parentPatientID: .some(stored.patientID))
@@ -372,9 +394,16 @@ public struct VersionWriter<Rows: VersionRows> {
         var batch = Batch()
         batch.patientID = device?.patientID
         batch.stamp = device?.stamp
+        // What the record needs read, read at once: which versions are stored and, for a
+        // record of outcomes only (a device's usual push), their task versions.
+        var stored = try rows.containing(record.entities.map(\.version.uuid))
+        let outcomes = record.entities.compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }
+        if outcomes.count == record.entities.count {
+            batch.storedTasks = try rows.taskVersions(Array(Set(outcomes.map(\.taskUUID))))
+        }
         for entity in record.entities {
             let version = entity.version
-            if try rows.contains(version.uuid) { continue }
+            guard stored.insert(version.uuid).inserted else { continue }
             let scope = try patientScope(of: entity, batch: &batch)
             // Successors that arrived earlier (out of order) are linked as the version goes in.
             var successors: [(uuid: UUID, effective: Date)] = []

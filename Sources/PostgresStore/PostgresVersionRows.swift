@@ -176,6 +176,24 @@ public final class PostgresVersionRows: VersionRows {
         try !session.query("SELECT 1 FROM entity_version WHERE uuid = \(uuid)").isEmpty
     }
 
+    public func containing(_ uuids: [UUID]) throws -> Set<UUID> {
+        guard !uuids.isEmpty else { return [] }
+        return Set(try session.query("SELECT uuid FROM entity_version WHERE uuid = ANY(\(uuids))").map { try $0.decode(UUID.self) })
+    }
+
+    public func taskVersions(_ uuids: [UUID]) throws -> [UUID: StoredTask] {
+        guard !uuids.isEmpty else { return [:] }
+        var found: [UUID: StoredTask] = [:]
+        for row in try session.query("""
+            SELECT uuid, superseded_date, deleted_date, patient_id, json FROM entity_version WHERE uuid = ANY(\(uuids)) AND kind = 'task'
+            """) {
+            let (uuid, superseded, deleted, patient, json) = try row.decode((UUID, Double?, Double?, String?, ByteBuffer).self)
+            guard case .task(let task) = try CareKitJSON.decode(storedKind: "task", value: JSONValue.parse(Array(buffer: json))) else { continue }
+            found[uuid] = StoredTask(task: task, superseded: Date(storeSeconds: superseded), deleted: deleted != nil, patientID: patient)
+        }
+        return found
+    }
+
     public func effectiveDate(of uuid: UUID) throws -> Date? {
         try session.query("SELECT effective_date FROM entity_version WHERE uuid = \(uuid)").first
             .map { Date(timeIntervalSinceReferenceDate: try $0.decode(Double.self)) }

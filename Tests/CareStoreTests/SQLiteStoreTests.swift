@@ -157,6 +157,42 @@ struct SQLiteStoreTests {
         #expect(try store.fetchOutcomes(EntityQuery(taskIDs: ["metformin"])).map(\.id) == [again.id])
     }
 
+    @Test("a record of outcomes only (its task versions read at once): the same outcome rules as one by one; a version sent twice in it goes in once", arguments: Backend.allCases)
+    func outcomeRulesInARecord(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (_, _, pill, _) = try seed(store)
+        var v2 = pill
+        v2.effectiveDate = local("2026-11-05", zone)
+        let newer = try #require(try store.update([.task(v2)]).first?.version.uuid)
+        func outcome(_ task: UUID, _ occurrence: Int) -> Outcome {
+            Outcome(taskUUID: task, taskOccurrenceIndex: occurrence, values: [OutcomeValue(.boolean(true))], timezone: zone)
+        }
+        // Occurrence 6 (2026-11-07) is the newer version's: refused for the old one, in any place of the record.
+        #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 6, reason: "a newer task version covers the event")) {
+            try store.merge(RevisionRecord(entities: [.outcome(outcome(pill.uuid, 1)), .outcome(outcome(pill.uuid, 6))], knowledgeVector: []))
+        }
+        #expect(try store.fetchOutcomes().isEmpty, "all or nothing")
+        let first = outcome(pill.uuid, 1)
+        let record = RevisionRecord(entities: [.outcome(first), .outcome(outcome(pill.uuid, 2)), .outcome(first), .outcome(outcome(newer, 6))], knowledgeVector: [])
+        #expect(try store.merge(record) == 3)
+        #expect(try store.merge(record) == 0)
+        // Another patient's device naming Maria's task: refused as a task that is not there.
+        let intruder = outcome(newer, 7)
+        #expect(throws: StoreError.missingParent(.outcome, id: intruder.id, field: "taskUUID", uuid: newer)) {
+            try store.mergeDeviceRecords([RevisionRecord(entities: [.outcome(intruder)], knowledgeVector: [])], patientID: "john", deviceKnowledge: KnowledgeVector())
+        }
+        try store.delete(.task, ids: ["metformin"], of: "maria", at: local("2026-11-20", zone))
+        let tombstone = try #require(try store.fetchTasks(EntityQuery(versions: .history, ids: ["metformin"])).last { $0.isDeleted })
+        #expect(throws: StoreError.noSuchOccurrence(taskID: "metformin", occurrence: 0, reason: "the task version is a deletion")) {
+            try store.merge(RevisionRecord(entities: [.outcome(outcome(tombstone.uuid, 0))], knowledgeVector: []))
+        }
+        #expect(throws: StoreError.missingParent(.outcome, id: "x", field: "taskUUID", uuid: pill.carePlanUUID!)) {
+            var stray = outcome(pill.carePlanUUID!, 0)
+            stray.id = "x"
+            try store.merge(RevisionRecord(entities: [.outcome(stray)], knowledgeVector: []))
+        }
+    }
+
     @Test("a multi-entity write is all or nothing", arguments: Backend.allCases)
     func atomic(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
