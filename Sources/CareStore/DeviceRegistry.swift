@@ -45,13 +45,6 @@ public protocol DeviceRegistry: Sendable {
     func recordSyncs(_ times: [String: Date]) throws(StoreError)
 }
 
-extension DeviceRegistry {
-    /// The device alone: the pull reads its versions.
-    public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
-        try device(tokenHash: tokenHash).map { ($0, nil) }
-    }
-}
-
 extension SQLiteCarePlanStore: DeviceRegistry {
     static func registerDevices(_ migrator: inout DatabaseMigrator) {
         migrator.registerMigration("v4-devices") { db in
@@ -93,19 +86,19 @@ extension SQLiteCarePlanStore: DeviceRegistry {
     }
 
     public func device(tokenHash: String) throws(StoreError) -> Device? {
-        // Every sync call asks this: the statement is kept prepared.
-        try readDatabase { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device)
-        }
+        try readDatabase { db in try Self.device(tokenHash: tokenHash, db: db) }
+    }
+
+    /// The device holding a token, read on `db`. Every sync call asks this: the statement is kept prepared.
+    static func device(tokenHash: String, db: Database) throws -> Device? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device)
     }
 
     /// The device and, when its patient's knowledge is covered by `since`, the empty answer,
     /// read together: an up-to-date device's call holds nothing further (no call slot).
     public func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)? {
         try readDatabase { db in
-            guard let device = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM device WHERE token_hash = ?"), arguments: [tokenHash]).map(Self.device) else {
-                return nil
-            }
+            guard let device = try Self.device(tokenHash: tokenHash, db: db) else { return nil }
             return (device, try knowledgeAnswer(device.patientID, since: since, upTo: nil, db: db).upToDate)
         }
     }

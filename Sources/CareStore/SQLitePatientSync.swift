@@ -75,15 +75,15 @@ extension SQLiteCarePlanStore {
     /// The patient's knowledge up to `upTo` (the newest when nil), and the empty answer when
     /// `since` covers it: an up-to-date device (the common case: CareKit syncs after every
     /// change) costs these reads.
-    func knowledgeAnswer(_ patientID: String, since: KnowledgeVector, upTo revision: Int?, db: Database) throws -> (knowledge: KnowledgeVector, upToDate: PatientVersions?) {
+    func knowledgeAnswer(_ patientID: String, since: KnowledgeVector, upTo revision: Int?,
+                         db: Database) throws -> (knowledge: KnowledgeVector, upTo: Int, upToDate: PatientVersions?) {
         let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
         let knowledge = try patientKnowledge(patientID, upTo: upTo, db: db)
-        return (knowledge, knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: knowledge, revision: upTo) : nil)
+        return (knowledge, upTo, knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: knowledge, revision: upTo) : nil)
     }
 
     func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?, db: Database, committed: Bool) throws -> PatientVersions {
-        let upTo = try revision ?? (Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0)
-        let (knowledge, upToDate) = try knowledgeAnswer(patientID, since: since, upTo: upTo, db: db)
+        let (knowledge, upTo, upToDate) = try knowledgeAnswer(patientID, since: since, upTo: revision, db: db)
         if let upToDate { return upToDate }
         let own = try processID(db: db)
         // Successors written after the pull's revision (none when it reads up to now).

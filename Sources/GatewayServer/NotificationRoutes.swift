@@ -7,7 +7,8 @@ import Hummingbird
 /// with the changed resource, also PUT to `/fhir/notify/Type/id`; and the Subscriptions
 /// Backport's notification Bundles). Each one makes the patients it names (every enrolled patient
 /// when it names none) due on the store's refresh schedule and is answered at once; the pull
-/// happens in a refresh worker, of this gateway or another over the store. The EHR authenticates with the token from the configuration.
+/// happens in a refresh worker, of this gateway or another over the store. The EHR
+/// authenticates with the token from the configuration.
 struct NotificationRoutes: Sendable {
     let server: GatewayServer
 

@@ -25,7 +25,7 @@ extension PostgresCarePlanStore.Transaction {
     /// The patient's knowledge and clock now, in one statement (so one snapshot, in a
     /// transaction or not): the gateway's newest version, the devices' stored knowledge and
     /// the store's process.
-    static func knowledgeNow(_ patientID: String, session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int) {
+    static func knowledgeNow(_ patientID: String, session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int, process: UUID) {
         let rows = try session.prepared("SELECT \(knowledgeColumns(patient: "$1::text"))", [PostgresData(string: patientID)])
         return try knowledge(rows.first?.decode((String?, String?, String?, String?).self), session: session)
     }
@@ -41,20 +41,22 @@ extension PostgresCarePlanStore.Transaction {
         """
     }
 
-    /// The patient's knowledge and clock from the columns `knowledgeColumns` names.
+    /// The patient's knowledge, clock and the store's process from the columns `knowledgeColumns` names.
     static func knowledge(_ columns: (clock: String?, gateway: String?, vector: String?, process: String?)?,
-                          session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int) {
+                          session: PostgresSession) throws -> (knowledge: KnowledgeVector, clock: Int, process: UUID) {
         guard let columns, let own = columns.process.flatMap(UUID.init(uuidString:)) else {
             throw StoreError.database(path: session.database.location.description, message: "the store has no sync process id")
         }
         let devices = try columns.vector.map { try KnowledgeVector(json: JSONValue.parse($0)) } ?? KnowledgeVector()
         let newest = columns.gateway.flatMap { Int($0) } ?? 0
-        return (devices.setting(own, to: max(newest, devices.clock(for: own))), columns.clock.flatMap { Int($0) } ?? 0)
+        return (devices.setting(own, to: max(newest, devices.clock(for: own))), columns.clock.flatMap { Int($0) } ?? 0, own)
     }
 
-    static func patientKnowledge(_ patientID: String, upTo revision: Int?, session: PostgresSession) throws -> KnowledgeVector {
+    /// The patient's knowledge as of `revision` (now, when nil or not behind the clock), the
+    /// revision it is read up to, and the store's process (read once, with the knowledge now).
+    static func knowledge(of patientID: String, upTo revision: Int?, session: PostgresSession) throws -> (knowledge: KnowledgeVector, revision: Int, process: UUID) {
         let now = try knowledgeNow(patientID, session: session)
-        guard let revision, revision < now.clock else { return now.knowledge }
+        guard let revision, revision < now.clock else { return (now.knowledge, revision ?? now.clock, now.process) }
         // Knowledge as it stood at an earlier revision: worked out from the versions up to it.
         let gateway = try session.query("""
             SELECT max(revision) FROM entity_version WHERE patient_id = \(patientID) AND stamp IS NULL AND revision <= \(revision)
@@ -65,20 +67,18 @@ extension PostgresCarePlanStore.Transaction {
             """) {
             devices = devices.merged(with: try KnowledgeVector(json: JSONValue.parse(try row.decode(String.self))))
         }
-        let own = try PostgresVersionRows(session: session).processID()
-        return devices.setting(own, to: max(gateway ?? 0, devices.clock(for: own)))
+        return (devices.setting(now.process, to: max(gateway ?? 0, devices.clock(for: now.process))), revision, now.process)
+    }
+
+    static func patientKnowledge(_ patientID: String, upTo revision: Int?, session: PostgresSession) throws -> KnowledgeVector {
+        try knowledge(of: patientID, upTo: revision, session: session).knowledge
     }
 
     static func patientVersions(_ patientID: String, notCoveredBy since: KnowledgeVector, upTo revision: Int?,
                                 session: PostgresSession) throws -> PatientVersions {
-        let (knowledge, upTo) = if let revision {
-            (try patientKnowledge(patientID, upTo: revision, session: session), revision)
-        } else {
-            try knowledgeNow(patientID, session: session)
-        }
+        let (knowledge, upTo, own) = try knowledge(of: patientID, upTo: revision, session: session)
         // An up-to-date device (the common case: CareKit syncs after every change) costs these reads only.
         guard !knowledge.isCovered(by: since) else { return PatientVersions(versions: [], knowledge: knowledge, revision: upTo) }
-        let own = try PostgresVersionRows(session: session).processID()
         var stamps: [String: Bool] = [:]
         var versions: [StoredVersion] = []
         // Successors written after the pull's revision (none when it reads up to now).

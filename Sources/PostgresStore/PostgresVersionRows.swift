@@ -58,15 +58,19 @@ public final class PostgresVersionRows: VersionRows {
             SELECT superseded_date, deleted_date, patient_id, CASE WHEN \(known == nil) THEN json ELSE ''::bytea END
             FROM entity_version WHERE uuid = \(uuid) AND kind = 'task'
             """).first else { return nil }
-        let (superseded, deleted, patient, json) = try row.decode((Double?, Double?, String?, ByteBuffer).self)
+        return try Self.storedTask(row.decode((Double?, Double?, String?, ByteBuffer).self), known: known)
+    }
+
+    /// A task version from its superseded and deleted dates, patient and JSON (decoded unless `known`).
+    static func storedTask(_ c: (superseded: Double?, deleted: Double?, patient: String?, json: ByteBuffer), known: CareTask?) throws -> StoredTask? {
         let task: CareTask
         if let known {
             task = known
         } else {
-            guard case .task(let decoded) = try CareKitJSON.decode(storedKind: "task", value: JSONValue.parse(Array(buffer: json))) else { return nil }
+            guard case .task(let decoded) = try CareKitJSON.decode(storedKind: "task", value: JSONValue.parse(Array(buffer: c.json))) else { return nil }
             task = decoded
         }
-        return StoredTask(task: task, superseded: Date(storeSeconds: superseded), deleted: deleted != nil, patientID: patient)
+        return StoredTask(task: task, superseded: Date(storeSeconds: c.superseded), deleted: c.deleted != nil, patientID: c.patient)
     }
 
     public func tips(kind: String, _ identities: [VersionIdentity]) throws -> [VersionIdentity: [VersionTip]] {
@@ -188,8 +192,7 @@ public final class PostgresVersionRows: VersionRows {
             SELECT uuid, superseded_date, deleted_date, patient_id, json FROM entity_version WHERE uuid = ANY(\(uuids)) AND kind = 'task'
             """) {
             let (uuid, superseded, deleted, patient, json) = try row.decode((UUID, Double?, Double?, String?, ByteBuffer).self)
-            guard case .task(let task) = try CareKitJSON.decode(storedKind: "task", value: JSONValue.parse(Array(buffer: json))) else { continue }
-            found[uuid] = StoredTask(task: task, superseded: Date(storeSeconds: superseded), deleted: deleted != nil, patientID: patient)
+            found[uuid] = try Self.storedTask((superseded, deleted, patient, json), known: nil)
         }
         return found
     }
