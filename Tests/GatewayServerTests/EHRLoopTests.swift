@@ -319,7 +319,7 @@ extension GatewayServerSuites {
             let mariaReads = { proxy.counts["GET /fhir/Patient/maria-lopez", default: 0] }
             #expect(mariaReads() == 1, "the seeding pull")
             let enrollment = DeviceEnrollment(store: store)
-            _ = try enrollment.redeem(code: try enrollment.issueCode(patientID: "Patient/maria-lopez").code)
+            let deviceToken = try enrollment.redeem(code: try enrollment.issueCode(patientID: "Patient/maria-lopez").code).token
             var otherLink = link
             otherLink.schedule = try Backend.reopen(store)
             let first = try await RunningServer(store: store, ehr: link)
@@ -328,6 +328,9 @@ extension GatewayServerSuites {
             #expect(try await eventually { try store.nextRefreshDue().map { $0.timeIntervalSinceNow > 3_000 } ?? false })
             try await Task.sleep(nanoseconds: 1_000_000_000)
             #expect(mariaReads() == 2, "\(proxy.counts)")
+            // A device's token is not the EHR's: its notification is refused and nothing is made due.
+            #expect(try await first.send("POST", "/fhir/notify", token: deviceToken, json: "").status == 401)
+            #expect(try store.nextRefreshDue().map { $0.timeIntervalSinceNow > 3_000 } ?? false)
             for (n, server) in [second, first].enumerated() {
                 // A notification with the changed plan names Maria; an empty one names everyone enrolled.
                 let body = n == 0 ? #"{"resourceType": "CarePlan", "id": "maria-lopez-home-care", "subject": {"reference": "Patient/maria-lopez"}}"# : ""

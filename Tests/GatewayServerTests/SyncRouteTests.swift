@@ -211,6 +211,15 @@ struct SyncRouteTests {
             #expect(answer.status == 200 && !sent.contains { johnsIDs.contains($0["object"]?["id"]?.stringValue ?? "") || $0["object"]?["taskUUID"]?.stringValue == tasks["john"]!.uuid.uuidString })
             #expect(try KnowledgeVector(json: try #require(answer.body?["knowledgeVector"])) == store.patientKnowledge("maria"), "\(since)")
         }
+        // A later page's link from John's device (its cursor, kept in John's page cache), followed
+        // by Maria's device: a page of Maria's own list, nothing of John's.
+        let johnsCode = try DeviceEnrollment(store: store).issueCode(patientID: "john").code
+        let johnsToken = try #require(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(johnsCode)"}"#).body?["token"]?.stringValue)
+        let johnsFirst = try await server.send("GET", "/carekit/v1/revisions?limit=1", token: johnsToken)
+        let johnsLink = try #require(johnsFirst.headers["link"])
+        let followed = try await server.send("GET", String(johnsLink.dropFirst().prefix { $0 != ">" }), token: token)
+        let followedIDs = followed.body?["revisions"]?.arrayValue?.flatMap { $0["entities"]?.arrayValue ?? [] }.compactMap { $0["object"]?["id"]?.stringValue } ?? []
+        #expect(followed.status == 200 && !followedIDs.isEmpty && followedIDs.allSatisfy { !["john", "plan-john", "walk-john"].contains($0) }, "\(followedIDs)")
 
         // A revoked token stops at once.
         let deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
