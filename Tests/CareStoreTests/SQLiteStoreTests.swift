@@ -312,7 +312,9 @@ struct SQLiteStoreTests {
         #expect(mode == "wal")
         // Commits sync the log (2: FULL), on the writer, whose every write goes through it.
         #expect(try t.store.pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") } == 2)
-        #expect(try t.store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 16384)
+        // 4 KiB pages, and a checkpoint queued at 4 MiB of them.
+        #expect(try t.store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 4096)
+        #expect(t.store.checkpointer?.threshold.withLock { $0 } == 1024)
         let reopened = try SQLiteCarePlanStore(path: t.path)
         #expect(try reopened.fetchTasks().count == 2)
         #expect(throws: StoreError.self) { try SQLiteCarePlanStore(path: "/nonexistent/dir/care.sqlite") }
@@ -336,6 +338,21 @@ struct SQLiteStoreTests {
         #expect(try store.fetchCarePlans().map(\.title) == ["Renamed"])
         #expect(try store.fetchTasks().map(\.id) == ["weight"])
         _ = patient
+    }
+
+    @Test("a store made with 16 KiB pages keeps them, and its checkpoint threshold is 4 MiB of them")
+    func earlierPageSize() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-pages-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("care.sqlite").path
+        let earlier = try DatabaseQueue(path: path)
+        try earlier.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA page_size = 16384; VACUUM") }
+        try earlier.close()
+        let store = try SQLiteCarePlanStore(path: path)
+        _ = try seed(store)
+        #expect(try store.pool.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") } == 16384)
+        #expect(store.checkpointer?.threshold.withLock { $0 } == 256)
     }
 
     @Test("commits do not checkpoint; a log past 4 MiB is copied into the database file in the background, readable from a new connection")
