@@ -88,7 +88,7 @@ final class SQLiteVersionRows: VersionRows {
             // Which rule: the message names the unique index's columns (a trigger gives its own).
             let message = error.message ?? "a constraint failed"
             if case .outcome(let o) = entity, message.contains("entity_version.occurrence") {
-                throw StoreError.duplicateOutcome(taskID: "", occurrence: o.taskOccurrenceIndex)
+                throw StoreError.duplicateOutcome(taskID: o.taskUUID.uuidString, occurrence: o.taskOccurrenceIndex)
             }
             if message.contains("entity_version.uuid") {
                 throw StoreError.invalid(entity.entityType, id: entity.version.id, reason: "version \(entity.version.uuid.uuidString) is already in the store")

@@ -77,11 +77,13 @@ extension VersionWriter {
             var batch = Batch()
             batch.patientID = archived.patientID
             batch.stamp = archived.stamp
-            for previous in archived.entity.version.previousVersionUUIDs {
-                try rows.link(previous: previous, next: archived.entity.version.uuid, nextEffective: archived.entity.version.effectiveDate)
+            try finishing(&batch) { batch in
+                for previous in archived.entity.version.previousVersionUUIDs {
+                    try rows.link(previous: previous, next: archived.entity.version.uuid, nextEffective: archived.entity.version.effectiveDate)
+                }
+                try rows.raiseClock(of: archived.patientID, to: archived.revision)
+                try insertChecked(archived.entity, patientID: archived.patientID, batch: &batch)
             }
-            try rows.raiseClock(of: archived.patientID, to: archived.revision)
-            try insertChecked(archived.entity, patientID: archived.patientID, batch: &batch)
         }
     }
 }

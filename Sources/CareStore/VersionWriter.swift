@@ -53,10 +53,12 @@ public protocol VersionRows {
     /// The current versions of many entities of one kind.
     func tips(kind: String, _ identities: [VersionIdentity]) throws -> [VersionIdentity: [VersionTip]]
     /// Inserts one version (with its successors already stored, when a merge brings it late),
-    /// refusing what breaks a unique rule as that rule (`duplicateOutcome`, its task id left to
-    /// the writer; a uuid already stored), without reading anything after the refusal (PostgreSQL
-    /// reads nothing more in a transaction once a statement failed). The backend numbers it: the number a patient's sync clock reads must follow the order in
-    /// which writes of that patient commit.
+    /// refusing what breaks a unique rule as that rule (`duplicateOutcome` naming the task's
+    /// uuid, which the writer turns into its id; a uuid already stored), without reading
+    /// anything after the refusal (PostgreSQL reads nothing more in a transaction once a
+    /// statement failed). The backend numbers it: the number a patient's sync clock reads must
+    /// follow the order in which writes of that patient commit. A backend may hold inserts back
+    /// until `flush` (or its next read, which must see them).
     func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?,
                 successors: [(uuid: UUID, effective: Date)], stamp: String?) throws
     /// Makes the next number on the patient's clock at least `revision` (a restored version
@@ -83,9 +85,18 @@ public protocol VersionRows {
     /// The patient's devices' knowledge as the store keeps it, and a new value for it.
     func devicesKnowledge(of patientID: String) throws -> KnowledgeVector?
     func saveDevicesKnowledge(_ vector: KnowledgeVector, of patientID: String) throws
+    /// Sends the inserts held back to the database, refusing what breaks a rule as `insert`
+    /// does: the writer calls it as each write ends.
+    func flush() throws
+    /// Drops the inserts held back for a write that failed.
+    func discardPending()
 }
 
 extension VersionRows {
+    /// A backend that inserts at once holds nothing back.
+    public func flush() throws {}
+    public func discardPending() {}
+
     /// One look-up per version: a backend whose reads cost no trip (SQLite) needs no more.
     public func containing(_ uuids: [UUID]) throws -> Set<UUID> {
         var held: Set<UUID> = []
@@ -123,8 +134,8 @@ public struct VersionWriter<Rows: VersionRows> {
         var stamp: String?
         /// The patients of versions this call wrote or looked up (nil inside: of no patient).
         var patients: [UUID: String?] = [:]
-        /// Task versions read before the call's writes (a record of outcomes only: nothing it
-        /// writes changes a task version).
+        /// Task versions read before the call's writes (a write of no tasks: nothing it writes
+        /// changes a task version).
         var storedTasks: [UUID: StoredTask] = [:]
     }
 
@@ -256,122 +267,150 @@ public struct VersionWriter<Rows: VersionRows> {
 
     func insert(_ entity: CareEntity, patientID: String?, eventStart: Date?, successors: [(uuid: UUID, effective: Date)] = [],
                 batch: inout Batch) throws {
-        do {
-            try rows.insert(entity, patientID: patientID, eventStart: eventStart, successors: successors, stamp: batch.stamp)
-        } catch StoreError.duplicateOutcome(_, let occurrence) {
-            // The rows know which rule broke; the write knows the task (read or added in this call).
-            guard case .outcome(let outcome) = entity else { throw StoreError.duplicateOutcome(taskID: "?", occurrence: occurrence) }
-            let task = batch.tasks[outcome.taskUUID] ?? batch.decodedTasks[outcome.taskUUID]
-            throw StoreError.duplicateOutcome(taskID: task?.id ?? "?", occurrence: occurrence)
-        }
+        try rows.insert(entity, patientID: patientID, eventStart: eventStart, successors: successors, stamp: batch.stamp)
         batch.patients[entity.version.uuid] = .some(patientID)
+    }
+
+    /// Runs one write: the inserts a backend held back go to the database as it ends, or are
+    /// dropped when it fails. A refused outcome's task is named by its id, read or added in
+    /// this write (the rows know the rule and the task's uuid; the write knows the task).
+    func finishing<T>(_ batch: inout Batch, _ body: (inout Batch) throws -> T) throws -> T {
+        do {
+            let result = try body(&batch)
+            try rows.flush()
+            return result
+        } catch StoreError.duplicateOutcome(let task, let occurrence) {
+            rows.discardPending()
+            let named = UUID(uuidString: task).flatMap { batch.tasks[$0] ?? batch.decodedTasks[$0] }?.id
+            throw StoreError.duplicateOutcome(taskID: named ?? task, occurrence: occurrence)
+        } catch {
+            rows.discardPending()
+            throw error
+        }
+    }
+
+    /// For a write of no tasks, the task versions its outcomes are for, read at once before it
+    /// writes (nothing it writes changes a task version): its outcomes then read nothing one by
+    /// one, and a backend that holds inserts back sends them together.
+    func readTasks(of entities: [CareEntity], batch: inout Batch) throws {
+        guard !entities.contains(where: { Self.kind($0.entityType) == "task" }) else { return }
+        let tasks = Set(entities.compactMap { entity in if case .outcome(let o) = entity { o.taskUUID } else { nil } })
+        guard !tasks.isEmpty else { return }
+        batch.storedTasks = try rows.taskVersions(Array(tasks))
     }
 
     // MARK: Writes
 
     /// Adds new entities (a new version after a tombstone is an add too).
     public func add(_ entities: [CareEntity], patientID: String?) throws -> [CareEntity] {
-        var added: [CareEntity] = []
-        added.reserveCapacity(entities.count)
         var batch = Batch()
         batch.patientID = patientID
-        batch.kinds.reserveCapacity(entities.count)
-        // Each entity's patient first (a parent added in this call gives its own), then every
-        // kind's tips in one query.
-        var scopes: [String?] = []
-        scopes.reserveCapacity(entities.count)
-        var identitiesByKind: [String: [VersionIdentity]] = [:]
-        for entity in entities {
-            let scope = try patientScope(of: entity, batch: &batch)
-            scopes.append(scope)
-            batch.patients[entity.version.uuid] = .some(scope)
-            identitiesByKind[Self.kind(entity.entityType), default: []].append(VersionIdentity(id: entity.version.id, patientID: scope))
-        }
-        var tipsByKind: [String: [VersionIdentity: [VersionTip]]] = [:]
-        for (kind, identities) in identitiesByKind { tipsByKind[kind] = try rows.tips(kind: kind, identities) }
-        var addedIDs: Set<AddedID> = []
-        addedIDs.reserveCapacity(entities.count)
-        batch.tasks.reserveCapacity(identitiesByKind["task"]?.count ?? 0)
-        for (entity, scope) in zip(entities, scopes) {
-            let kind = Self.kind(entity.entityType)
-            let identity = VersionIdentity(id: entity.version.id, patientID: scope)
-            let tips = tipsByKind[kind]?[identity] ?? []
-            if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, identity: identity)).inserted {
-                throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+        return try finishing(&batch) { batch in
+            var added: [CareEntity] = []
+            added.reserveCapacity(entities.count)
+            batch.kinds.reserveCapacity(entities.count)
+            // Each entity's patient first (a parent added in this call gives its own), then every
+            // kind's tips in one query.
+            var scopes: [String?] = []
+            scopes.reserveCapacity(entities.count)
+            var identitiesByKind: [String: [VersionIdentity]] = [:]
+            for entity in entities {
+                let scope = try patientScope(of: entity, batch: &batch)
+                scopes.append(scope)
+                batch.patients[entity.version.uuid] = .some(scope)
+                identitiesByKind[Self.kind(entity.entityType), default: []].append(VersionIdentity(id: entity.version.id, patientID: scope))
             }
-            var version = entity.version
-            version.previousVersionUUIDs = tips.map(\.uuid)
-            version.nextVersionUUIDs = []
-            if version.createdDate == nil { version.createdDate = Date() }
-            let stored = Self.replacing(entity, version: version)
-            let eventStart = try validate(stored, patientID: scope, batch: &batch)
-            try insert(stored, patientID: scope, eventStart: eventStart, batch: &batch)
-            for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
-            batch.kinds[version.uuid] = kind
-            if case .task(let task) = stored { batch.tasks[version.uuid] = task }
-            added.append(stored)
+            var tipsByKind: [String: [VersionIdentity: [VersionTip]]] = [:]
+            for (kind, identities) in identitiesByKind { tipsByKind[kind] = try rows.tips(kind: kind, identities) }
+            try readTasks(of: entities, batch: &batch)
+            var addedIDs: Set<AddedID> = []
+            addedIDs.reserveCapacity(entities.count)
+            batch.tasks.reserveCapacity(identitiesByKind["task"]?.count ?? 0)
+            for (entity, scope) in zip(entities, scopes) {
+                let kind = Self.kind(entity.entityType)
+                let identity = VersionIdentity(id: entity.version.id, patientID: scope)
+                let tips = tipsByKind[kind]?[identity] ?? []
+                if tips.contains(where: { !$0.deleted }) || !addedIDs.insert(AddedID(kind: kind, identity: identity)).inserted {
+                    throw StoreError.alreadyExists(entity.entityType, id: entity.version.id)
+                }
+                var version = entity.version
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                if version.createdDate == nil { version.createdDate = Date() }
+                let stored = Self.replacing(entity, version: version)
+                let eventStart = try validate(stored, patientID: scope, batch: &batch)
+                try insert(stored, patientID: scope, eventStart: eventStart, batch: &batch)
+                for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
+                batch.kinds[version.uuid] = kind
+                if case .task(let task) = stored { batch.tasks[version.uuid] = task }
+                added.append(stored)
+            }
+            return added
         }
-        return added
     }
 
     /// New versions of current entities.
     public func update(_ entities: [CareEntity], patientID: String?) throws -> [CareEntity] {
-        var updated: [CareEntity] = []
         var batch = Batch()
         batch.patientID = patientID
-        for entity in entities {
-            let kind = Self.kind(entity.entityType)
-            let id = entity.version.id
-            let scope = try patientScope(of: entity, batch: &batch)
-            let identity = VersionIdentity(id: id, patientID: scope)
-            let tips = try rows.tips(kind: kind, [identity])[identity] ?? []
-            guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
-            var version = entity.version
-            if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
-                version.uuid = .timeOrdered()
+        return try finishing(&batch) { batch in
+            var updated: [CareEntity] = []
+            for entity in entities {
+                let kind = Self.kind(entity.entityType)
+                let id = entity.version.id
+                let scope = try patientScope(of: entity, batch: &batch)
+                let identity = VersionIdentity(id: id, patientID: scope)
+                let tips = try rows.tips(kind: kind, [identity])[identity] ?? []
+                guard !tips.isEmpty, tips.contains(where: { !$0.deleted }) else { throw StoreError.notFound(entity.entityType, id: id) }
+                var version = entity.version
+                if tips.contains(where: { $0.uuid == version.uuid }) || version.previousVersionUUIDs.contains(version.uuid) {
+                    version.uuid = .timeOrdered()
+                }
+                if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
+                    throw StoreError.invalid(entity.entityType, id: id,
+                        reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
+                }
+                if kind == "task" { try checkOrphans(taskID: id, patientID: scope, effective: version.effectiveDate) }
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                version.updatedDate = Date()
+                let stored = Self.replacing(entity, version: version)
+                for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
+                try insertChecked(stored, patientID: scope, batch: &batch)
+                updated.append(stored)
             }
-            if let latest = tips.map(\.effective).max(), version.effectiveDate < latest {
-                throw StoreError.invalid(entity.entityType, id: id,
-                    reason: "the new version's effective date is before the current version's (\(ISO8601DateFormatter().string(from: latest)))")
-            }
-            if kind == "task" { try checkOrphans(taskID: id, patientID: scope, effective: version.effectiveDate) }
-            version.previousVersionUUIDs = tips.map(\.uuid)
-            version.nextVersionUUIDs = []
-            version.updatedDate = Date()
-            let stored = Self.replacing(entity, version: version)
-            for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
-            try insertChecked(stored, patientID: scope, batch: &batch)
-            updated.append(stored)
+            return updated
         }
-        return updated
     }
 
     /// Tombstones for the current versions of these ids, effective at `date`.
     public func delete(_ type: EntityType, ids: [String], patientID: String?, at date: Date) throws -> [CareEntity] {
-        var tombstones: [CareEntity] = []
         var batch = Batch()
-        let kind = Self.kind(type)
-        for id in ids {
-            let identity = VersionIdentity(id: id, patientID: patientID)
-            let tips = try rows.tips(kind: kind, [identity])[identity] ?? []
-            guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
-                  let entity = try rows.version(current.uuid) else {
-                throw StoreError.notFound(type, id: id)
+        return try finishing(&batch) { batch in
+            var tombstones: [CareEntity] = []
+            let kind = Self.kind(type)
+            for id in ids {
+                let identity = VersionIdentity(id: id, patientID: patientID)
+                let tips = try rows.tips(kind: kind, [identity])[identity] ?? []
+                guard let current = tips.filter({ !$0.deleted }).max(by: { $0.effective < $1.effective }),
+                      let entity = try rows.version(current.uuid) else {
+                    throw StoreError.notFound(type, id: id)
+                }
+                if kind == "task" { try checkOrphans(taskID: id, patientID: patientID, effective: date) }
+                var version = entity.version
+                version.uuid = .timeOrdered()
+                version.previousVersionUUIDs = tips.map(\.uuid)
+                version.nextVersionUUIDs = []
+                version.effectiveDate = max(date, current.effective)
+                version.deletedDate = date
+                version.updatedDate = Date()
+                let tombstone = Self.replacing(entity, version: version)
+                for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
+                try insert(tombstone, patientID: patientID, eventStart: nil, batch: &batch)
+                tombstones.append(tombstone)
             }
-            if kind == "task" { try checkOrphans(taskID: id, patientID: patientID, effective: date) }
-            var version = entity.version
-            version.uuid = .timeOrdered()
-            version.previousVersionUUIDs = tips.map(\.uuid)
-            version.nextVersionUUIDs = []
-            version.effectiveDate = max(date, current.effective)
-            version.deletedDate = date
-            version.updatedDate = Date()
-            let tombstone = Self.replacing(entity, version: version)
-            for tip in tips { try rows.link(previous: tip.uuid, next: version.uuid, nextEffective: version.effectiveDate) }
-            try insert(tombstone, patientID: patientID, eventStart: nil, batch: &batch)
-            tombstones.append(tombstone)
+            return tombstones
         }
-        return tombstones
     }
 
     /// Several writes as one: each in turn, within the caller's transaction.
@@ -390,34 +429,33 @@ public struct VersionWriter<Rows: VersionRows> {
     /// Adds a record's versions not yet stored; `device`: a device's record, for its patient
     /// (the versions are stamped with the record's vector).
     public func merge(_ record: RevisionRecord, device: (patientID: String, stamp: String)? = nil) throws -> Int {
-        var inserted = 0
         var batch = Batch()
         batch.patientID = device?.patientID
         batch.stamp = device?.stamp
-        // What the record needs read, read at once: which versions are stored and, for a
-        // record of outcomes only (a device's usual push), their task versions.
-        var stored = try rows.containing(record.entities.map(\.version.uuid))
-        let outcomes = record.entities.compactMap { if case .outcome(let outcome) = $0 { outcome } else { nil } }
-        if outcomes.count == record.entities.count {
-            batch.storedTasks = try rows.taskVersions(Array(Set(outcomes.map(\.taskUUID))))
-        }
-        for entity in record.entities {
-            let version = entity.version
-            guard stored.insert(version.uuid).inserted else { continue }
-            let scope = try patientScope(of: entity, batch: &batch)
-            // Successors that arrived earlier (out of order) are linked as the version goes in.
-            var successors: [(uuid: UUID, effective: Date)] = []
-            for next in version.nextVersionUUIDs {
-                if let nextEffective = try rows.effectiveDate(of: next) { successors.append((next, nextEffective)) }
+        return try finishing(&batch) { batch in
+            var inserted = 0
+            // What the record needs read, read at once: which versions are stored and, for a
+            // record of no tasks (a device's usual push), its outcomes' task versions.
+            var stored = try rows.containing(record.entities.map(\.version.uuid))
+            try readTasks(of: record.entities, batch: &batch)
+            for entity in record.entities {
+                let version = entity.version
+                guard stored.insert(version.uuid).inserted else { continue }
+                let scope = try patientScope(of: entity, batch: &batch)
+                // Successors that arrived earlier (out of order) are linked as the version goes in.
+                var successors: [(uuid: UUID, effective: Date)] = []
+                for next in version.nextVersionUUIDs {
+                    if let nextEffective = try rows.effectiveDate(of: next) { successors.append((next, nextEffective)) }
+                }
+                // Previous versions stop being tips first, as in an update (one live outcome per occurrence).
+                for previous in version.previousVersionUUIDs {
+                    try rows.link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate)
+                }
+                try insertChecked(entity, patientID: scope, successors: successors, batch: &batch)
+                inserted += 1
             }
-            // Previous versions stop being tips first, as in an update (one live outcome per occurrence).
-            for previous in version.previousVersionUUIDs {
-                try rows.link(previous: previous, next: version.uuid, nextEffective: version.effectiveDate)
-            }
-            try insertChecked(entity, patientID: scope, successors: successors, batch: &batch)
-            inserted += 1
+            return inserted
         }
-        return inserted
     }
 
     /// A device's records for its patient: merged stamped with their vectors, the vectors'

@@ -115,6 +115,55 @@ struct VersionRulesBackendTests {
         #expect(refusal { try writes.add([.outcome(outcome(task, 1))], "maria") } == .duplicateOutcome(taskID: "doxylamine", occurrence: 1),
                 "the amended version is the occurrence's live outcome")
     }
+
+    @Test("a write's versions go in in writing order with every column as it was (a null stays null); in a write of several, a refused version is the one named, and nothing of the write stays",
+          arguments: Backend.allCases)
+    func versionsOfOneWrite(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (maria, doxylamine) = try patient("maria")
+        guard case .carePlan(let plan) = maria[1] else { return }
+        var melatonin = CareTask(id: "melatonin", title: "Melatonin", carePlanUUID: plan.uuid,
+                                 schedule: try Schedule.dailyAtTime(hour: 21, minutes: 0, start: Self.start, timeZone: Self.zone), timezone: Self.zone)
+        melatonin.effectiveDate = Self.start
+        melatonin.remoteID = "MedicationRequest/7"
+        melatonin.groupIdentifier = "sleep"
+        melatonin.tags = ["night", "sleep"]
+        _ = try store.add(maria + [.task(melatonin)])
+        #expect(try store.changes(since: 0, limit: nil).entities.map(\.version.id) == ["maria", "plan", "doxylamine", "melatonin"])
+        #expect(try store.fetchTasks(EntityQuery(tags: ["sleep"])).map(\.id) == ["melatonin"])
+        #expect(try store.fetchTasks(EntityQuery(remoteIDs: ["MedicationRequest/7"])).map(\.id) == ["melatonin"])
+        #expect(try store.fetchTasks(EntityQuery(groupIdentifiers: ["sleep"])).map(\.id) == ["melatonin"])
+        #expect(try store.fetchTasks(EntityQuery(remoteIDs: [""])).isEmpty, "doxylamine's missing remote id is null, not empty")
+        #expect(try store.fetchTasks(EntityQuery(groupIdentifiers: [""])).isEmpty)
+
+        _ = try store.add([.outcome(outcome(melatonin, 1))])
+        let refused = refusal { try store.add([.outcome(outcome(doxylamine, 5)), .outcome(outcome(melatonin, 1)), .outcome(outcome(doxylamine, 6))]) }
+        #expect(refused == .duplicateOutcome(taskID: "melatonin", occurrence: 1), "the second version broke the rule, not the first")
+        #expect(try store.fetchOutcomes(EntityQuery(versions: .history, taskIDs: ["doxylamine"])).isEmpty)
+
+        // Each outcome's event is kept: the day's events show it.
+        _ = try store.add([.outcome(outcome(doxylamine, 5)), .outcome(outcome(doxylamine, 6))])
+        let day = try store.events(from: Self.start.addingTimeInterval(5 * 86_400), to: Self.start.addingTimeInterval(6 * 86_400),
+                                   tasks: EntityQuery(ids: ["doxylamine"]))
+        #expect(day.map(\.occurrence) == [5])
+        #expect(day.first?.outcome?.taskOccurrenceIndex == 5)
+    }
+
+    @Test("a body of a group refused after some of its versions were written keeps none of them; the next body's are stored",
+          arguments: Backend.allCases)
+    func refusedBodyInGroup(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let (maria, doxylamine) = try patient("maria")
+        _ = try store.add(maria)
+        // The first body's second outcome repeats the first's id: refused with nothing read in
+        // between, while the first may still be held back.
+        let results = store.writeGroup([
+            { tx in try tx.add([.outcome(outcome(doxylamine, 1, id: "twice")), .outcome(outcome(doxylamine, 3, id: "twice"))]).count },
+            { tx in try tx.add([.outcome(outcome(doxylamine, 2, id: "stored"))]).count },
+        ])
+        #expect(results.map { (try? $0.get()) ?? -1 } == [-1, 1])
+        #expect(try store.fetchOutcomes(EntityQuery(versions: .history)).map(\.id) == ["stored"])
+    }
 }
 
 @Suite("The sync clock on PostgreSQL", .serialized)

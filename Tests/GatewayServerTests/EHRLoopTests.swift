@@ -273,7 +273,8 @@ extension GatewayServerSuites {
         func ehrDown() async throws {
             guard let ehr = await LocalFHIRServer() else { return }
             let proxy = try FaultProxy(upstream: ehr.port)
-            guard var (store, link, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 60) else { return }
+            guard let (store, configured, client) = try await setUp(ehr, proxy: proxy, pushSeconds: 60) else { return }
+            var link = configured
             let time = ManualClock()
             link.clock = WorkerClock(time)
             let server = try await RunningServer(store: store, ehr: link)
