@@ -32,6 +32,7 @@ let package = Package(
                 .product(name: "Gateway", package: "CareGate"),
                 .product(name: "Mapping", package: "CareGate"),
                 .product(name: "CareStore", package: "CareGate"),
+                .product(name: "PostgresStore", package: "CareGate"),
             ],
             path: "Sources/import-throughput"
         ),

@@ -4,11 +4,15 @@
 // and storing, and the process's peak resident memory.
 //
 //   swift run -c release import-throughput [--runs N] [--input PATH] [--mode whole|staged] [--window N]
+//                                          [--store postgres://… --store-password-file F]
 //
 // --mode whole: the whole run in memory on one core (FHIRImporter.run); staged (the default, as
 // `caregate import` runs): staged on disk, one patient at a time, --window patients mapped at once.
 // Run each mode in a process of its own: the peak memory is the process's.
+// --store: into that PostgreSQL database (empty: one run, whatever --runs says) instead of a new
+// SQLite file; the staging stays a SQLite file in a temporary folder, as `caregate import` has it.
 import CareStore
+import PostgresStore
 import Foundation
 import Gateway
 import Mapping
@@ -22,7 +26,8 @@ guard FileManager.default.fileExists(atPath: synthea) else {
     print("SKIPPED: \(synthea) not found; the import benchmark needs ../shared")
     exit(0)
 }
-let runs = option("--runs").map { Int($0)! } ?? 3
+let postgres = option("--store")
+let runs = postgres != nil ? 1 : option("--runs").map { Int($0)! } ?? 3
 let staged = option("--mode") != "whole"
 let window = option("--window").map { Int($0)! } ?? ProcessInfo.processInfo.activeProcessorCount
 let bytes = ResourceFiles().files([synthea]).reduce(0) { $0 + ((try? FileManager.default.attributesOfItem(atPath: $1)[.size] as? Int) ?? 0) }
@@ -33,7 +38,14 @@ var results: [(total: Double, report: ImportReport, written: Int)] = []
 for run in 0..<runs {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-import-bench-\(getpid())-\(run)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-    let store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("store.sqlite").path)
+    let store: any CarePlanStore
+    if let postgres {
+        let location = try PostgresLocation(url: postgres)
+        store = try PostgresCarePlanStore(location, password: try location.password(file: option("--store-password-file"),
+                                                                                       environment: ProcessInfo.processInfo.environment))
+    } else {
+        store = try SQLiteCarePlanStore(path: directory.appendingPathComponent("store.sqlite").path)
+    }
     sync()
     let start = ContinuousClock.now
     let importer = FHIRImporter(mappings: mappings, store: store, timeZone: zone)
@@ -52,7 +64,8 @@ let s = best.report.seconds
 let phases = s.reading + s.mapping + s.storing
 var usage = rusage()
 getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-print(String(format: "import of %d files (%.1f MB, %d resources) into an empty store, ", best.report.files, Double(bytes) / 1e6, best.report.resources)
+print(String(format: "import of %d files (%.1f MB, %d resources) into an empty store (%@), ", best.report.files, Double(bytes) / 1e6, best.report.resources,
+             postgres == nil ? "SQLite" : "PostgreSQL")
       + (staged ? "staged, \(window) at once" : "whole run in memory") + ", best of \(runs) runs:")
 print(String(format: "  %.2f s (median %.2f s): %.1f MB/s, %.0f resources/s, %d store entries written (%.0f entries/s)",
              best.total, median, Double(bytes) / 1e6 / best.total, Double(best.report.resources) / best.total, best.written, Double(best.written) / best.total))
