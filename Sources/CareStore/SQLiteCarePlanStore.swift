@@ -501,8 +501,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     }
 
     func knowledgeVector(db: Database) throws -> [RevisionRecord.Process] {
-        let id = try String.fetchOne(db, sql: "SELECT value FROM store_meta WHERE key = 'processID'")
-        let clock = try Int.fetchOne(db, sql: "SELECT MAX(revision) FROM entity_version") ?? 0
+        // Every device push asks this: statements kept prepared.
+        let id = try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM store_meta WHERE key = 'processID'"))
+        let clock = try Int.fetchOne(db.cachedStatement(sql: "SELECT MAX(revision) FROM entity_version")) ?? 0
         guard let id, let uuid = UUID(uuidString: id) else { throw StoreError.database(path: path, message: "the store has no sync process id") }
         return [RevisionRecord.Process(id: uuid, clock: clock)]
     }

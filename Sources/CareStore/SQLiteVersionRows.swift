@@ -5,11 +5,11 @@ import JSON
 
 /// The version rows of a SQLite store within one write transaction, for `VersionWriter`. Device
 /// pushes and bulk imports run through here once per version, so the hot statements are
-/// prepared once per write call and stepped through SQLite's C API.
+/// prepared once per connection and stepped through SQLite's C API.
 final class SQLiteVersionRows: VersionRows {
     let store: SQLiteCarePlanStore
     let db: Database
-    /// The version insert, prepared on first use in this write call.
+    /// The version insert, taken from the connection's statement cache on first use in this write call.
     private var versionInsert: Statement?
     /// The revision of the next version inserted: SQLite numbers every version of the store in
     /// turn, and its one writer at a time makes the numbers follow the commits.
@@ -108,13 +108,14 @@ final class SQLiteVersionRows: VersionRows {
             json = CareKitJSON.bytes(VersionWriter<SQLiteVersionRows>.replacing(entity, version: stored), version: .v4)
         }
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
-        // Prepared once per write call and bound straight through SQLite's C API: this runs once
-        // per version in bulk writes.
+        // Prepared once per connection (GRDB's statement cache: a push of a day's outcomes paid a
+        // preparation each), kept for this write call, and bound straight through SQLite's C
+        // API: this runs once per version in bulk writes.
         let statement: Statement
         if let prepared = versionInsert {
             statement = prepared
         } else {
-            statement = try db.makeStatement(sql: """
+            statement = try db.cachedStatement(sql: """
                 INSERT INTO entity_version (uuid, kind, id, effective_date, deleted_date, revision, remote_id, group_identifier,
                                             parent_uuid, occurrence, event_start, json, next_uuids, superseded_date, patient_id, stamp)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
