@@ -99,14 +99,7 @@ final class SQLiteVersionRows: VersionRows {
 
     private func insertRow(_ entity: CareEntity, patientID: String?, revision: Int, eventStart: Date?,
                            successors: [(uuid: UUID, effective: Date)], stamp: String?) throws {
-        let json: [UInt8]
-        if entity.withVersion({ $0.nextVersionUUIDs.isEmpty }) {
-            json = CareKitJSON.bytes(entity, version: .v4)
-        } else {
-            var stored = entity.version
-            stored.nextVersionUUIDs = []
-            json = CareKitJSON.bytes(VersionWriter<SQLiteVersionRows>.replacing(entity, version: stored), version: .v4)
-        }
+        let json = VersionWriter<SQLiteVersionRows>.storedJSON(entity)
         let occurrence: Int? = if case .outcome(let o) = entity { o.taskOccurrenceIndex } else { nil }
         // Prepared once per connection (GRDB's statement cache: a push of a day's outcomes paid a
         // preparation each), kept for this write call, and bound straight through SQLite's C

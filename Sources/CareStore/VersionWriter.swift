@@ -174,6 +174,14 @@ public struct VersionWriter<Rows: VersionRows> {
         return replaced
     }
 
+    /// A version's JSON as a row keeps it: without successors (the row's own column holds them).
+    public static func storedJSON(_ entity: CareEntity) -> [UInt8] {
+        guard !entity.withVersion({ $0.nextVersionUUIDs.isEmpty }) else { return CareKitJSON.bytes(entity, version: .v4) }
+        var version = entity.version
+        version.nextVersionUUIDs = []
+        return CareKitJSON.bytes(replacing(entity, version: version), version: .v4)
+    }
+
     // MARK: Scope and links
 
     /// The patient a version belongs to: the write's patient when it names one (a device's

@@ -337,11 +337,7 @@ struct PendingVersion {
     let nulls: Int
 
     init(_ entity: CareEntity, patientID: String?, eventStart: Date?, successors: [(uuid: UUID, effective: Date)], stamp: String?) {
-        var version = entity.version
-        let stored = version.nextVersionUUIDs.isEmpty ? entity : {
-            version.nextVersionUUIDs = []
-            return VersionWriter<PostgresVersionRows>.replacing(entity, version: version)
-        }()
+        let version = entity.version
         self.entity = entity
         self.patientID = patientID
         uuid = version.uuid
@@ -359,7 +355,7 @@ struct PendingVersion {
         occurrence = taskOccurrence ?? 0
         self.eventStart = eventStart?.storeSeconds ?? 0
         self.stamp = stamp
-        json = ByteBuffer(bytes: CareKitJSON.bytes(stored, version: .v4))
+        json = ByteBuffer(bytes: VersionWriter<PostgresVersionRows>.storedJSON(entity))
         tags = version.tags ?? []
         var nulls = 0
         if version.deletedDate == nil { nulls |= 1 }
