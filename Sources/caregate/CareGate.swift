@@ -16,9 +16,11 @@ struct CareGate: AsyncParsableCommand {
             care-plan store, and pushes completed outcomes back to the EHR as Observations.
 
             Examples:
-              caregate convert FHIRSamples/careplan.json --to xml
-              caregate convert bundle.xml --to ndjson -o resources.ndjson
-              caregate fhirpath "activity.detail.code.text" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
+              caregate import FHIRSamples/bundle/maria-lopez-demo-bundle.json
+              caregate store events --from 2026-11-02 --to 2026-11-03
+              caregate fhirpath "name.given" FHIRSamples/json/Patient-maria-lopez.json
+              caregate convert FHIRSamples/json/Patient-maria-lopez.json --to xml
+              caregate serve --config gateway.yaml
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
         subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, ReportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self, EnrollCommand.self, DevicesCommand.self, ServeCommand.self, SubscribeCommand.self]
@@ -45,9 +47,10 @@ struct Convert: ParsableCommand {
             when the whole conversion succeeded.
 
             Examples:
-              caregate convert Patient.json --to xml
-              caregate convert bundle.json --to ndjson -o bundle.ndjson
-              caregate convert export.ndjson --to json --compact -o collection.json
+              caregate convert FHIRSamples/json/Patient-maria-lopez.json --to xml
+              caregate convert FHIRSamples/bundle/maria-lopez-demo-bundle.xml \\
+                --to ndjson -o demo.ndjson
+              caregate convert demo.ndjson --to json --compact -o collection.json
             """)
 
     @Argument(help: "The FHIR file to convert (JSON, XML or NDJSON).", completion: .file())

@@ -20,11 +20,14 @@ struct FHIRPathCommand: ParsableCommand {
             their line and column. The exit status is 1 when there are errors.
 
             Examples:
-              caregate fhirpath "activity.detail.code.coding.code" FHIRSamples/json/CarePlan-maria-lopez-home-care.json
-              caregate fhirpath "value.ofType(Quantity)" FHIRSamples/json/Observation-*.json
-              caregate fhirpath "entry.resource.ofType(CarePlan).subject.resolve().name" FHIRSamples/bundle/maria-lopez-demo-bundle.json
+              caregate fhirpath "activity.detail.code.coding.code" \\
+                  FHIRSamples/json/CarePlan-maria-lopez-home-care.json
+              caregate fhirpath "value.ofType(Quantity)" FHIRSamples/json/Observation*
+              caregate fhirpath "entry.resource.ofType(CarePlan).subject.resolve().name" \\
+                  FHIRSamples/bundle/maria-lopez-demo-bundle.json
               caregate fhirpath "effective > %since" obs.json --var since=@2026-11-01
-              caregate fhirpath --check CarePlan "activity.detail.scheduled.ofType(Timing).repeat"
+              caregate fhirpath --check CarePlan \\
+                  "activity.detail.scheduled.ofType(Timing).repeat"
               caregate fhirpath --check CarePlan "activity.detail.scheduledTiming"
             """)
 

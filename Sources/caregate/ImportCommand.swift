@@ -44,8 +44,8 @@ struct ImportCommand: AsyncParsableCommand {
               caregate import bundle.xml --mappings site-mappings/ --format json
               caregate import --from https://ehr.example.org/fhir --patient maria-lopez \\
                   --smart-client-id caregate --smart-key keys/caregate-es384.pem
-              caregate import --bulk-from https://ehr.example.org/fhir --group heart-failure-cohort \\
-                  --since last --token-file ehr.token
+              caregate import --bulk-from https://ehr.example.org/fhir \\
+                  --group heart-failure-cohort --since last --token-file ehr.token
             """)
 
     @Argument(help: "FHIR files or directories.", completion: .file())

@@ -17,7 +17,8 @@ struct Store: ParsableCommand {
               caregate store import --carekit revision.json
               caregate store events --from 2026-11-02 --to 2026-11-03 --tz America/New_York
               caregate store export --carekit --carekit-version 3 -o for-old-app.json
-              caregate store copy --from caregate.sqlite --to postgres://caregate@db.internal/care --to-password-file db.password
+              caregate store copy --from caregate.sqlite \\
+                  --to postgres://caregate@db.internal/care --to-password-file db.password
             """,
         subcommands: [StoreExport.self, StoreImport.self, StoreEvents.self, StoreCopy.self])
 }

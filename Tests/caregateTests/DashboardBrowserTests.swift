@@ -90,7 +90,7 @@ struct DashboardBrowserTests {
         defer { server.stop() }
 
         let paths = ["/ui", "/ui/patients/Patient%2Fmaria-lopez", "/ui/outbox", "/ui/imports", "/ui/imports/1", "/ui/devices"]
-        // CAREGATE_SCREENSHOTS=folder keeps a PNG of each page and width (the README's come from here).
+        // CAREGATE_SCREENSHOTS=folder keeps a PNG of each page and width (docs/operating.md's come from here).
         let screenshots = ProcessInfo.processInfo.environment["CAREGATE_SCREENSHOTS"].map { ["--screenshots", $0] } ?? []
         let run = try await cli.run(["/usr/bin/env", "python3", "scripts/browser.py", "--base", "http://127.0.0.1:\(server.port)", "--token-file", token]
                                     + screenshots + paths)

@@ -184,11 +184,10 @@ struct ServeCommandTests {
         #expect(proxies.status == 1 && proxies.stderr.contains("proxies.yaml:2:20: error: listen.trusted proxy \"proxy.example\" is not an IP address or prefix"), "\(proxies.stderr)")
     }
 
-    @Test("the README's gateway.yaml passes --check-config")
-    func readmeConfiguration() async throws {
-        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first)
-        let block = try #require(section.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "```").first)
+    @Test("docs/serving.md's gateway.yaml and the commented docs/gateway.yaml pass --check-config", arguments: ["serving.md", "gateway.yaml"])
+    func guideConfiguration(_ file: String) async throws {
+        let text = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("docs/\(file)"), encoding: .utf8)
+        let block = file == "gateway.yaml" ? text : try #require(text.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "```").first)
         #expect(block.hasPrefix("# gateway.yaml"))
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -203,11 +202,10 @@ struct ServeCommandTests {
         #expect(check.status == 0 && check.stderr.contains("fine (listen 127.0.0.1:8080"), "\(check.stderr)")
     }
 
-    @Test("the README's TLS example passes --check-config with a certificate and key where it names them")
-    func readmeTLSConfiguration() async throws {
-        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first?.components(separatedBy: "\n## ").first)
-        let block = try #require(section.components(separatedBy: "```yaml\n").dropFirst(2).first?.components(separatedBy: "```").first)
+    @Test("docs/security.md's TLS example passes --check-config with a certificate and key where it names them")
+    func guideTLSConfiguration() async throws {
+        let guide = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("docs/security.md"), encoding: .utf8)
+        let block = try #require(guide.components(separatedBy: "```yaml\n").dropFirst().first?.components(separatedBy: "```").first)
         #expect(block.contains("tls:"))
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -219,7 +217,7 @@ struct ServeCommandTests {
                              "-keyout", tls.appendingPathComponent("key.pem").path, "-out", tls.appendingPathComponent("chain.pem").path]
         openssl.standardOutput = FileHandle.nullDevice
         openssl.standardError = FileHandle.nullDevice
-        guard (try? openssl.run()) != nil else { print("SKIPPED the README's TLS example: no openssl command"); return }
+        guard (try? openssl.run()) != nil else { print("SKIPPED docs/security.md's TLS example: no openssl command"); return }
         openssl.waitUntilExit()
         try #require(openssl.terminationStatus == 0)
         let config = block.replacingOccurrences(of: "/etc/caregate/tls/", with: tls.path + "/")

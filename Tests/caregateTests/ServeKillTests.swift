@@ -121,18 +121,17 @@ struct ServeKillTests {
     }
 }
 
-@Suite("The README's curl calls")
+@Suite("The serving guide's curl calls")
 struct ReadmeCurlTests {
     let cli = CommandLineTests()
 
-    @Test("the README's curl block runs against caregate serve: enrollment, paged pull with Link, a vector in the query, 409 for a stale push, notify, health, metrics")
+    @Test("docs/serving.md's curl block runs against caregate serve: enrollment, paged pull with Link, a vector in the query, 409 for a stale push, notify, health, metrics")
     func curlBlock() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else {
-            print("SKIPPED the README curl test: no curl command (apt-get install curl)")
+            print("SKIPPED the serving guide's curl test: no curl command (apt-get install curl)")
             return
         }
-        let readme = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let section = try #require(readme.components(separatedBy: "## Serving CareKit apps").dropFirst().first)
+        let section = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("docs/serving.md"), encoding: .utf8)
         let block = try #require(section.components(separatedBy: "```sh\n").first { $0.hasPrefix("GATEWAY=") }?.components(separatedBy: "```").first)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-curl-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
