@@ -15,3 +15,11 @@ postgres="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-postgres.XXXXXX")"; chmod 7
 trap './scripts/test-postgres.sh stop "$postgres"; rm -rf "$scratch" "$postgres"' EXIT
 eval "$(./scripts/test-postgres.sh start "$postgres/cluster")"
 TMPDIR="$scratch" swift test --skip-build "$@"
+# The release build too: the optimizer has crashed on code the debug build took (it once broke
+# `caregate import`). Its binary then imports the demo patient and checks the shipped mappings.
+started=$SECONDS
+swift build -c release --product caregate
+release="$(swift build -c release --show-bin-path)/caregate"
+"$release" validate Mappings
+"$release" import FHIRSamples/bundle/maria-lopez-demo-bundle.json --store "$scratch/release.sqlite" --tz America/New_York | tail -1
+echo "release build and its smoke test: $((SECONDS - started)) s"

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CareStore
 import Foundation
+import FHIRClient
 import Gateway
 
 /// `caregate enroll`: a one-time code for a patient's CareKit app.
@@ -44,8 +45,10 @@ struct DevicesCommand: ParsableCommand {
             Examples:
               caregate devices list --patient Patient/maria-lopez
               caregate devices revoke 3f9a1c07d2e4
+              caregate devices try --gateway http://127.0.0.1:8080 --code KX7P2-M9QRT \\
+                  --token-file device.token --days 7
             """,
-        subcommands: [DevicesList.self, DevicesRevoke.self])
+        subcommands: [DevicesList.self, DevicesRevoke.self, DevicesTry.self])
 }
 
 struct DevicesList: ParsableCommand {
@@ -84,5 +87,103 @@ struct DevicesRevoke: ParsableCommand {
         do { revoked = try store.revokeDevice(id: id, at: Date()) } catch { throw CommandError.store(error) }
         guard revoked else { throw CommandError.message("no device \"\(TerminalText.escaped(id))\" (see `caregate devices list`)") }
         StandardError.print("revoked device \(id)")
+    }
+}
+
+/// `caregate devices try`: a CareKit app's sync, from the command line, against a running gateway.
+struct DevicesTry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "try",
+        abstract: "Act as a patient's CareKit app against a running gateway: enroll, pull, record outcomes, push.",
+        discussion: """
+            For trying a gateway or a deployment without an iPhone. With --code it enrolls first \
+            (and keeps the token in --token-file, owner-only); with --token-file alone it uses \
+            that token. It pulls the patient's versions into a store in memory, records an outcome \
+            for each event of the last --days days that has none (missing every --skip-th, as \
+            patients do), and pushes them through POST /carekit/v1/revisions. A task's values \
+            come from --value for its group, else its target values, else `true`.
+            """)
+
+    @Option(help: ArgumentHelp("The gateway's address.", valueName: "url"))
+    var gateway: String
+
+    @Option(help: ArgumentHelp("An enrollment code from `caregate enroll`.", valueName: "code"))
+    var code: String?
+
+    @Option(name: .customLong("token-file"), help: ArgumentHelp("The device token: read from it, or written to it (owner-only) after enrolling with --code.", valueName: "path"))
+    var tokenFile: String?
+
+    @Option(help: "Record outcomes for the events of this many days up to now (0: none).")
+    var days = 7
+
+    @Option(help: "Miss every this-many-th event (0: miss none).")
+    var skip = 5
+
+    @Option(name: .customLong("value"), help: ArgumentHelp("Values for a task group, as GROUP=KIND:NUMBER:UNIT (repeat for several).", valueName: "spec"))
+    var values: [String] = []
+
+    @Option(help: ArgumentHelp("The device's time zone (IANA name; default: this machine's).", valueName: "zone"))
+    var tz: String?
+
+    func validate() throws {
+        if code == nil && tokenFile == nil { throw ValidationError("give --code (to enroll) or --token-file (an enrolled device's token)") }
+        if days < 0 || skip < 0 { throw ValidationError("--days and --skip are 0 or more") }
+        if let tz, TimeZone(identifier: tz) == nil { throw ValidationError("--tz: unknown time zone '\(tz)'") }
+        _ = try Self.recorded(values)
+    }
+
+    /// `GROUP=KIND:NUMBER:UNIT` specs as the values of each group.
+    static func recorded(_ specs: [String]) throws -> RecordedValues {
+        var byGroup: [String: [OutcomeValue]] = [:]
+        for spec in specs {
+            let halves = spec.split(separator: "=", maxSplits: 1).map(String.init)
+            let parts = halves.count == 2 ? halves[1].split(separator: ":", omittingEmptySubsequences: false).map(String.init) : []
+            guard parts.count == 3, let number = Double(parts[1]) else {
+                throw ValidationError("--value \(spec): expected GROUP=KIND:NUMBER:UNIT, such as 29463-7=29463-7:78.4:kg")
+            }
+            let value: OutcomeValue.Value = parts[1].contains(".") ? .double(number) : .integer(Int(number))
+            byGroup[halves[0], default: []].append(OutcomeValue(value, kind: parts[0], units: parts[2].isEmpty ? nil : parts[2]))
+        }
+        return RecordedValues(byGroup: byGroup)
+    }
+
+    func run() async throws {
+        let transport = CurlTransport()
+        let token = try await deviceToken(transport)
+        let device = CareKitDevice(gateway: gateway, token: token, transport: transport)
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = tz.flatMap(TimeZone.init(identifier:)) ?? .current
+        do {
+            let local = try SQLiteCarePlanStore(inMemory: ())
+            let (pulled, knowledge) = try await device.pull(into: local)
+            print("pulled \(pulled) versions")
+            guard days > 0 else { return }
+            let now = Date()
+            let start = calendar.date(byAdding: .day, value: -days, to: now)!
+            let outcomes = try Self.recorded(values).outcomes(for: try local.events(from: start, to: now, tasks: EntityQuery()), skip: skip, calendar: calendar)
+            let answer = try await device.push(outcomes, knowing: knowledge, clock: 1)
+            print("recorded \(outcomes.count) outcomes over \(days) days; the gateway merged \(answer["merged"]?.numberValue.map { Int($0) } ?? 0)")
+        } catch let error as CareKitDeviceError {
+            throw CommandError.message(error.description)
+        } catch let error as StoreError {
+            throw CommandError.store(error)
+        }
+    }
+
+    /// The token: enrolled with the code (and kept in --token-file), or read from --token-file.
+    func deviceToken(_ transport: CurlTransport) async throws -> String {
+        guard let code else {
+            let text = try String(contentsOfFile: tokenFile!, encoding: .utf8)
+            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let enrolled: (token: String, patientID: String)
+        do { enrolled = try await CareKitDevice.enroll(gateway: gateway, code: code, transport: transport) } catch { throw CommandError.message(error.description) }
+        print("enrolled for \(TerminalText.escaped(enrolled.patientID))")
+        if let tokenFile {
+            guard FileManager.default.createFile(atPath: tokenFile, contents: Data((enrolled.token + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw CommandError.message("\(tokenFile): cannot write the device token")
+            }
+        }
+        return enrolled.token
     }
 }
