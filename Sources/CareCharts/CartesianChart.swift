@@ -23,13 +23,16 @@ public struct CartesianChart: Sendable {
         public var values: [Double?]
         /// Where the values should be (a clinician's target), drawn as a band.
         public var target: ClosedRange<Double>?
+        /// A count (tasks done): its axis is marked in whole numbers.
+        public var counts: Bool
 
-        public init(name: String, unit: String, style: Style, values: [Double?], target: ClosedRange<Double>? = nil) {
+        public init(name: String, unit: String, style: Style, values: [Double?], target: ClosedRange<Double>? = nil, counts: Bool = false) {
             self.name = name
             self.unit = unit
             self.style = style
             self.values = values
             self.target = target
+            self.counts = counts
         }
 
         /// The largest value or target bound: what the series' scale must reach.

@@ -19,7 +19,10 @@ extension CartesianChart {
     public func svg(id: String) -> String {
         let scales = Array(self.scales.prefix(2))
         let frame = Frame(left: 56, right: Frame.width - (scales.count > 1 ? 56 : 16))
-        let maxima = scales.map { Self.niceCeiling($0.map { series[$0].peak }.max() ?? 0) }
+        let maxima = scales.map { group in
+            let peak = group.map { series[$0].peak }.max() ?? 0
+            return group.allSatisfy { series[$0].counts } ? Self.wholeCeiling(peak) : Self.niceCeiling(peak)
+        }
         var scaleOf: [Int: Int] = [:]
         for (s, group) in scales.enumerated() { for i in group { scaleOf[i] = s } }
         var out = ##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 \##(Int(Frame.width)) \##(Int(Frame.height))" role="img" aria-labelledby="\##(id)-title \##(id)-desc" class="chart">"##
@@ -140,6 +143,12 @@ extension CartesianChart {
         guard value > 0, value.isFinite else { return 1 }
         let magnitude = pow(10, floor(log10(value)))
         return [1, 2, 2.5, 5, 10].map { $0 * magnitude }.first { $0 >= value * (1 - 1e-12) } ?? 10 * magnitude
+    }
+
+    /// The top of a count's axis: four equal whole steps (1, 2, 3, 5, 10 … each) reaching `value`,
+    /// so that no marker reads 1.3 tasks.
+    static func wholeCeiling(_ value: Double) -> Double {
+        4 * max(1, niceCeiling(value / 4).rounded(.up))
     }
 
     /// A value as axis markers and tables show it: at most one decimal, none when whole.

@@ -17,13 +17,27 @@ public struct PatientOverview: Sendable {
     /// pushes `withLastPushes` looks up.
     var recentOutcomeIDs: [String] = []
 
-    /// Every patient's row, read in one snapshot: one query for the last 30 days' events of
-    /// every task, grouped by plan and patient. `now` ends both ranges.
-    public static func all(in store: any CarePlanReader, devices: [Device], now: Date) throws(PageError) -> [PatientOverview] {
-        let patients = try PageError.reading { try store.fetchPatients(EntityQuery()) }
-        let plans = try PageError.reading { try store.fetchCarePlans(EntityQuery()) }
-        let tasks = try PageError.reading { try store.fetchTasks(EntityQuery()) }
-        let events = try PageError.reading { try store.events(from: now.addingTimeInterval(-30 * 86_400), to: now, tasks: EntityQuery()) }
+    /// One page of the list by name, `size` rows (pages count from 1; past the last, the last):
+    /// every patient is read for the order, and only the page's plans, tasks and events after.
+    public static func page(_ number: Int, size: Int = 50, in store: any CarePlanReader, devices: [Device], now: Date) throws(PageError) -> PatientListPage {
+        let patients = try sortedPatients(in: store)
+        let pages = max(1, (patients.count + size - 1) / size)
+        let number = min(max(number, 1), pages)
+        let slice = Array(patients.dropFirst((number - 1) * size).prefix(size))
+        return PatientListPage(rows: try rows(of: slice, in: store, devices: devices, now: now), number: number, pages: pages, total: patients.count, size: size)
+    }
+
+    static func sortedPatients(in store: any CarePlanReader) throws(PageError) -> [Patient] {
+        try PageError.reading { try store.fetchPatients(EntityQuery()) }.sorted { ($0.name.displayName, $0.id) < ($1.name.displayName, $1.id) }
+    }
+
+    /// These patients' rows: their plans, tasks and the last 30 days' events, read for them alone.
+    static func rows(of patients: [Patient], in store: any CarePlanReader, devices: [Device], now: Date) throws(PageError) -> [PatientOverview] {
+        guard !patients.isEmpty else { return [] }
+        let scope = EntityQuery(patientIDs: patients.map(\.id))
+        let plans = try PageError.reading { try store.fetchCarePlans(scope) }
+        let tasks = try PageError.reading { try store.fetchTasks(scope) }
+        let events = try PageError.reading { try store.events(from: now.addingTimeInterval(-30 * 86_400), to: now, tasks: scope) }
         let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
         func patientOf(_ task: CareTask) -> UUID? { task.carePlanUUID.flatMap { patientOfPlan[$0] ?? nil } }
         let eventsByPatient = Dictionary(grouping: events.filter { patientOf($0.task) != nil }) { patientOf($0.task)! }
@@ -31,7 +45,7 @@ public struct PatientOverview: Sendable {
         let tasksByPatient = Dictionary(tasks.compactMap { task in patientOf(task).map { ($0, 1) } }, uniquingKeysWith: +)
         let devicesByPatient = Dictionary(grouping: devices.filter { $0.revokedAt == nil }, by: \.patientID)
         let weekAgo = now.addingTimeInterval(-7 * 86_400)
-        return patients.sorted { $0.name.displayName < $1.name.displayName }.map { patient in
+        return patients.map { patient in
             let own = eventsByPatient[patient.uuid] ?? []
             let ownDevices = devicesByPatient[patient.id] ?? []
             return PatientOverview(patient: patient, plans: plansByPatient[patient.uuid] ?? 0, tasks: tasksByPatient[patient.uuid] ?? 0,
@@ -55,6 +69,15 @@ public struct PatientOverview: Sendable {
     }
 }
 
+/// One page of the patient list: its rows, which page of how many, and how many patients in all.
+public struct PatientListPage: Sendable {
+    public var rows: [PatientOverview]
+    public var number: Int
+    public var pages: Int
+    public var total: Int
+    public var size: Int
+}
+
 /// What a patient's dashboard page shows: the last 30 days' summary (charts and outcomes),
 /// today's events as the CareKit app lists them, this week's rings, contacts, every version of
 /// each task, and the patient's devices.
@@ -68,8 +91,13 @@ public struct PatientDashboard: Sendable {
     /// Every version of the patient's tasks, by task id, newest first.
     public var taskVersions: [CareTask]
     public var devices: [Device]
+    /// `calendar` in the patient's own time zone: their days and clock times, wherever the gateway runs.
+    public var calendar: Calendar
 
     public init(patientID: String, now: Date, calendar: Calendar, devices: [Device], in store: any CarePlanReader) throws(PageError) {
+        var calendar = calendar
+        if let patient = try PageError.reading({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first { calendar.timeZone = patient.timezone }
+        self.calendar = calendar
         let tomorrow = calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: now))!
         let range = DateInterval(start: calendar.date(byAdding: .day, value: -30, to: tomorrow)!, end: tomorrow)
         summary = try PatientCareSummary(patientID: patientID, range: range, calendar: calendar, in: store)

@@ -16,23 +16,34 @@ public struct DashboardPages: Sendable {
 
     // MARK: Patients
 
-    public func patients(_ rows: [PatientOverview]) -> String {
+    /// One page of the patient list, with links to the pages before and after it.
+    public func patients(_ list: PatientListPage) -> String {
+        let rows = list.rows
         let head = ["Patient", "Plans", "Tasks", "Adherence, 7 days", "Adherence, 30 days", "Devices", "Last sync", "Last push"]
         let body = rows.map { row in
             [link("/ui/patients/\(Self.pathSegment(row.patient.id))", row.patient.name.displayName), String(row.plans), String(row.tasks),
              Self.percent(row.last7Days), Self.percent(row.last30Days), String(row.devices), esc(row.lastSync.map(dateTime) ?? "never"),
              esc(row.lastPush.map(dateTime) ?? "none in 30 days")]
         }
-        let table = Self.table(caption: "\(rows.count) patient\(rows.count == 1 ? "" : "s")", head: head, rows: body, id: "patients")
-        return frame.page(title: "Patients", section: .patients, body: section(nil, rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table))
+        let first = (list.number - 1) * list.size + 1
+        let caption = list.pages == 1 ? "\(list.total) patient\(list.total == 1 ? "" : "s")"
+            : "Patients \(first)–\(first + rows.count - 1) of \(list.total)"
+        let table = Self.table(caption: caption, head: head, rows: body, id: "patients")
+        var pager: [String] = []
+        if list.number > 1 { pager.append(link("/ui?page=\(list.number - 1)", "← Previous")) }
+        if list.number < list.pages { pager.append(link("/ui?page=\(list.number + 1)", "Next →")) }
+        let nav = pager.isEmpty ? "" : "<nav class=\"pager\">Page \(list.number) of \(list.pages) · \(pager.joined(separator: " · "))</nav>"
+        return frame.page(title: "Patients", section: .patients, body: section(nil, rows.isEmpty ? "<p>No patients yet: import a care plan first.</p>" : table + nav))
     }
 
     // MARK: A patient
 
+    /// A patient's page, its days and times in the patient's time zone (`page.calendar`).
     public func patient(_ page: PatientDashboard) -> String {
+        guard page.calendar.timeZone == calendar.timeZone else { return DashboardPages(frame: frame, calendar: page.calendar).patient(page) }
         let summary = page.summary
         let charts = PatientCharts(summary)
-        var body = "<p class=\"muted\">\(esc(summary.carePlans.map(\.title).joined(separator: ", ")))</p>"
+        var body = "<p class=\"muted\">\(esc(summary.carePlans.map(\.title).joined(separator: ", "))) · times in \(esc(calendar.timeZone.identifier))</p>"
         body += section("This week", weekStrip(page))
         body += section("Today", today(page))
         body += section("Adherence, last 30 days", charts.adherence())

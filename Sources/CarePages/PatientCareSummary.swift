@@ -65,10 +65,11 @@ public struct PatientCareSummary: Sendable {
     /// plan order, only those whose outcomes carry numbers.
     static func measurements(of tasks: [CareTask], in outcomes: [RecordedOutcome]) -> [MeasuredTask] {
         var byTask: [String: [Measurement]] = [:]
+        let tasksByID = Dictionary(tasks.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         for outcome in outcomes {
             for value in outcome.values {
                 guard let number = value.value.numericValue else { continue }
-                let kind = value.kind ?? outcome.taskTitle
+                let kind = tasksByID[outcome.taskID].map { seriesName(of: value, task: $0) } ?? value.kind ?? outcome.taskTitle
                 var series = byTask[outcome.taskID, default: []]
                 if let i = series.firstIndex(where: { $0.kind == kind }) {
                     series[i].values.append((outcome.event, number))
@@ -89,10 +90,17 @@ public struct PatientCareSummary: Sendable {
         }
     }
 
+    /// The name a value's series goes by: its kind, or the task's title when it has none or its
+    /// kind is the task's own code (a weight task's `29463-7` reads as "Weight check").
+    static func seriesName(of value: OutcomeValue, task: CareTask) -> String {
+        guard let kind = value.kind, kind != task.groupIdentifier else { return task.title ?? task.id }
+        return kind
+    }
+
     /// Where a task's values of `kind` should be: its schedule's numeric target values of that
-    /// kind (values without a kind stand for the task's title), lowest to highest.
+    /// series (see `seriesName`), lowest to highest.
     static func target(of task: CareTask, kind: String) -> ClosedRange<Double>? {
-        let targets = task.schedule.elements.flatMap(\.targetValues).filter { ($0.kind ?? task.title ?? task.id) == kind }.compactMap(\.value.numericValue)
+        let targets = task.schedule.elements.flatMap(\.targetValues).filter { seriesName(of: $0, task: task) == kind }.compactMap(\.value.numericValue)
         guard let low = targets.min(), let high = targets.max() else { return nil }
         return low...high
     }

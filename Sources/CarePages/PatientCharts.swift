@@ -33,7 +33,7 @@ public struct PatientCharts: Sendable {
         let task = first.task
         let done = summary.days.map { (date: $0.start, value: $0.adherence.completed) }
         let chart = CartesianChart(title: "Tasks done and \(measured.kind)", subtitle: "Tasks done per day against \(task.title ?? task.id)", axis: axis, series: [
-            .init(name: "Tasks done", unit: "tasks", style: .bar, values: axis.consolidate(done, .sum)),
+            .init(name: "Tasks done", unit: "tasks", style: .bar, values: axis.consolidate(done, .sum), counts: true),
             .init(name: measured.kind, unit: measured.units ?? measured.kind, style: .line,
                   values: axis.consolidate(measured.values, .mean), target: measured.target),
         ])

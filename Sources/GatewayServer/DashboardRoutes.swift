@@ -85,7 +85,10 @@ struct DashboardRoutes: Sendable {
         router.get("ui/login") { _, _ in Self.html(.ok, DashboardFrame.login(message: nil)) }
         router.post("ui/login") { request, context in try await login(request, context) }
         router.post("ui/logout") { request, _ in try await signedIn(request, form: true) { _, _ in try await logout(request) } }
-        router.get("ui") { request, _ in try await signedIn(request) { pages, _ in try await patients(pages) } }
+        router.get("ui") { request, _ in
+            let number = request.uri.queryParameters.get("page").flatMap { Int($0) } ?? 1
+            return try await signedIn(request) { pages, _ in try await patients(pages, page: number) }
+        }
         router.get("ui/patients/:id") { request, context in
             // Store ids of imported patients hold a slash (Patient/maria-lopez): links encode it.
             let id = context.parameters.get("id").flatMap { $0.removingPercentEncoding } ?? ""
@@ -150,11 +153,12 @@ struct DashboardRoutes: Sendable {
         return Self.html(.ok, try await Blocking.run { try render(store) })
     }
 
-    func patients(_ pages: DashboardPages) async throws -> Response {
+    func patients(_ pages: DashboardPages, page number: Int) async throws -> Response {
         try await page { store in
             let devices = try store.devices(patientID: nil)
-            let rows = try store.read { try PatientOverview.all(in: $0, devices: devices, now: Date()) }
-            return pages.patients(try PatientOverview.withLastPushes(rows, from: store))
+            var list = try store.read { try PatientOverview.page(number, in: $0, devices: devices, now: Date()) }
+            list.rows = try PatientOverview.withLastPushes(list.rows, from: store)
+            return pages.patients(list)
         }
     }
 

@@ -111,6 +111,18 @@ struct CareChartsTests {
         #expect(CartesianChart.number(2.5) == "2.5")
     }
 
+    @Test("an axis that counts tasks is marked in whole numbers; a measurement's keeps its round steps")
+    func wholeCounts() {
+        let axis = TimeBuckets(from: day("2026-11-22"), to: day("2026-11-25"), calendar: calendar)
+        func markers(_ counts: Bool) -> [String] {
+            let chart = CartesianChart(title: "", subtitle: "", axis: axis, series: [.init(name: "Tasks done", unit: "tasks", style: .bar, values: [5, 3, 4], counts: counts)])
+            return chart.svg(id: "c").components(separatedBy: ##"fill="#6b6b70">"##).dropFirst().map { String($0.prefix { $0 != "<" }) }.filter { Double($0) != nil }
+        }
+        #expect(markers(true) == ["0", "2", "4", "6", "8"])
+        #expect(markers(false).contains("1.3"), "\(markers(false))")
+        #expect(CartesianChart.wholeCeiling(0) == 4 && CartesianChart.wholeCeiling(3) == 4 && CartesianChart.wholeCeiling(9) == 12 && CartesianChart.wholeCeiling(15) == 20)
+    }
+
     @Test("every text a person or an EHR typed is escaped: titles, series names, labels, ring summaries")
     func escaping() {
         let hostile = "<script>alert(1)</script> & \"quotes\" 'too'"

@@ -69,6 +69,44 @@ struct DashboardPagesTests {
         #expect(count("href=\"", in: html) == count("href=\"/", in: html) + count("href=\"data:,\"", in: html) && !html.contains("src=") && !html.contains("<script"))
     }
 
+    @Test("a patient's page shows their days and clock times in their own time zone, not the gateway's")
+    func patientTimeZone() throws {
+        let tokyo = TimeZone(identifier: "Asia/Tokyo")!
+        let store = try SQLiteCarePlanStore(inMemory: ())
+        let start = day(16)
+        let patient = Patient(id: "aiko", name: PersonName(givenName: "Aiko"), effectiveDate: start, timezone: tokyo)
+        let plan = CarePlan(id: "plan", title: "Home care", patientUUID: patient.uuid, effectiveDate: start, timezone: tokyo)
+        var pill = CareTask(id: "pill", title: "Pill", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: tokyo), timezone: tokyo)
+        pill.effectiveDate = start
+        try store.add([.patient(patient), .carePlan(plan), .task(pill)])
+        // 20:00 on the 24th in New York is 10:00 on the 25th in Tokyo: the pill's 08:00 is today's there.
+        let page = try store.read { try PatientDashboard(patientID: "aiko", now: day(24, hour: 20), calendar: calendar, devices: [], in: $0) }
+        #expect(page.calendar.timeZone == tokyo)
+        #expect(page.today.count == 1 && page.calendar.component(.day, from: page.today[0].scheduleEvent.start) == 25)
+        let html = pages.patient(page)
+        #expect(html.contains("times in Asia/Tokyo") && html.contains("08:00"), "\(html)")
+        #expect(!html.contains("18:00"))  // the same instant on New York's clock
+    }
+
+    @Test("a measured series goes by the task's title when its values' kind is the task's own code (a weight's 29463-7), by its kind otherwise; targets follow the same name")
+    func seriesNames() throws {
+        var weight = CareTask(id: "weight", title: "Weight check", carePlanUUID: nil, schedule: try Schedule.dailyAtTime(
+            hour: 7, minutes: 0, start: day(16), targetValues: [OutcomeValue(.double(60), kind: "29463-7", units: "kg"), OutcomeValue(.double(65), kind: "29463-7", units: "kg")],
+            timeZone: newYork), timezone: newYork)
+        weight.groupIdentifier = "29463-7"
+        var pressure = CareTask(id: "bp", title: "Blood pressure", carePlanUUID: nil, schedule: weight.schedule, timezone: newYork)
+        pressure.groupIdentifier = "85354-9"
+        let outcomes = [
+            PatientCareSummary.RecordedOutcome(event: day(16), taskID: "weight", taskTitle: "Weight check", values: [OutcomeValue(.double(64), kind: "29463-7", units: "kg")]),
+            PatientCareSummary.RecordedOutcome(event: day(16), taskID: "bp", taskTitle: "Blood pressure",
+                                               values: [OutcomeValue(.integer(130), kind: "8480-6", units: "mmHg"), OutcomeValue(.integer(80), kind: "8462-4", units: "mmHg")]),
+        ]
+        let measured = PatientCareSummary.measurements(of: [weight, pressure], in: outcomes)
+        #expect(measured.map { $0.series.map(\.kind) } == [["Weight check"], ["8480-6", "8462-4"]])
+        #expect(measured.first?.series.first?.target == 60...65)
+    }
+
     @Test("the patient list: adherence over 7 and 30 days, the devices' last sync, the last push of an outcome; an empty store says what to do")
     func patientList() throws {
         let store = try store()
@@ -81,15 +119,49 @@ struct DashboardPagesTests {
                                                           idempotencyKey: "urn:caregate:outcome|maria/\($0.id)", payload: []) })
         let before = Date()
         try store.markPushed(weights[0].uuid, location: "https://ehr.example.org/fhir/Observation/1")
-        let rows = try PatientOverview.withLastPushes(try store.read { try PatientOverview.all(in: $0, devices: devices, now: day(25, hour: 12)) }, from: store)
+        let list = try store.read { try PatientOverview.page(1, in: $0, devices: devices, now: day(25, hour: 12)) }
+        let rows = try PatientOverview.withLastPushes(list.rows, from: store)
+        #expect(list.number == 1 && list.pages == 1 && list.total == 1)
         #expect(rows.count == 1)
         #expect(rows[0].plans == 1 && rows[0].tasks == 2 && rows[0].devices == 1 && rows[0].lastSync == synced)
         #expect(try #require(rows[0].lastPush) >= before.addingTimeInterval(-1))
         // Nov 18 12:00 to Nov 25 12:00: 7 walks + 7 weights due (walks done on the 25th), 8 weights done (the 18th's 07:00 is before).
         #expect(rows[0].last7Days.expected == 14)
-        let html = pages.patients(rows)
-        #expect(html.contains("href=\"/ui/patients/maria\"") && html.contains("Maria &lt;b&gt;López&lt;/b&gt;"))
-        #expect(pages.patients([]).contains("No patients yet"))
+        let html = pages.patients(PatientListPage(rows: rows, number: 1, pages: 1, total: 1, size: 50))
+        #expect(html.contains("href=\"/ui/patients/maria\"") && html.contains("Maria &lt;b&gt;López&lt;/b&gt;") && !html.contains("class=\"pager\""))
+        #expect(pages.patients(PatientListPage(rows: [], number: 1, pages: 1, total: 0, size: 50)).contains("No patients yet"))
         #expect(DashboardPages.pathSegment("a/b c?é") == "a%2Fb%20c%3F%C3%A9")
+    }
+
+    @Test("the patient list pages by name: 50 rows a page, each row's plans, tasks and adherence its own patient's, links before and after, a page past the last shows the last")
+    func paging() throws {
+        let store = try SQLiteCarePlanStore(inMemory: ())
+        let start = day(16)
+        var entities: [CareEntity] = []
+        for n in 0..<120 {
+            let patient = Patient(id: "p\(n)", name: PersonName(givenName: String(format: "Patient %03d", n)), effectiveDate: start, timezone: newYork)
+            let plan = CarePlan(id: "plan", title: "Plan", patientUUID: patient.uuid, effectiveDate: start, timezone: newYork)
+            entities += [.patient(patient), .carePlan(plan)]
+            for t in 0..<(n % 3 + 1) {
+                var task = CareTask(id: "task\(t)", title: "Task", carePlanUUID: plan.uuid,
+                                    schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: newYork), timezone: newYork)
+                task.effectiveDate = start
+                entities.append(.task(task))
+            }
+        }
+        try store.add(entities)
+        let now = day(25, hour: 12)
+        let first = try store.read { try PatientOverview.page(1, in: $0, devices: [], now: now) }
+        #expect(first.rows.count == 50 && first.pages == 3 && first.total == 120)
+        #expect(first.rows.map(\.patient.id) == (0..<50).map { "p\($0)" })
+        #expect(first.rows.allSatisfy { row in row.plans == 1 && row.tasks == Int(row.patient.id.dropFirst())! % 3 + 1 })
+        #expect(first.rows.allSatisfy { $0.last7Days.expected == 7 * $0.tasks })
+        let last = try store.read { try PatientOverview.page(3, in: $0, devices: [], now: now) }
+        #expect(last.rows.map(\.patient.id) == (100..<120).map { "p\($0)" })
+        #expect(try store.read { try PatientOverview.page(99, in: $0, devices: [], now: now) }.number == 3)
+        let html = pages.patients(first)
+        #expect(html.contains("Patients 1–50 of 120") && html.contains("href=\"/ui?page=2\"") && !html.contains("Previous"))
+        let middle = pages.patients(try store.read { try PatientOverview.page(2, in: $0, devices: [], now: now) })
+        #expect(middle.contains("href=\"/ui?page=1\"") && middle.contains("href=\"/ui?page=3\"") && middle.contains("Patients 51–100 of 120"))
     }
 }

@@ -62,9 +62,12 @@ struct DashboardRouteTests {
         var browser = DashboardBrowser(server: server)
 
         // Signed out: every page sends to the sign-in page; a wrong token is 401.
-        for path in ["/ui", "/ui/outbox", "/ui/devices", "/ui/patients/maria"] {
+        for path in ["/ui", "/ui?page=2", "/ui/outbox", "/ui/devices", "/ui/patients/maria"] {
             let page = try await browser.send("GET", path)
             #expect(page.status == 303 && page.headers["location"] == "/ui/login", "\(path)")
+            // A patient's device token opens no page either: the dashboard is the operators'.
+            let asDevice = try await server.send("GET", path, token: deviceToken)
+            #expect(asDevice.status == 303 && asDevice.headers["location"] == "/ui/login", "\(path) with a device token")
         }
         #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("version", dead.uuidString)]).status == 303)
         #expect(try await browser.send("POST", "/ui/login", form: [("token", "wrong")]).status == 401)
@@ -79,6 +82,9 @@ struct DashboardRouteTests {
 
         let patients = try await browser.send("GET", "/ui")
         #expect(patients.status == 200)
+        // One page: no pager; a page past the last (or not a number) shows the last, the first here.
+        #expect(!patients.html.contains("class=\"pager\""))
+        for odd in ["/ui?page=7", "/ui?page=x", "/ui?page=-1"] { #expect(try await browser.send("GET", odd).html == patients.html, "\(odd)") }
         #expect(patients.html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !patients.html.contains("<script"))
         #expect(patients.html.contains("href=\"/ui/patients/maria\""))
         #expect(patients.headers["content-security-policy"]?.contains("default-src 'none'") == true)

@@ -35,8 +35,9 @@ struct OutsideRepositoryTests {
         #expect(export.status == 0, "\(export.stderr)")
         let validate = try await cli.caregate(["validate"], directory: folder)
         #expect(validate.status == 0, "\(validate.stderr)")
-        #expect(validate.stderr.contains("10 mapping files checked: 0 errors"))
-        #expect(validate.stdout.contains("builtin:careplan.yaml:"))
+        // The built-in files' golden tests read the repository's samples: nothing to warn of here.
+        #expect(validate.stderr.contains("10 mapping files checked: 0 errors, 0 warnings"), "\(validate.stderr)")
+        #expect(validate.stdout.isEmpty, "\(validate.stdout)")
     }
 
     @Test("mappings dump writes the built-in files; a site file given with --mappings overrides its type, extends builtin: files, and the rest stay built in")
