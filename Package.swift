@@ -44,6 +44,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // The second store backend: several gateways over one PostgreSQL.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // API documentation: `swift package generate-documentation` (scripts/docs.sh).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
