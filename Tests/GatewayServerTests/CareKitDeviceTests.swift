@@ -1,7 +1,7 @@
 import CareStore
 import FHIRClient
 import Foundation
-import Gateway
+@testable import Gateway
 @testable import GatewayServer
 import Testing
 
@@ -56,6 +56,17 @@ struct CareKitDeviceTests {
             Issue.record("a revoked device pulled")
         } catch {
             #expect(error.description.hasPrefix("GET /carekit/v1/revisions: HTTP 401"), "\(error)")
+        }
+    }
+
+    @Test("a next link is followed only on the gateway's sync API: another host, a URL or a user part is refused, so the token never leaves")
+    func nextLinks() throws {
+        #expect(try CareKitDevice.nextLink(#"</carekit/v1/revisions?limit=5&cursor=3.0>; rel="next""#, on: "/x") == "/carekit/v1/revisions?limit=5&cursor=3.0")
+        #expect(try CareKitDevice.nextLink(nil, on: "/x") == nil)
+        #expect(try CareKitDevice.nextLink(#"</carekit/v1/revisions>; rel="prev""#, on: "/x") == nil)
+        for hostile in ["//evil.example/carekit/v1/revisions", "http://evil.example/carekit/", "/carekit@evil.example/", "@evil.example/carekit/",
+                        "/carekit/..\\evil"] {
+            #expect(throws: CareKitDeviceError.self, "\(hostile)") { try CareKitDevice.nextLink("<\(hostile)>; rel=\"next\"", on: "/x") }
         }
     }
 

@@ -46,7 +46,10 @@ public struct CareKitDevice: Sendable {
         var path: String? = "/carekit/v1/revisions"
         var count = 0
         var knowledge = KnowledgeVector()
+        var asked: Set<String> = []
         while let next = path {
+            // A page asked for twice would be a loop: the gateway's links move forward.
+            guard asked.insert(next).inserted else { throw .malformed(route: next, message: "the next link repeats a page already read") }
             let page = try await send("GET", next)
             for (i, revision) in (page.json["revisions"]?.arrayValue ?? []).enumerated() {
                 let record: RevisionRecord
@@ -59,7 +62,7 @@ public struct CareKitDevice: Sendable {
             if let vector = page.json["knowledgeVector"], vector != .null {
                 do { knowledge = try KnowledgeVector(json: vector) } catch { throw .malformed(route: next, message: "knowledgeVector: \(error)") }
             }
-            path = Self.nextLink(page.headers["link"])
+            path = try Self.nextLink(page.headers["link"], on: next)
         }
         return (count, knowledge)
     }
@@ -73,11 +76,16 @@ public struct CareKitDevice: Sendable {
         return try await send("POST", "/carekit/v1/revisions", body: body).json
     }
 
-    /// The path of a `Link: <…>; rel="next"` header.
-    static func nextLink(_ header: String?) -> String? {
+    /// The path of a `Link: <…>; rel="next"` header. Only a path on the gateway itself is
+    /// followed: the token goes with it, so a link to another host (`//host`, a URL) is refused.
+    static func nextLink(_ header: String?, on route: String) throws(CareKitDeviceError) -> String? {
         guard let header, header.contains("rel=\"next\""), let open = header.firstIndex(of: "<"),
               let close = header[open...].firstIndex(of: ">") else { return nil }
-        return String(header[header.index(after: open)..<close])
+        let path = String(header[header.index(after: open)..<close])
+        guard path.hasPrefix("/carekit/"), !path.contains("@"), !path.contains("\\") else {
+            throw .malformed(route: route, message: "a next link off the gateway's sync API: \(path.prefix(100))")
+        }
+        return path
     }
 
     func send(_ method: String, _ path: String, body: String? = nil) async throws(CareKitDeviceError) -> (json: JSONValue, headers: [String: String]) {
