@@ -95,12 +95,13 @@ public struct PatientDashboard: Sendable {
     public var calendar: Calendar
 
     public init(patientID: String, now: Date, calendar: Calendar, devices: [Device], in store: any CarePlanReader) throws(PageError) {
+        let patient = try PatientCareSummary.patient(patientID, in: store)
         var calendar = calendar
-        if let patient = try PageError.reading({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first { calendar.timeZone = patient.timezone }
+        calendar.timeZone = patient.timezone
         self.calendar = calendar
         let tomorrow = calendar.date(byAdding: .day, value: 1, to: calendar.startOfDay(for: now))!
         let range = DateInterval(start: calendar.date(byAdding: .day, value: -30, to: tomorrow)!, end: tomorrow)
-        summary = try PatientCareSummary(patientID: patientID, range: range, calendar: calendar, in: store)
+        summary = try PatientCareSummary(patient: patient, range: range, calendar: calendar, in: store)
         self.now = now
         self.devices = devices.filter { $0.patientID == patientID }
         let planIDs = summary.carePlans.map(\.id)

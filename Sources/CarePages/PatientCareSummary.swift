@@ -40,9 +40,20 @@ public struct PatientCareSummary: Sendable {
     public var measured: [MeasuredTask]
 
     public init(patientID: String, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
+        try self.init(patient: try Self.patient(patientID, in: store), range: range, calendar: calendar, in: store)
+    }
+
+    /// The patient with this id, or `.noSuchPatient`.
+    static func patient(_ patientID: String, in store: any CarePlanReader) throws(PageError) -> Patient {
         guard let patient = try PageError.reading({ try store.fetchPatients(EntityQuery(ids: [patientID])) }).first else {
             throw .noSuchPatient(patientID)
         }
+        return patient
+    }
+
+    /// The summary of a patient already read (the dashboard reads them first for their time zone).
+    init(patient: Patient, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
+        let patientID = patient.id
         let plans: [CarePlan] = try PageError.reading { try store.fetchCarePlans(EntityQuery(patientIDs: [patientID])) }
         let taskQuery = EntityQuery(patientIDs: [patientID], carePlanIDs: plans.map(\.id))
         let tasks: [CareTask] = plans.isEmpty ? [] : try PageError.reading { try store.fetchTasks(taskQuery) }

@@ -173,8 +173,9 @@ struct DevicesTry: AsyncParsableCommand {
     /// The token: enrolled with the code (and kept in --token-file), or read from --token-file.
     func deviceToken(_ transport: CurlTransport) async throws -> String {
         guard let code else {
-            let text = try String(contentsOfFile: tokenFile!, encoding: .utf8)
-            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+            // Every token file is read by one rule: the first line, one word, a bounded read.
+            guard let token = SecretSource.file(tokenFile!).read() else { throw CommandError.message("\(tokenFile!): no device token in it") }
+            return token
         }
         let enrolled: (token: String, patientID: String)
         do { enrolled = try await CareKitDevice.enroll(gateway: gateway, code: code, transport: transport) } catch { throw CommandError.message(error.description) }
