@@ -68,6 +68,51 @@ struct ImportCommandTests {
     }
 }
 
+@Suite("Folders given to caregate import and validate")
+struct FolderArgumentTests {
+    let cli = CommandLineTests()
+
+    /// A scratch folder holding a link to the samples' JSON folder, a link to the mappings, and
+    /// an empty folder.
+    func links() throws -> URL {
+        let folder = URL(fileURLWithPath: cli.temporaryPath("links-\(UUID().uuidString)"))
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("empty"), withIntermediateDirectories: true)
+        let root = CommandLineTests.projectRoot
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("samples"), withDestinationURL: root.appendingPathComponent("FHIRSamples/json"))
+        try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent("mappings"), withDestinationURL: root.appendingPathComponent("Mappings"))
+        return folder
+    }
+
+    @Test("a link to a folder is searched like the folder (it read as empty: 0 files, nothing to do, exit 0)")
+    func linkedFolders() async throws {
+        let folder = try links()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = folder.appendingPathComponent("s.sqlite").path
+        let run = try await cli.caregate(["import", folder.appendingPathComponent("samples").path, "--store", store, "--tz", "America/New_York"])
+        #expect(run.stdout.hasSuffix("16 files, 16 resources, 1 patient: 17 created\n"), "\(run.stdout)\(run.stderr)")
+        let listed = try await cli.caregate(["validate", "--format", "json", folder.appendingPathComponent("mappings").path])
+        let files = (try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])?["files"] as? [String] ?? []
+        let shipped = try FileManager.default.subpathsOfDirectory(atPath: CommandLineTests.projectRoot.appendingPathComponent("Mappings").path).filter { $0.hasSuffix(".yaml") }
+        #expect(files.count == shipped.count && files.allSatisfy { $0.hasPrefix(folder.appendingPathComponent("mappings").path + "/") }, "\(listed.stdout)")
+    }
+
+    @Test("a folder with nothing to read is an error naming it, for import and validate, and the other paths are still read")
+    func emptyFolders() async throws {
+        let folder = try links()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let empty = folder.appendingPathComponent("empty").path
+        let store = folder.appendingPathComponent("s.sqlite").path
+        let run = try await cli.caregate(["import", empty, bundle, "--store", store, "--tz", "America/New_York"])
+        #expect(run.status == 1)
+        #expect(run.stdout.contains("\(empty): empty: error: a folder with no .json, .xml or .ndjson file in it"), "\(run.stdout)")
+        #expect(run.stdout.hasSuffix("15 created\n"))
+        let checked = try await cli.caregate(["validate", empty])
+        #expect(checked.status == 1)
+        #expect(checked.stderr.contains("\(empty): error: a folder with no mapping file (.yaml, .yml) in it") || checked.stdout.contains("\(empty): error: a folder with no mapping file"), "\(checked.stdout)\(checked.stderr)")
+    }
+    let bundle = CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path
+}
+
 @Suite("caregate import of a population")
 struct PopulationImportTests {
     let cli = CommandLineTests()

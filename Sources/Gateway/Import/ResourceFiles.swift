@@ -15,18 +15,7 @@ public struct ResourceFiles: Sendable {
 
     /// The files at `paths`, directories searched for .json, .xml and .ndjson, in a stable order.
     public func files(_ paths: [String]) -> [String] {
-        var result: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? [])
-                    .filter { name in [".json", ".xml", ".ndjson"].contains { name.lowercased().hasSuffix($0) } }.sorted()
-                result += found.map { (path as NSString).appendingPathComponent($0) }
-            } else {
-                result.append(path)
-            }
-        }
-        return result
+        FolderFiles.expand(paths, suffixes: [".json", ".xml", ".ndjson"])
     }
 
     /// The resources in one file, why any part of it could not be read, and what reading let
@@ -98,6 +87,11 @@ public struct ResourceFiles: Sendable {
 
         /// The first unit: a whole file, or the first lines of an NDJSON file.
         func start() -> Unit? {
+            if FolderFiles.isFolder(path) {
+                ended = true
+                return .unreadable(ImportNote(kind: .error, resource: (path as NSString).lastPathComponent, path: nil, origin: path,
+                                              message: "a folder with no .json, .xml or .ndjson file in it"))
+            }
             do {
                 guard try FHIRFormat.detect(path: path) == .ndjson else { ended = true; return .file(path: path) }
                 reader = try NDJSONReader(path: path, options: options)

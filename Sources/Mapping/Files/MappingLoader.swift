@@ -61,6 +61,10 @@ public struct MappingLoader: Sendable {
         /// Parses `path` into a tree, or reports why not.
         mutating func tree(_ path: String) -> YAMLTree? {
             let start = SourceLocation(file: path, line: 1, column: 1)
+            if FolderFiles.isFolder(path) {
+                error(SourceLocation(file: path), "a folder with no mapping file (.yaml, .yml) in it")
+                return nil
+            }
             guard let data = MappingSource.contents(path) else {
                 let builtIn = BuiltInMappings.files.keys.filter(MappingSource.isYAML).sorted()
                 error(start, MappingSource.isBuiltIn(path) ? "there is no such built-in file (\(builtIn.map { "builtin:" + $0 }.joined(separator: ", ")))" : "cannot read the file")

@@ -146,19 +146,10 @@ public enum MappingSource {
     /// The .yaml files at `paths`: directories searched, `builtin:` alone for every built-in
     /// file (a missing path is kept, to be reported when read).
     static func yamlFiles(_ paths: [String]) -> [String] {
-        var result: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            if path == builtInPrefix {
-                result += BuiltInMappings.files.keys.filter(isYAML).sorted().map { builtInPrefix + $0 }
-            } else if !isBuiltIn(path), FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                let found = (FileManager.default.enumerator(atPath: path)?.compactMap { $0 as? String } ?? []).filter(isYAML).sorted()
-                result += found.map { (path as NSString).appendingPathComponent($0) }
-            } else {
-                result.append(path)
-            }
+        paths.flatMap { path in
+            path == builtInPrefix ? BuiltInMappings.files.keys.filter(isYAML).sorted().map { builtInPrefix + $0 }
+                : isBuiltIn(path) ? [path] : FolderFiles.expand([path], suffixes: [".yaml", ".yml"])
         }
-        return result
     }
 
     static func isYAML(_ path: String) -> Bool { path.hasSuffix(".yaml") || path.hasSuffix(".yml") }
