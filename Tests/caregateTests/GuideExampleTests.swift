@@ -1,8 +1,12 @@
+import CareStore
+import FHIR
+import FHIRClient
 import Foundation
 import Testing
 
 /// The guides in `docs/` teach by example: every ```` ```console ```` block is run here from the
-/// repository's folder, on a store of its own, and its output compared line by line. `caregate
+/// repository's folder, on a store of its own, and its output compared line by line (those that
+/// talk to an EHR against sekmet-fhir in its place). `caregate
 /// --help`'s examples are checked to be commands on files that exist.
 @Suite("The guides' examples")
 struct GuideExampleTests {
@@ -13,6 +17,9 @@ struct GuideExampleTests {
         var file: String
         var line: Int
         var steps: [(command: String, output: [String])]
+        /// The words after `console` on the opening line: `ehr` for a block run against a FHIR
+        /// server, `recorded` for one that starts from the demo patient with outcomes an app recorded.
+        var settings: [String] = []
         var description: String { "\(file):\(line)" }
     }
 
@@ -22,12 +29,17 @@ struct GuideExampleTests {
         var current: ConsoleBlock?
         for (index, line) in lines.enumerated() {
             if current == nil {
-                if line == "```console" { current = ConsoleBlock(file: "docs/" + file.lastPathComponent, line: index + 1, steps: []) }
+                if line == "```console" || line.hasPrefix("```console ") {
+                    current = ConsoleBlock(file: "docs/" + file.lastPathComponent, line: index + 1, steps: [],
+                                           settings: line.split(separator: " ").dropFirst().map(String.init))
+                }
             } else if line == "```" {
                 blocks.append(current!)
                 current = nil
             } else if line.hasPrefix("$ ") {
                 current!.steps.append((String(line.dropFirst(2)), []))
+            } else if let last = current!.steps.last, last.output.isEmpty, last.command.hasSuffix("\\") {
+                current!.steps[current!.steps.count - 1].command = last.command.dropLast() + line.trimmingCharacters(in: .whitespaces)
             } else if !current!.steps.isEmpty {
                 current!.steps[current!.steps.count - 1].output.append(line)
             }
@@ -41,39 +53,106 @@ struct GuideExampleTests {
         return names.filter { $0.hasSuffix(".md") }.sorted().map { docs.appendingPathComponent($0) }
     }
 
-    /// A printed line matches its expected one exactly, or, when the expected one starts with
-    /// `…`, ends with what follows it (a path that differs between machines).
+    /// A printed line matches its expected one exactly, where each `…` in the expected one
+    /// stands for any text (a path, an id or a time that differs between runs).
     static func matches(_ printed: String, _ expected: String) -> Bool {
-        expected.hasPrefix("…") ? printed.hasSuffix(expected.dropFirst()) : printed == expected
+        let pieces = expected.components(separatedBy: "…")
+        guard pieces.count > 1 else { return printed == expected }
+        guard printed.hasPrefix(pieces.first!), printed.dropFirst(pieces.first!.count).hasSuffix(pieces.last!),
+              printed.count >= pieces.first!.count + pieces.last!.count else { return false }
+        var rest = printed.dropFirst(pieces.first!.count).dropLast(pieces.last!.count)
+        for piece in pieces.dropFirst().dropLast() {
+            guard let found = rest.range(of: piece) else { return false }
+            rest = rest[found.upperBound...]
+        }
+        return true
+    }
+
+    /// Printed lines match the expected ones line by line, where an expected line that is only
+    /// `…` stands for any number of lines (progress that depends on the server's pace).
+    static func matches(_ printed: ArraySlice<String>, _ expected: ArraySlice<String>) -> Bool {
+        guard let first = expected.first else { return printed.isEmpty }
+        if first == "…" {
+            return (printed.startIndex...printed.endIndex).contains { matches(printed[$0...], expected.dropFirst()) }
+        }
+        guard let line = printed.first, matches(line, first) else { return false }
+        return matches(printed.dropFirst(), expected.dropFirst())
     }
 
     @Test("every console block in docs/ prints what the guide says it prints")
     func consoleBlocksRun() async throws {
-        let blocks = try Self.guides.flatMap(Self.consoleBlocks)
+        let blocks = try Self.guides.flatMap(Self.consoleBlocks).filter { !$0.settings.contains("ehr") }
         #expect(blocks.count >= 4, "the guides' console blocks were found: \(blocks)")
-        let bin = try temporaryFolder("bin")
-        defer { try? FileManager.default.removeItem(at: bin) }
-        try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent("caregate").path, withDestinationPath: CommandLineTests.binary)
         for block in blocks {
             let scratch = try temporaryFolder("store")
             defer { try? FileManager.default.removeItem(at: scratch) }
-            let environment = ["CAREGATE_STORE": scratch.appendingPathComponent("caregate.sqlite").path,
-                               "PATH": bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
-            for step in block.steps {
-                let run = try await cli.run(["/bin/bash", "-o", "pipefail", "-c", step.command + " 2>&1"], environment: environment)
-                var printed = run.stdout.components(separatedBy: "\n")
-                if printed.last == "" { printed.removeLast() }
-                let same = printed.count == step.output.count && zip(printed, step.output).allSatisfy(Self.matches)
-                #expect(same, "\(block): $ \(step.command)\nprinted:\n\(printed.joined(separator: "\n"))\nthe guide says:\n\(step.output.joined(separator: "\n"))")
-            }
+            try await run(block, in: CommandLineTests.projectRoot, store: scratch.appendingPathComponent("caregate.sqlite"))
         }
     }
 
-    @Test("a console block's output that differs from what runs is caught, and … stands only for a line's start")
+    /// Runs a block's commands with `caregate` on the PATH and `CAREGATE_STORE` set, comparing
+    /// what each prints (standard output and error together) with the guide; `replacing` turns
+    /// the guide's example server into the one the test runs.
+    func run(_ block: ConsoleBlock, in directory: URL, store: URL, replacing: (String, String)? = nil) async throws {
+        let bin = try temporaryFolder("bin")
+        defer { try? FileManager.default.removeItem(at: bin) }
+        try FileManager.default.createSymbolicLink(atPath: bin.appendingPathComponent("caregate").path, withDestinationPath: CommandLineTests.binary)
+        let environment = ["CAREGATE_STORE": store.path,
+                           "PATH": bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
+        let local = { (text: String) in replacing.map { text.replacingOccurrences(of: $0.0, with: $0.1) } ?? text }
+        for step in block.steps {
+            let run = try await cli.run(["/bin/bash", "-o", "pipefail", "-c", local(step.command) + " 2>&1"], environment: environment, directory: directory)
+            var printed = run.stdout.components(separatedBy: "\n")
+            if printed.last == "" { printed.removeLast() }
+            let expected = step.output.map(local)
+            #expect(Self.matches(printed[...], expected[...]), "\(block): $ \(step.command)\nprinted:\n\(printed.joined(separator: "\n"))\nthe guide says:\n\(expected.joined(separator: "\n"))")
+        }
+    }
+
+    @Test("the console blocks that talk to an EHR print what the guide says against a real FHIR server (sekmet-fhir) put in its place")
+    func ehrConsoleBlocksRun() async throws {
+        let blocks = try Self.guides.flatMap(Self.consoleBlocks).filter { $0.settings.contains("ehr") }
+        #expect(blocks.count >= 3, "the guides' EHR console blocks were found: \(blocks)")
+        guard let ehr = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
+        let samples = CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/json")
+        let files = try FileManager.default.contentsOfDirectory(atPath: samples.path).sorted().map { samples.appendingPathComponent($0).path }
+        let cohort = try FHIRJSONReader().read(#"{"resourceType": "Group", "id": "heart-failure-cohort", "type": "person", "actual": true, "member": [{"entity": {"reference": "Patient/maria-lopez"}}]}"#).resource
+        _ = try await client.transaction(seedTransaction(resources: try files.map { try FHIRDocument.read(contentsOf: $0).resource } + [cohort], base: ehr.base))
+        for block in blocks {
+            // The guide's reader is in a folder with the samples, the mappings and a token file.
+            let folder = try temporaryFolder("ehr")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            for linked in ["FHIRSamples", "Mappings"] {
+                try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(linked), withDestinationURL: CommandLineTests.projectRoot.appendingPathComponent(linked))
+            }
+            try "a-token-the-server-takes\n".write(to: folder.appendingPathComponent("ehr.token"), atomically: true, encoding: .utf8)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.appendingPathComponent("ehr.token").path)
+            let store = folder.appendingPathComponent("caregate.sqlite")
+            if block.settings.contains("recorded") { try await recordWalks(3, store: store) }
+            try await run(block, in: folder, store: store, replacing: ("https://ehr.example.org/fhir", ehr.base))
+        }
+    }
+
+    /// The demo patient imported, and her walks recorded for the first `count` days, as her app would.
+    func recordWalks(_ count: Int, store path: URL) async throws {
+        let imported = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", path.path, "--tz", "America/New_York"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let store = try SQLiteCarePlanStore(path: path.path)
+        let walk = try #require(store.fetchTasks(EntityQuery(ids: ["CarePlan/maria-lopez-home-care/229065009"])).first)
+        try store.add((0..<count).map { .outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: $0, values: [OutcomeValue(.boolean(true))])) })
+    }
+
+    @Test("a console block's output that differs from what runs is caught; … stands for some text within a line, or alone for any lines")
     func comparisonCanFail() {
         #expect(Self.matches("/tmp/x/maria.json#entry[1]: ok", "…/maria.json#entry[1]: ok"))
         #expect(!Self.matches("/tmp/x/maria.json#entry[1]: ok", "…/maria.json#entry[2]: ok"))
         #expect(!Self.matches("15 created", "15 unchanged"))
+        #expect(Self.matches("pushed urn:x/7C0F → http://h/Observation/81/_history/1", "pushed urn:x/… → http://h/Observation/…/_history/1"))
+        #expect(!Self.matches("pushed urn:x/7C0F → http://h/Observation/81/_history/2", "pushed urn:x/… → http://h/Observation/…/_history/1"))
+        #expect(!Self.matches("ab", "ab…b"), "the text around … is not counted twice")
+        #expect(Self.matches(["a", "p1", "p2", "z"][...], ["a", "…", "z"][...]) && Self.matches(["a", "z"][...], ["a", "…", "z"][...]))
+        #expect(!Self.matches(["a", "p1", "y"][...], ["a", "…", "z"][...]))
     }
 
     @Test("caregate --help and each command's help give examples that are commands on files that exist, one to a line")
