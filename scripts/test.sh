@@ -23,9 +23,9 @@ release="$(swift build -c release --show-bin-path)/caregate"
 "$release" validate Mappings
 "$release" import FHIRSamples/bundle/maria-lopez-demo-bundle.json --store "$scratch/release.sqlite" --tz America/New_York | tail -1
 echo "release build and its smoke test: $((SECONDS - started)) s"
-# The library products' API documentation: a broken link in a catalog fails; each undocumented
-# public symbol is a warning (their counts close the output).
+# The library products' API documentation: a broken link in a catalog, or a public symbol
+# without a documentation comment, fails (each module's coverage closes the output).
 started=$SECONDS
 ./scripts/docs.sh "$scratch/docs" > "$scratch/docs.log" 2>&1 || { cat "$scratch/docs.log"; exit 1; }
-grep -v 'has no documentation comment$' "$scratch/docs.log" | grep -v ' coverage: '
+grep -v -e 'has no documentation comment$' -e ' coverage: ' "$scratch/docs.log" || true
 echo "API documentation: $((SECONDS - started)) s"

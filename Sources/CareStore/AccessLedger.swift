@@ -18,6 +18,7 @@ public protocol AccessLedger: Sendable {
     /// The session's CSRF token when it is known and was used within `idleTimeout`; its idle
     /// clock restarts. A session idle longer is ended.
     func touchSession(idHash: String, idleTimeout: TimeInterval, now: Date) throws(StoreError) -> String?
+    /// Ends a session at once (the operator signed out).
     func closeSession(idHash: String) throws(StoreError)
     /// Takes one of `limit` slots for `key` (a device's sync calls in flight) until `now + lease`:
     /// nil when all are held. Every instance over the store takes from the same slots, so a
@@ -30,11 +31,14 @@ public protocol AccessLedger: Sendable {
 
 /// One of a key's call slots, as `AccessLedger.enterCall` gave it.
 public struct CallSlot: Sendable, Hashable {
+    /// The key the slot is one of (a device's id).
     public var key: String
+    /// Which of the key's slots, from 0.
     public var number: Int
     /// This call's own mark on the slot (a later holder's differs).
     public var holder: UUID
 
+    /// A slot as a ledger hands it out.
     public init(key: String, number: Int, holder: UUID) {
         self.key = key
         self.number = number
@@ -98,6 +102,7 @@ extension SQLiteCarePlanStore: AccessLedger {
         }
     }
 
+    /// Ends the session held under `idHash` (the default does so through a zero idle timeout).
     public func closeSession(idHash: String) throws(StoreError) {
         try writeDatabase { db in try db.execute(sql: "DELETE FROM dashboard_session WHERE id_hash = ?", arguments: [idHash]) }
     }

@@ -8,13 +8,16 @@ import JSON
 public struct BulkFetch: Sendable, Hashable {
     /// What was asked for (the kick-off URL without `_since`): one fetch per source at a time.
     public var source: String
+    /// The server's status URL, polled until the export is done.
     public var statusURL: String
+    /// When the export was kicked off.
     public var startedAt: Date
     /// The manifest's JSON, once the export is done.
     public var manifest: [UInt8]?
     /// The URLs of the files downloaded in full.
     public var downloaded: [String]
 
+    /// A fetch as kept at kick-off, or as read back to resume it.
     public init(source: String, statusURL: String, startedAt: Date, manifest: [UInt8]? = nil, downloaded: [String] = []) {
         self.source = source
         self.statusURL = statusURL
@@ -37,6 +40,7 @@ extension BulkFetch {
 /// The store's record of Bulk Data fetches: those under way, and for each source the instant of
 /// its last completed export (the `_since` of the next).
 public protocol BulkFetchLog: Sendable {
+    /// The fetch under way for `source`, if an earlier run left one.
     func bulkFetch(source: String) throws(StoreError) -> BulkFetch?
     /// Keeps the fetch (made or replaced).
     func saveBulkFetch(_ fetch: BulkFetch) throws(StoreError)
@@ -62,6 +66,7 @@ extension SQLiteCarePlanStore: BulkFetchLog {
         }
     }
 
+    /// The fetch under way for `source`, if an earlier run left one.
     public func bulkFetch(source: String) throws(StoreError) -> BulkFetch? {
         do {
             return try pool.read { db in

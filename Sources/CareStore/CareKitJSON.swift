@@ -4,7 +4,9 @@ import Foundation
 /// Which CareKit release's JSON to write. 4.0 added a required `calendar` to schedule elements,
 /// which 3.x apps cannot decode, so a writer must know its reader.
 public enum CareKitVersion: Int, Sendable, CaseIterable {
+    /// CareKit 3.x: schedule elements without `calendar`.
     case v3 = 3
+    /// CareKit 4.0 and later.
     case v4 = 4
 }
 
@@ -12,16 +14,22 @@ public enum CareKitVersion: Int, Sendable, CaseIterable {
 public struct CareKitJSONError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Where: `task "metformin": schedule.elements[1].interval`.
     public var path: String
+    /// Why it does not decode.
     public var message: String
     public var description: String { path.isEmpty ? message : "\(path): \(message)" }
 }
 
 /// Any stored entity, for code that handles them together (revision records, the store).
 public enum CareEntity: Sendable, Hashable {
+    /// A patient (`OCKPatient`).
     case patient(Patient)
+    /// A care plan (`OCKCarePlan`).
     case carePlan(CarePlan)
+    /// A contact (`OCKContact`).
     case contact(Contact)
+    /// A task (`OCKTask`, or `OCKHealthKitTask` with a HealthKit linkage).
     case task(CareTask)
+    /// An outcome (`OCKOutcome`).
     case outcome(Outcome)
 
     /// The entity's version fields.
@@ -336,6 +344,8 @@ public enum CareKitJSON {
         return try decode(type, from: value)
     }
 
+    /// Decodes one entity of `type` from its CareKit JSON object; `path` prefixes the place an
+    /// error names.
     public static func decode(_ type: EntityType, from json: JSONValue, path: String = "") throws(CareKitJSONError) -> CareEntity {
         let id = json["id"]?.stringValue.map { " \"\($0)\"" } ?? ""
         let f = try Fields(json, path: path.isEmpty ? "\(type.rawValue)\(id)" : path)

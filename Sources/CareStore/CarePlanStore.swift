@@ -13,12 +13,18 @@ public enum VersionFilter: Sendable, Hashable {
 
 /// What to fetch: every condition given must hold (CareKit's entity queries).
 public struct EntityQuery: Sendable, Hashable {
+    /// Which versions: the tips, those in effect in an interval, or every one.
     public var versions: VersionFilter
+    /// Entities with any of these logical ids.
     public var ids: [String]?
+    /// Versions with any of these uuids.
     public var uuids: [UUID]?
+    /// Entities with any of these remote ids (where they came from in the EHR).
     public var remoteIDs: [String]?
     /// Entities carrying any of these tags.
     public var tags: [String]?
+    /// Entities in any of these groups (CareKit's `groupIdentifier`; for tasks, the kind of
+    /// activity).
     public var groupIdentifiers: [String]?
     /// Those of these patients (by patient id), for every kind: an entity's patient is fixed
     /// when it is written (a patient is its own; a device's versions are its patient's; the rest
@@ -34,8 +40,10 @@ public struct EntityQuery: Sendable, Hashable {
     /// ids) is read from these, never from a device's. Combine with `.history`: a gateway
     /// version a device has since updated is no longer current.
     public var gatewayWrittenOnly = false
+    /// At most this many versions.
     public var limit: Int?
 
+    /// A query; every condition left nil holds for all.
     public init(versions: VersionFilter = .latest, ids: [String]? = nil, uuids: [UUID]? = nil, remoteIDs: [String]? = nil,
                 tags: [String]? = nil, groupIdentifiers: [String]? = nil, patientIDs: [String]? = nil,
                 carePlanIDs: [String]? = nil, taskIDs: [String]? = nil, limit: Int? = nil) {
@@ -59,6 +67,7 @@ public struct StoreChanges: Sendable {
     /// The revision to ask from next time.
     public var revision: Int
 
+    /// Changes read up to `revision`.
     public init(entities: [CareEntity], revision: Int) {
         self.entities = entities
         self.revision = revision
@@ -106,7 +115,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// One write among several that must land together (`CarePlanWriter.apply`).
 public enum StoreOperation: Sendable {
+    /// Adds new entities (a first version each).
     case add([CareEntity])
+    /// Appends new versions of existing entities.
     case update([CareEntity])
     /// Tombstones for the current versions of these ids, effective at the date (the ids of the
     /// patient `apply` names).
@@ -116,10 +127,15 @@ public enum StoreOperation: Sendable {
 /// What can be read from a care-plan store. On the store itself each call is one read; inside
 /// `read {}` or `write {}` every call sees the same state (and, in a write, its own writes).
 public protocol CarePlanReader: PatientSyncReader {
+    /// The patients matching `query`.
     func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
+    /// The care plans matching `query`.
     func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan]
+    /// The contacts matching `query`.
     func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact]
+    /// The tasks matching `query`.
     func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask]
+    /// The outcomes matching `query`.
     func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome]
     /// The events of the tasks matching `tasks` (their version filter is ignored) from `start`
     /// to `end`, with their outcomes, in time order.
@@ -188,7 +204,9 @@ public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
 /// let record = try store.read { tx in try RevisionRecord(entities: tx.allEntities(versions: .history), knowledgeVector: tx.knowledgeVector()) }
 /// ```
 public protocol CarePlanStore: CarePlanWriter, Sendable {
+    /// Runs `body` on one snapshot of the store: every read in it sees the same state.
     func read<T>(_ body: (any CarePlanReader) throws -> T) throws -> T
+    /// Runs `body` in one transaction, committed when it returns and rolled back when it throws.
     func write<T>(_ body: (any CarePlanWriter) throws -> T) throws -> T
     /// Runs several bodies in one transaction, each as in a savepoint of its own: a body that
     /// throws undoes only its own writes, and one commit serves them all (device pushes arriving
@@ -204,12 +222,19 @@ public protocol CarePlanStore: CarePlanWriter, Sendable {
 extension CarePlanReader {
     /// Every id with more than one current version within its patient.
     public func conflicts() throws(StoreError) -> [(EntityType, String)] { try conflicts(among: nil, of: nil) }
+    /// Every current patient.
     public func fetchPatients() throws(StoreError) -> [Patient] { try fetchPatients(EntityQuery()) }
+    /// Every current care plan.
     public func fetchCarePlans() throws(StoreError) -> [CarePlan] { try fetchCarePlans(EntityQuery()) }
+    /// Every current contact.
     public func fetchContacts() throws(StoreError) -> [Contact] { try fetchContacts(EntityQuery()) }
+    /// Every current task.
     public func fetchTasks() throws(StoreError) -> [CareTask] { try fetchTasks(EntityQuery()) }
+    /// Every current outcome.
     public func fetchOutcomes() throws(StoreError) -> [Outcome] { try fetchOutcomes(EntityQuery()) }
+    /// Every version written after `revision`.
     public func changes(since revision: Int) throws(StoreError) -> StoreChanges { try changes(since: revision, limit: nil) }
+    /// Every version of every entity, tombstones included.
     public func allEntities() throws(StoreError) -> [CareEntity] { try allEntities(versions: .history) }
 
     /// The whole store as one revision record, parents before children.
@@ -219,6 +244,8 @@ extension CarePlanReader {
 }
 
 extension CarePlanWriter {
+    /// Deletes the entities of `type` with these ids (within `patientID`, when given) by appending
+    /// tombstones; returns the tombstones.
     @discardableResult
     public func delete(_ type: EntityType, ids: [String], of patientID: String?) throws(StoreError) -> [CareEntity] {
         try delete(type, ids: ids, of: patientID, at: Date())
@@ -245,10 +272,15 @@ extension CarePlanStore {
         }
     }
 
+    /// The patients matching `query`, read in a transaction of its own.
     public func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient] { try readOne { tx throws(StoreError) in try tx.fetchPatients(query) } }
+    /// The care plans matching `query`, read in a transaction of its own.
     public func fetchCarePlans(_ query: EntityQuery) throws(StoreError) -> [CarePlan] { try readOne { tx throws(StoreError) in try tx.fetchCarePlans(query) } }
+    /// The contacts matching `query`, read in a transaction of its own.
     public func fetchContacts(_ query: EntityQuery) throws(StoreError) -> [Contact] { try readOne { tx throws(StoreError) in try tx.fetchContacts(query) } }
+    /// The tasks matching `query`, read in a transaction of its own.
     public func fetchTasks(_ query: EntityQuery) throws(StoreError) -> [CareTask] { try readOne { tx throws(StoreError) in try tx.fetchTasks(query) } }
+    /// The outcomes matching `query`, read in a transaction of its own.
     public func fetchOutcomes(_ query: EntityQuery) throws(StoreError) -> [Outcome] { try readOne { tx throws(StoreError) in try tx.fetchOutcomes(query) } }
     public func events(from start: Date, to end: Date, tasks: EntityQuery) throws(StoreError) -> [TaskEvent] {
         try readOne { tx throws(StoreError) in try tx.events(from: start, to: end, tasks: tasks) }

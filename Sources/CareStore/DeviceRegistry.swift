@@ -5,13 +5,18 @@ import GRDB
 public struct Device: Sendable, Hashable {
     /// A short public id (what `caregate devices` lists and revokes).
     public var id: String
+    /// The patient whose data the device may sync, and nothing else.
     public var patientID: String
     /// SHA-256 of the device's token, hex.
     public var tokenHash: String
+    /// When the device exchanged its enrollment code.
     public var enrolledAt: Date
+    /// When an operator revoked it: its token stops working from then.
     public var revokedAt: Date?
+    /// When it last synced (written in the background, within seconds).
     public var lastSyncAt: Date?
 
+    /// A device as the registry keeps it (its token only as a hash).
     public init(id: String, patientID: String, tokenHash: String, enrolledAt: Date, revokedAt: Date? = nil, lastSyncAt: Date? = nil) {
         self.id = id
         self.patientID = patientID

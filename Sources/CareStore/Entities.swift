@@ -16,20 +16,31 @@ public struct VersionInfo: Sendable, Hashable {
     public var previousVersionUUIDs: [UUID]
     /// The versions that replace this one (several means a conflict).
     public var nextVersionUUIDs: [UUID]
+    /// When the entity was first created (set by the store).
     public var createdDate: Date?
+    /// When this version was written (set by the store).
     public var updatedDate: Date?
+    /// The CareKit schema version the version was written with.
     public var schemaVersion: SchemaVersion?
     /// A backend's id for this entity (CareGate: where it came from in the EHR).
     public var remoteID: String?
+    /// A free-form note of where the version came from (CareKit's `source`).
     public var source: String?
+    /// App-defined strings; CareGate keeps its own keys under `caregate.`.
     public var userInfo: [String: String]?
+    /// The name of an image asset the app shows with the entity.
     public var asset: String?
+    /// Notes attached to the entity.
     public var notes: [Note]?
+    /// An app-defined group (CareGate: the kind of activity, matched to observation codes on
+    /// export).
     public var groupIdentifier: String?
+    /// App-defined tags a query can select by.
     public var tags: [String]?
     /// The time zone the entity was created in.
     public var timezone: TimeZone
 
+    /// The fields of a first version: a new uuid (time-ordered), no predecessors.
     public init(id: String, uuid: UUID = .timeOrdered(), effectiveDate: Date, timezone: TimeZone = .current) {
         self.id = id
         self.uuid = uuid
@@ -42,10 +53,14 @@ public struct VersionInfo: Sendable, Hashable {
 
 /// CareKit's semantic version of the store schema (`{majorVersion, minorVersion, patchNumber}`).
 public struct SchemaVersion: Sendable, Hashable {
+    /// The major part of the version number.
     public var majorVersion: Int
+    /// The minor part of the version number.
     public var minorVersion: Int
+    /// The patch part of the version number.
     public var patchNumber: Int
 
+    /// A version number from its three parts.
     public init(majorVersion: Int, minorVersion: Int, patchNumber: Int) {
         self.majorVersion = majorVersion
         self.minorVersion = minorVersion
@@ -58,10 +73,14 @@ public struct SchemaVersion: Sendable, Hashable {
 
 /// A note attached to an entity.
 public struct Note: Sendable, Hashable {
+    /// Who wrote the note.
     public var author: String?
+    /// The note's title.
     public var title: String?
+    /// The note's text.
     public var content: String?
 
+    /// A note; each part is optional, as in CareKit.
     public init(author: String? = nil, title: String? = nil, content: String? = nil) {
         self.author = author
         self.title = title
@@ -73,18 +92,28 @@ public struct Note: Sendable, Hashable {
 public protocol VersionedEntity: Sendable, Hashable {
     /// Which kind of entity (its name in CareKit's revision records).
     static var entityType: EntityType { get }
+    /// The version fields (id, uuid, dates, links to other versions).
     var version: VersionInfo { get set }
 }
 
 extension VersionedEntity {
+    /// The logical id, shared by all versions of the entity.
     public var id: String { get { version.id } set { version.id = newValue } }
+    /// This version's uuid.
     public var uuid: UUID { get { version.uuid } set { version.uuid = newValue } }
+    /// When this version starts to apply.
     public var effectiveDate: Date { get { version.effectiveDate } set { version.effectiveDate = newValue } }
+    /// Set on a tombstone: the entity is deleted from this version on.
     public var deletedDate: Date? { get { version.deletedDate } set { version.deletedDate = newValue } }
+    /// A backend's id for the entity (CareGate: where it came from in the EHR).
     public var remoteID: String? { get { version.remoteID } set { version.remoteID = newValue } }
+    /// An app-defined group (for tasks, the kind of activity).
     public var groupIdentifier: String? { get { version.groupIdentifier } set { version.groupIdentifier = newValue } }
+    /// App-defined tags a query can select by.
     public var tags: [String]? { get { version.tags } set { version.tags = newValue } }
+    /// App-defined strings; CareGate keeps its own keys under `caregate.`.
     public var userInfo: [String: String]? { get { version.userInfo } set { version.userInfo = newValue } }
+    /// The time zone the entity was created in.
     public var timezone: TimeZone { get { version.timezone } set { version.timezone = newValue } }
     /// Whether this version is a tombstone.
     public var isDeleted: Bool { version.deletedDate != nil }
@@ -92,6 +121,7 @@ extension VersionedEntity {
 
 /// The kinds of entity, named as in CareKit's revision records.
 public enum EntityType: String, Sendable, CaseIterable, Codable {
+    /// A patient, a care plan, a contact, a task, a task with a HealthKit linkage, an outcome.
     case patient, carePlan, contact, task, healthKitTask, outcome
 
     /// Parents before children: the order a device can apply.
@@ -107,13 +137,20 @@ public enum EntityType: String, Sendable, CaseIterable, Codable {
 
 /// Parts of a person's name (Foundation's `PersonNameComponents`, as CareKit encodes it).
 public struct PersonName: Sendable, Hashable {
+    /// A prefix such as "Dr.".
     public var namePrefix: String?
+    /// The given (first) name.
     public var givenName: String?
+    /// A middle name.
     public var middleName: String?
+    /// The family (last) name.
     public var familyName: String?
+    /// A suffix such as "Jr.".
     public var nameSuffix: String?
+    /// The name the person goes by.
     public var nickname: String?
 
+    /// A name from its parts (as Foundation's `PersonNameComponents`).
     public init(namePrefix: String? = nil, givenName: String? = nil, middleName: String? = nil,
                 familyName: String? = nil, nameSuffix: String? = nil, nickname: String? = nil) {
         self.namePrefix = namePrefix
@@ -133,13 +170,18 @@ public struct PersonName: Sendable, Hashable {
 /// The person the care plans are for (CareKit's `OCKPatient`).
 public struct Patient: VersionedEntity {
     public static let entityType = EntityType.patient
+    /// The version fields.
     public var version: VersionInfo
+    /// The patient's name.
     public var name: PersonName
     /// `"male"`, `"female"`, or any other string.
     public var sex: String?
+    /// The date of birth.
     public var birthday: Date?
+    /// Allergies, as the app shows them.
     public var allergies: [String]?
 
+    /// A first version of a patient.
     public init(id: String, name: PersonName, effectiveDate: Date = Date(), timezone: TimeZone = .current) {
         self.version = VersionInfo(id: id, effectiveDate: effectiveDate, timezone: timezone)
         self.name = name
@@ -149,11 +191,14 @@ public struct Patient: VersionedEntity {
 /// A care plan: a titled group of tasks and contacts for a patient (CareKit's `OCKCarePlan`).
 public struct CarePlan: VersionedEntity {
     public static let entityType = EntityType.carePlan
+    /// The version fields.
     public var version: VersionInfo
+    /// The plan's title, as the app shows it.
     public var title: String
     /// The patient version this plan belongs to.
     public var patientUUID: UUID?
 
+    /// A first version of a care plan for the patient with `patientUUID`.
     public init(id: String, title: String, patientUUID: UUID?, effectiveDate: Date = Date(), timezone: TimeZone = .current) {
         self.version = VersionInfo(id: id, effectiveDate: effectiveDate, timezone: timezone)
         self.title = title
@@ -163,9 +208,12 @@ public struct CarePlan: VersionedEntity {
 
 /// A labelled value: a phone number, an email address.
 public struct LabeledValue: Sendable, Hashable {
+    /// What the value is (`work`, `mobile`).
     public var label: String
+    /// The address or number.
     public var value: String
 
+    /// A labeled value.
     public init(label: String, value: String) {
         self.label = label
         self.value = value
@@ -174,15 +222,24 @@ public struct LabeledValue: Sendable, Hashable {
 
 /// A postal address in CareKit's shape (all eight fields present when the address is).
 public struct PostalAddress: Sendable, Hashable {
+    /// The street and number.
     public var street = ""
+    /// The city.
     public var city = ""
+    /// The state or province.
     public var state = ""
+    /// The postal code.
     public var postalCode = ""
+    /// The country's name.
     public var country = ""
+    /// The ISO 3166 country code.
     public var isoCountryCode = ""
+    /// The county or district.
     public var subAdministrativeArea = ""
+    /// The neighbourhood.
     public var subLocality = ""
 
+    /// An address; parts not given are empty, as in `CNPostalAddress`.
     public init(street: String = "", city: String = "", state: String = "", postalCode: String = "", country: String = "",
                 isoCountryCode: String = "", subAdministrativeArea: String = "", subLocality: String = "") {
         self.street = street
@@ -202,22 +259,36 @@ public struct Contact: VersionedEntity {
 
     /// CareKit's two kinds of contact.
     public enum Category: String, Sendable, Hashable {
+        /// A member of the care team, or someone close to the patient.
         case careProvider, friendsAndFamily
     }
 
+    /// The version fields.
     public var version: VersionInfo
+    /// The contact's name.
     public var name: PersonName
+    /// The care plan the contact belongs to.
     public var carePlanUUID: UUID?
+    /// The contact's postal address.
     public var address: PostalAddress?
+    /// Email addresses.
     public var emailAddresses: [LabeledValue]?
+    /// Numbers that take text messages.
     public var messagingNumbers: [LabeledValue]?
+    /// Phone numbers.
     public var phoneNumbers: [LabeledValue]?
+    /// Other ways to reach the contact.
     public var otherContactInfo: [LabeledValue]?
+    /// The organization the contact works for.
     public var organization: String?
+    /// A title such as "Endocrinologist".
     public var title: String?
+    /// The contact's role in the patient's care.
     public var role: String?
+    /// Care provider, or friends and family.
     public var category: Category?
 
+    /// A first version of a contact in the care plan with `carePlanUUID`.
     public init(id: String, name: PersonName, carePlanUUID: UUID?, effectiveDate: Date = Date(), timezone: TimeZone = .current) {
         self.version = VersionInfo(id: id, effectiveDate: effectiveDate, timezone: timezone)
         self.name = name
@@ -227,13 +298,21 @@ public struct Contact: VersionedEntity {
 
 /// HealthKit data that completes a task automatically (CareKit's `OCKHealthKitLinkage`).
 public struct HealthKitLinkage: Sendable, Hashable {
-    public enum QuantityType: String, Sendable, Hashable { case cumulative, discrete }
+    /// How a HealthKit quantity's samples combine.
+    public enum QuantityType: String, Sendable, Hashable {
+        /// Samples add up over the day (steps).
+        case cumulative
+        /// Each sample stands alone (heart rate).
+        case discrete
+    }
     /// A HealthKit quantity type identifier (`HKQuantityTypeIdentifierStepCount`).
     public var quantityIdentifier: String
+    /// Whether samples add up over a day (steps) or stand alone (heart rate).
     public var quantityType: QuantityType
     /// A HealthKit unit string (`count`, `kg`, `count/min`).
     public var unitString: String
 
+    /// A linkage to a HealthKit quantity type.
     public init(quantityIdentifier: String, quantityType: QuantityType, unitString: String) {
         self.quantityIdentifier = quantityIdentifier
         self.quantityType = quantityType
@@ -245,15 +324,23 @@ public struct HealthKitLinkage: Sendable, Hashable {
 /// when `healthKitLinkage` is set).
 public struct CareTask: VersionedEntity {
     public static let entityType = EntityType.task
+    /// The version fields.
     public var version: VersionInfo
+    /// The task's title, as the app shows it.
     public var title: String?
+    /// What to do, in words.
     public var instructions: String?
     /// Whether the task counts toward adherence (false for "as needed" tasks).
     public var impactsAdherence: Bool
+    /// When the task is due.
     public var schedule: Schedule
+    /// The care plan the task belongs to.
     public var carePlanUUID: UUID?
+    /// The HealthKit data that completes the task, when it is a HealthKit task.
     public var healthKitLinkage: HealthKitLinkage?
 
+    /// A first version of a task; it takes effect when its schedule starts unless `effectiveDate`
+    /// says otherwise.
     public init(id: String, title: String?, carePlanUUID: UUID?, schedule: Schedule, impactsAdherence: Bool = true,
                 effectiveDate: Date? = nil, timezone: TimeZone = .current) {
         self.version = VersionInfo(id: id, effectiveDate: effectiveDate ?? schedule.startDate ?? Date(), timezone: timezone)
@@ -270,13 +357,17 @@ public struct CareTask: VersionedEntity {
 /// What the patient did for one occurrence of a task (CareKit's `OCKOutcome`).
 public struct Outcome: VersionedEntity {
     public static let entityType = EntityType.outcome
+    /// The version fields.
     public var version: VersionInfo
     /// The task version the outcome belongs to.
     public var taskUUID: UUID
     /// The occurrence of that task version's schedule.
     public var taskOccurrenceIndex: Int
+    /// What was recorded: one value per measurement, several for a panel such as blood pressure.
     public var values: [OutcomeValue]
 
+    /// A first version of an outcome for occurrence `taskOccurrenceIndex` of the task version
+    /// `taskUUID`.
     public init(taskUUID: UUID, taskOccurrenceIndex: Int, values: [OutcomeValue], effectiveDate: Date = Date(),
                 id: String = UUID().uuidString, timezone: TimeZone = .current) {
         self.version = VersionInfo(id: id, effectiveDate: effectiveDate, timezone: timezone)
@@ -290,11 +381,17 @@ public struct Outcome: VersionedEntity {
 public struct OutcomeValue: Sendable, Hashable {
     /// The value, in one of CareKit's six types.
     public enum Value: Sendable, Hashable {
+        /// A whole number.
         case integer(Int)
+        /// A measurement.
         case double(Double)
+        /// Done or not, yes or no.
         case boolean(Bool)
+        /// Text.
         case text(String)
+        /// Bytes (an image, a file).
         case binary(Data)
+        /// A date and time.
         case date(Date)
 
         /// CareKit's name for the type (`integer`, `double`, ...).
@@ -319,12 +416,16 @@ public struct OutcomeValue: Sendable, Hashable {
         }
     }
 
+    /// The value itself.
     public var value: Value
     /// What the value measures (`heartRate`, `systolic`): values of one outcome are matched by kind.
     public var kind: String?
+    /// The unit of a measurement (`mmHg`, `kg`).
     public var units: String?
+    /// When the value was recorded.
     public var createdDate: Date
 
+    /// A value, with what it measures and its unit.
     public init(_ value: Value, kind: String? = nil, units: String? = nil, createdDate: Date = Date()) {
         self.value = value
         self.kind = kind
@@ -349,6 +450,7 @@ public struct OutcomeValue: Sendable, Hashable {
     }
 }
 
+/// Version 7 UUIDs for new versions.
 extension UUID {
     /// A version 7 UUID: a millisecond timestamp, then random bits. New versions get these, so
     /// the store's uuid index grows at its end instead of at random places; to CareKit they are

@@ -6,14 +6,18 @@ import JSON
 /// `created`, `failedPatients`, `skip`…) and its whole report (the JSON `caregate import --report`
 /// writes), so operators can read what each run did long after it.
 public struct ImportRun: Sendable, Hashable {
+    /// The run's number in the log (0 until it is kept).
     public var id: Int64
+    /// When the run started.
     public var startedAt: Date
     /// The files, or the EHR refresh, the run read.
     public var source: String
+    /// How many entities the run created, updated, left unchanged and deleted, by kind of change.
     public var counts: [String: Int]
     /// Empty in lists (`importRuns(limit:)`); whole from `importRun(id:)`.
     public var report: [UInt8]
 
+    /// A run as `caregate import` logs it.
     public init(id: Int64 = 0, startedAt: Date, source: String, counts: [String: Int], report: [UInt8]) {
         self.id = id
         self.startedAt = startedAt
@@ -46,6 +50,7 @@ public protocol ImportLog: Sendable {
     func recordImport(_ run: ImportRun) throws(StoreError) -> Int64
     /// The latest runs, newest first, without their reports.
     func importRuns(limit: Int) throws(StoreError) -> [ImportRun]
+    /// The run with this number, if the log holds it.
     func importRun(id: Int64) throws(StoreError) -> ImportRun?
 }
 
@@ -77,6 +82,7 @@ extension SQLiteCarePlanStore: ImportLog {
         try importRows(sql: "SELECT id, started_at, source, counts, x'' AS report FROM import_run ORDER BY id DESC LIMIT ?", arguments: [limit])
     }
 
+    /// The run with this number, if the log holds it.
     public func importRun(id: Int64) throws(StoreError) -> ImportRun? {
         try importRows(sql: "SELECT * FROM import_run WHERE id = ?", arguments: [id]).first
     }

@@ -10,13 +10,18 @@ public struct StagedItem: Sendable, Hashable {
     /// The group it is imported with; the empty group holds items imported with any group
     /// that refers to them.
     public var group: String
+    /// What the resource is known by (`Type/id`), to tell repeated copies apart; nil without an id.
     public var identity: String?
+    /// The Bundle entry's `fullUrl`, when it came in one.
     public var fullURL: String?
     /// Which container (a file's Bundle) it came in, 0 for none.
     public var container: Int
+    /// The file (and line or entry) it was read from.
     public var origin: String
+    /// The resource's JSON text as the file had it.
     public var bytes: [UInt8]
 
+    /// A staged resource.
     public init(sequence: Int64 = 0, group: String, identity: String?, fullURL: String?, container: Int, origin: String, bytes: [UInt8]) {
         self.sequence = sequence
         self.group = group

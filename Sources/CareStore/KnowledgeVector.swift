@@ -8,6 +8,7 @@ public struct KnowledgeVector: Sendable, Hashable, CustomStringConvertible {
     /// The clocks, by process; absent processes are at 0.
     public private(set) var clocks: [UUID: Int]
 
+    /// A vector from each process's clock.
     public init(_ clocks: [UUID: Int] = [:]) {
         self.clocks = clocks.filter { $0.value > 0 }
     }
@@ -80,7 +81,9 @@ public struct KnowledgeVector: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a knowledge vector cannot be used.
 public enum KnowledgeVectorError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A process listed twice.
     case duplicateProcess(UUID)
+    /// Not a knowledge vector's JSON; the reason.
     case malformed(String)
 
     public var description: String {

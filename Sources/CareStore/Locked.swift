@@ -13,6 +13,7 @@ public final class Locked<Value: Sendable>: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Value
 
+    /// A lock around `value`.
     public init(_ value: Value) {
         self.value = value
     }

@@ -4,7 +4,15 @@ import GRDB
 /// One entry of the push outbox: an entity version to deliver once, with the key that makes its
 /// delivery idempotent on the receiving side, and the payload to send (opaque to the store).
 public struct OutboxItem: Sendable, Hashable {
-    public enum State: String, Sendable { case queued, pushed, failed }
+    /// Where the item is in its delivery.
+    public enum State: String, Sendable {
+        /// Waiting to be sent (again).
+        case queued
+        /// Delivered once.
+        case pushed
+        /// Refused for good: a dead letter, waiting for an operator.
+        case failed
+    }
 
     /// The entity version (an outcome version): queued at most once.
     public var versionUUID: UUID
@@ -12,16 +20,22 @@ public struct OutboxItem: Sendable, Hashable {
     public var entityID: String
     /// What the receiver knows it by (`urn:caregate:outcome|<id>`).
     public var idempotencyKey: String
+    /// What to send, as the exporter made it (opaque to the store).
     public var payload: [UInt8]
+    /// Queued, pushed, or failed for good (a dead letter).
     public var state: State = .queued
+    /// How many deliveries were tried.
     public var attempts = 0
+    /// The last failure, as the receiver or the network gave it.
     public var lastError: String?
     /// Where the receiver keeps it, once delivered.
     public var remoteLocation: String?
     /// When it was queued, and when it was delivered or given up (nil while queued).
     public var queuedAt: Date?
+    /// When it was delivered or given up; nil while queued.
     public var finishedAt: Date?
 
+    /// A new item, queued.
     public init(versionUUID: UUID, entityID: String, idempotencyKey: String, payload: [UInt8]) {
         self.versionUUID = versionUUID
         self.entityID = entityID
@@ -32,10 +46,14 @@ public struct OutboxItem: Sendable, Hashable {
 
 /// Outbox counts by state.
 public struct OutboxCounts: Sendable, Equatable {
+    /// Items waiting to be sent.
     public var queued = 0
+    /// Items delivered.
     public var pushed = 0
+    /// Items refused for good (dead letters).
     public var failed = 0
 
+    /// Counts as given.
     public init(queued: Int = 0, pushed: Int = 0, failed: Int = 0) {
         self.queued = queued
         self.pushed = pushed
@@ -45,7 +63,9 @@ public struct OutboxCounts: Sendable, Equatable {
 
 /// What became of one outbox item in a delivery attempt.
 public enum OutboxDelivery: Sendable {
+    /// Delivered: the receiver keeps it at `location`.
     case pushed(UUID, location: String?)
+    /// Not delivered: `dead` when the receiver refused it for good, else it stays queued.
     case failed(UUID, error: String, dead: Bool)
 }
 
@@ -86,6 +106,7 @@ public protocol Outbox: Sendable {
     /// delivery or a dead letter ends the item's lease; a failure in passing keeps it (the
     /// worker tries it once per run, and `release` hands it back).
     func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
+    /// How many items are in each state.
     func outboxCounts() throws(StoreError) -> OutboxCounts
 }
 
@@ -258,6 +279,7 @@ extension SQLiteCarePlanStore: Outbox {
         }
     }
 
+    /// How many items are in each state.
     public func outboxCounts() throws(StoreError) -> OutboxCounts {
         do {
             return try pool.read { db in

@@ -21,6 +21,7 @@ public struct PatientVersions: Sendable {
     /// The store revision this answer was read up to (a pull's pages all read up to the first's).
     public var revision: Int
 
+    /// An answer read up to `revision`.
     public init(versions: [StoredVersion], knowledge: KnowledgeVector, revision: Int) {
         self.versions = versions
         self.knowledge = knowledge
@@ -28,6 +29,7 @@ public struct PatientVersions: Sendable {
     }
 }
 
+/// Decoding stored versions.
 extension Sequence<StoredVersion> {
     /// The versions decoded (tests and tools; pulls send the stored JSON as it is).
     public func entities() throws(CareKitJSONError) -> [CareEntity] {
@@ -38,9 +40,12 @@ extension Sequence<StoredVersion> {
 /// Where a stored version belongs: its kind and its patient (nil for a version outside every
 /// patient's data, such as a task without a care plan imported from a file).
 public struct VersionScope: Sendable, Hashable {
+    /// The kind of entity.
     public var type: EntityType
+    /// The patient whose data it is; nil for data of no patient.
     public var patientID: String?
 
+    /// A scope.
     public init(type: EntityType, patientID: String?) {
         self.type = type
         self.patientID = patientID
@@ -74,6 +79,7 @@ extension PatientSyncReader {
     }
 }
 
+/// A store that takes devices' records for one patient at a time.
 public protocol PatientSyncWriter: PatientSyncReader {
     /// Stores a device's revision records for its patient: new versions are added as in
     /// `merge`, stamped with their record's vector and scoped to the patient (also those without
@@ -85,11 +91,16 @@ public protocol PatientSyncWriter: PatientSyncReader {
 /// A version as the store keeps it: its CareKit JSON object (v4, successors filled in) and what
 /// orders it, read without decoding: a pull sends thousands of versions as they are stored.
 public struct StoredVersion: Sendable {
+    /// The kind of entity.
     public var type: EntityType
+    /// The version's uuid.
     public var uuid: UUID
+    /// When the version starts to apply.
     public var effectiveDate: Date
+    /// The version's CareKit JSON object, as stored.
     public var json: [UInt8]
 
+    /// A stored version.
     public init(type: EntityType, uuid: UUID, effectiveDate: Date, json: [UInt8]) {
         self.type = type
         self.uuid = uuid

@@ -9,6 +9,7 @@ public struct EnrolledPatient: Sendable, Hashable {
     /// The patient's id on the EHR (`maria-lopez`), from the resource the patient was imported from.
     public var ehrID: String
 
+    /// A patient known by both ids.
     public init(storeID: String, ehrID: String) {
         self.storeID = storeID
         self.ehrID = ehrID
@@ -17,6 +18,7 @@ public struct EnrolledPatient: Sendable, Hashable {
 
 /// A patient's refresh as a worker claimed it.
 public struct RefreshClaim: Sendable, Hashable {
+    /// The patient to refresh.
     public var patient: EnrolledPatient
     /// When the patient's last successful refresh began: the EHR is asked what changed since
     /// then. Nil when there was none, or when a notification came since (the patient is pulled whole).
@@ -24,6 +26,7 @@ public struct RefreshClaim: Sendable, Hashable {
     /// When it was claimed (its `now`).
     public var claimedAt: Date
 
+    /// A claim as the schedule hands it out.
     public init(patient: EnrolledPatient, since: Date?, claimedAt: Date) {
         self.patient = patient
         self.since = since

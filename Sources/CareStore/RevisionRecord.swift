@@ -7,15 +7,20 @@ import Foundation
 public struct RevisionRecord: Sendable, Hashable {
     /// One process's logical clock.
     public struct Process: Sendable, Hashable {
+        /// The process's id (a device's CareKit store, or the gateway's own).
         public var id: UUID
+        /// How many changes of that process the holder knows.
         public var clock: Int
+        /// A process's clock.
         public init(id: UUID, clock: Int) {
             self.id = id
             self.clock = clock
         }
     }
 
+    /// The entities, in apply order.
     public private(set) var entities: [CareEntity]
+    /// What the sender knew when it made the record.
     public var knowledgeVector: [Process]
 
     /// A record of these entities, sorted into apply order.

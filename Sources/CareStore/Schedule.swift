@@ -22,12 +22,15 @@ public struct ScheduleElement: Sendable, Hashable {
     public var interval: DateComponents
     /// Shown instead of the clock time ("Before bed").
     public var text: String?
+    /// How long each occurrence lasts (an hour, all day, or a length of time).
     public var duration: Duration
     /// Values an outcome should reach (a dose, a step count).
     public var targetValues: [OutcomeValue]
     /// The calendar (and time zone) in which intervals accumulate and days begin.
     public var calendar: Calendar
 
+    /// An element: its first occurrence at `start`, then one every `interval` in its calendar until
+    /// `end`.
     public init(start: Date, end: Date? = nil, interval: DateComponents, text: String? = nil,
                 duration: Duration = .hour, targetValues: [OutcomeValue] = [], calendar: Calendar) {
         self.start = start
@@ -71,11 +74,18 @@ public struct ScheduleElement: Sendable, Hashable {
 
 /// Why a schedule cannot be stored.
 public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A schedule needs at least one element.
     case noElements
+    /// An element repeats every zero units of time.
     case zeroInterval(element: Int)
+    /// An element's interval goes back in time.
     case backwardsInterval(element: Int)
+    /// An element ends before it starts.
     case endBeforeStart(element: Int)
+    /// An element lasts less than nothing.
     case negativeDuration(element: Int)
+    /// Two elements start at the same time (CareKit numbers events by start, so one would hide the
+    /// other).
     case sameStart(element: Int, otherElement: Int)
     /// A start, end, interval or duration beyond 10,000 years (no calendar computes events there).
     case outOfRange(element: Int)
@@ -102,6 +112,7 @@ public enum ScheduleError: Error, Sendable, Equatable, CustomStringConvertible {
 /// A task's schedule: the union of its elements' occurrences, numbered from 0 in time order
 /// (CareKit's `OCKSchedule`).
 public struct Schedule: Sendable, Hashable {
+    /// The elements, in the order given; their events merge into one numbering.
     public private(set) var elements: [ScheduleElement]
     /// Each element's occurrence series, kept across queries: the clamps found so far never
     /// change, so later queries on the same schedule skip finding them again.
@@ -218,8 +229,10 @@ public struct ScheduleEvent: Sendable, Hashable {
     public var elementIndex: Int
     /// The element, shared with the schedule's other events.
     private let elementBox: Shared<ScheduleElement>
+    /// The element the event comes from.
     public var element: ScheduleElement { elementBox.value }
 
+    /// An event of `element`, its `occurrence` in the schedule's numbering.
     public init(start: Date, end: Date, occurrence: Int, elementIndex: Int, element: ScheduleElement) {
         self.init(start: start, end: end, occurrence: occurrence, elementIndex: elementIndex, elementBox: Shared(element))
     }

@@ -4,11 +4,16 @@ import Foundation
 /// successors: they follow from later versions), its patient, the vector a device's record
 /// stamped it with, and its number on the sync clock.
 public struct ArchivedVersion: Sendable {
+    /// The version.
     public var entity: CareEntity
+    /// The patient whose data it is.
     public var patientID: String?
+    /// The knowledge vector of the device record that brought it, when a device did.
     public var stamp: String?
+    /// Its number on the store's sync clock.
     public var revision: Int
 
+    /// A version as archived.
     public init(entity: CareEntity, patientID: String?, stamp: String?, revision: Int) {
         self.entity = entity
         self.patientID = patientID
@@ -19,11 +24,17 @@ public struct ArchivedVersion: Sendable {
 
 /// One value of a gateway table's row, whatever the backend's own type for it.
 public enum ArchiveValue: Sendable, Hashable {
+    /// No value.
     case null
+    /// A whole number.
     case integer(Int64)
+    /// A floating-point number.
     case real(Double)
+    /// Text.
     case text(String)
+    /// Bytes.
     case bytes([UInt8])
+    /// A uuid (text on SQLite, `uuid` on PostgreSQL).
     case uuid(UUID)
 }
 
@@ -31,10 +42,24 @@ public enum ArchiveValue: Sendable, Hashable {
 /// backend). Attempts and dashboard sessions stay behind (they last minutes), as do enrollment
 /// codes (fifteen minutes) and push and refresh leases (a copy is made with the gateways stopped).
 public enum ArchivedTable: String, CaseIterable, Sendable {
+    /// The devices, the push outbox, the import log, Bulk fetches and their last times, the
+    /// patients' knowledge, the sync processes and the refresh schedule.
     case device, pushOutbox = "push_outbox", importRun = "import_run", bulkFetch = "bulk_fetch", bulkSince = "bulk_since",
          patientKnowledge = "patient_knowledge", syncProcess = "sync_process", refreshSchedule = "refresh_schedule"
 
-    public enum Column: Sendable { case integer, real, text, bytes, uuid }
+    /// A column's type, as both backends can hold it.
+    public enum Column: Sendable {
+        /// A 64-bit integer.
+        case integer
+        /// A floating-point number.
+        case real
+        /// Text.
+        case text
+        /// Bytes.
+        case bytes
+        /// A uuid.
+        case uuid
+    }
 
     /// The columns copied, in order; the first orders the rows.
     public var columns: [(name: String, type: Column)] {

@@ -6,9 +6,12 @@ public struct TaskEvent: Sendable, Hashable {
     private let taskBox: Shared<CareTask>
     /// The task version the occurrence belongs to.
     public var task: CareTask { taskBox.value }
+    /// When the occurrence is due.
     public var scheduleEvent: ScheduleEvent
+    /// What the patient recorded for it, if anything.
     public var outcome: Outcome?
 
+    /// An event of `task`.
     public init(task: CareTask, scheduleEvent: ScheduleEvent, outcome: Outcome?) {
         self.init(taskBox: Shared(task), scheduleEvent: scheduleEvent, outcome: outcome)
     }
@@ -165,10 +168,14 @@ public struct Adherence: Sendable, Hashable {
 /// holds the versions: a backend hands over its task versions (tombstones too) and the outcomes
 /// in effect, and the window turns them into events in time order.
 public struct EventWindow: Sendable {
+    /// The window's start.
     public var start: Date
+    /// The window's end (not included).
     public var end: Date
+    /// Which tasks.
     public var tasks: EntityQuery
 
+    /// The events of `tasks` from `start` to `end`.
     public init(start: Date, end: Date, tasks: EntityQuery) {
         self.start = start
         self.end = end

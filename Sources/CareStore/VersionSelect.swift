@@ -5,6 +5,7 @@ import Foundation
 /// both null" are written. Selects `uuid, kind, next_uuids, patient_id` (then `json` when asked)
 /// from `entity_version v`, outcomes in event order, the rest by id, patient and effective date.
 public struct VersionSelect: Sendable {
+    /// How a backend writes parameters and lists.
     public enum Dialect: Sendable {
         /// `?` parameters, `IN (?, ?)` lists.
         case sqlite
@@ -14,17 +15,26 @@ public struct VersionSelect: Sendable {
 
     /// A parameter's value, bound by each backend its own way.
     public enum Value: Sendable, Equatable {
+        /// A text parameter.
         case text(String)
+        /// A number parameter.
         case double(Double)
+        /// A uuid parameter.
         case uuid(UUID)
+        /// A list of texts.
         case texts([String])
+        /// A list of uuids.
         case uuids([UUID])
     }
 
+    /// The statement.
     public private(set) var sql = ""
+    /// Its parameters, in order.
     public private(set) var arguments: [Value] = []
     let dialect: Dialect
 
+    /// The select for versions of `kind` that `query` asks for; `withJSON` adds each version's
+    /// CareKit JSON.
     public init(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, withJSON: Bool = false, dialect: Dialect) {
         self.dialect = dialect
         var conditions = ["v.kind = \(parameter(.text(kind)))"]

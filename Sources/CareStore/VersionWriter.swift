@@ -2,9 +2,12 @@ import Foundation
 
 /// An entity's identity within its kind: its id within its patient (nil: of no patient).
 public struct VersionIdentity: Hashable, Sendable {
+    /// The logical id.
     public let id: String
+    /// The patient it belongs to; nil for none.
     public let patientID: String?
 
+    /// An identity.
     public init(id: String, patientID: String?) {
         self.id = id
         self.patientID = patientID
@@ -13,10 +16,14 @@ public struct VersionIdentity: Hashable, Sendable {
 
 /// A current version (tip) of an entity, as its row tells it.
 public struct VersionTip: Sendable {
+    /// The tip's uuid.
     public let uuid: UUID
+    /// When it takes effect.
     public let effective: Date
+    /// Whether it is a tombstone.
     public let deleted: Bool
 
+    /// A tip as read.
     public init(uuid: UUID, effective: Date, deleted: Bool) {
         self.uuid = uuid
         self.effective = effective
@@ -26,12 +33,16 @@ public struct VersionTip: Sendable {
 
 /// A task version as an outcome written against it needs it.
 public struct StoredTask: Sendable {
+    /// The task version.
     public var task: CareTask
     /// When a newer version of the task takes over (nil: none has).
     public var superseded: Date?
+    /// Whether the task is deleted from this version on.
     public var deleted: Bool
+    /// The patient the task belongs to.
     public var patientID: String?
 
+    /// A task version with what bounds it.
     public init(task: CareTask, superseded: Date?, deleted: Bool, patientID: String?) {
         self.task = task
         self.superseded = superseded
@@ -84,6 +95,7 @@ public protocol VersionRows {
     func bindProcesses(_ processes: [UUID], to patientID: String) throws
     /// The patient's devices' knowledge as the store keeps it, and a new value for it.
     func devicesKnowledge(of patientID: String) throws -> KnowledgeVector?
+    /// Keeps a new value of the patient's devices' knowledge.
     func saveDevicesKnowledge(_ vector: KnowledgeVector, of patientID: String) throws
     /// Sends the inserts held back to the database, refusing what breaks a rule as `insert`
     /// does: the writer calls it as each write ends.
@@ -113,8 +125,10 @@ extension VersionRows {
 
 /// The store's rules for every write, over one backend's rows within one write transaction.
 public struct VersionWriter<Rows: VersionRows> {
+    /// The backend's rows, within the write's transaction.
     public let rows: Rows
 
+    /// A writer over `rows`.
     public init(rows: Rows) {
         self.rows = rows
     }
@@ -168,6 +182,7 @@ public struct VersionWriter<Rows: VersionRows> {
         }
     }
 
+    /// The entity with its version fields replaced.
     public static func replacing(_ entity: CareEntity, version: VersionInfo) -> CareEntity {
         var replaced = entity
         replaced.version = version

@@ -5,18 +5,24 @@ import JSON
 /// every patient, or those of a Group's members; optionally only resources changed since an
 /// instant, and only some types. Files always come as NDJSON.
 public struct BulkExportRequest: Sendable, Hashable {
+    /// Whose data: the whole server, every patient, or a Group's members.
     public enum Level: Sendable, Hashable {
+        /// `$export` of the whole server.
         case system
+        /// `Patient/$export`: every patient's compartment.
         case patients
+        /// `Group/<id>/$export`: the members' compartments.
         case group(String)
     }
 
+    /// Whose data is exported.
     public var level: Level
     /// `_since`: resources changed after this FHIR instant.
     public var since: String?
     /// `_type`: only these resource types (all when empty).
     public var types: [String]
 
+    /// A request; `since` is an instant (`_since`), `types` narrows to these resource types.
     public init(level: Level, since: String? = nil, types: [String] = []) {
         self.level = level
         self.since = since
@@ -43,11 +49,16 @@ public struct BulkExportRequest: Sendable, Hashable {
 /// A completed export's manifest: when the server took its snapshot, whether the files need the
 /// access token, and the NDJSON files (resources, and OperationOutcomes for what failed).
 public struct BulkManifest: Sendable, Equatable {
+    /// One file of the manifest.
     public struct File: Sendable, Equatable {
+        /// The resource type the file holds.
         public var type: String
+        /// Where to download it.
         public var url: String
+        /// How many resources it holds, when the server says.
         public var count: Int?
 
+        /// A file entry.
         public init(type: String, url: String, count: Int? = nil) {
             self.type = type
             self.url = url
@@ -57,8 +68,11 @@ public struct BulkManifest: Sendable, Equatable {
 
     /// The instant the export reflects: the `_since` of the next incremental export.
     public var transactionTime: String
+    /// Whether the files need the access token (only then is it sent, and only to the same server).
     public var requiresAccessToken: Bool
+    /// The files of resources.
     public var output: [File]
+    /// The files of OperationOutcomes the server reports.
     public var error: [File]
     /// The manifest as the server sent it (kept so that an interrupted import resumes).
     public var bytes: [UInt8]
@@ -98,6 +112,7 @@ public struct BulkManifest: Sendable, Equatable {
 /// try await bulk.delete(status)
 /// ```
 public struct BulkDataClient: Sendable {
+    /// The client the export's requests go through.
     public let client: FHIRRESTClient
     /// The wait between polls when the server gives no `Retry-After`, and the longest wait taken.
     public var pollInterval: (default: TimeInterval, maximum: TimeInterval) = (2, 120)
@@ -106,6 +121,7 @@ public struct BulkDataClient: Sendable {
     /// The largest file downloaded (after decompression).
     public var maximumFileSize = 64 << 30
 
+    /// Bulk Data requests through `client`.
     public init(client: FHIRRESTClient) {
         self.client = client
     }

@@ -6,6 +6,7 @@ import Foundation
 public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
     /// The server answered with an error status; `outcome` is its OperationOutcome's issues.
     case http(status: Int, method: String, url: String, outcome: String?)
+    /// The request did not complete (DNS, TLS, timeout, connection reset).
     case transport(TransportError)
     /// The answer was not what FHIR promises (not a resource, not a Bundle).
     case invalidResponse(url: String, reason: String)
@@ -62,12 +63,16 @@ public enum FHIRClientError: Error, Sendable, CustomStringConvertible {
 /// When and how often to try again: exponential backoff with jitter, honouring `Retry-After`,
 /// bounded in count and in total time.
 public struct RetryPolicy: Sendable, Equatable {
+    /// Attempts in all, the first included.
     public var maxAttempts: Int
+    /// The first wait, doubled at each attempt.
     public var baseDelay: TimeInterval
+    /// The longest wait between attempts.
     public var maxDelay: TimeInterval
     /// No retry starts after this many seconds from the first attempt.
     public var maxTotal: TimeInterval
 
+    /// A policy; waits get jitter and give way to a longer `Retry-After`.
     public init(maxAttempts: Int = 6, baseDelay: TimeInterval = 0.5, maxDelay: TimeInterval = 30, maxTotal: TimeInterval = 120) {
         self.maxAttempts = maxAttempts
         self.baseDelay = baseDelay
@@ -75,7 +80,9 @@ public struct RetryPolicy: Sendable, Equatable {
         self.maxTotal = maxTotal
     }
 
+    /// Six attempts, from half a second, for at most two minutes.
     public static let standard = RetryPolicy()
+    /// One attempt: nothing is tried again.
     public static let none = RetryPolicy(maxAttempts: 1)
 
     /// The wait before attempt `n + 1` (n from 1): the server's `Retry-After` when given, else
@@ -89,6 +96,7 @@ public struct RetryPolicy: Sendable, Equatable {
 
 /// How the client proves who it is.
 public enum Authentication: Sendable {
+    /// No credentials.
     case none
     /// A static bearer token (from a file or environment variable, not the command line).
     case bearer(String)
@@ -115,15 +123,20 @@ public enum Authentication: Sendable {
 public struct FHIRRESTClient: Sendable {
     /// The service base URL (`https://ehr.example.org/fhir`), without a trailing slash.
     public let base: String
+    /// How requests are sent (libcurl, or a test's own).
     public let transport: any HTTPTransport
+    /// How requests authenticate.
     public var authentication: Authentication
+    /// When and how often failed requests are tried again.
     public var retry: RetryPolicy
+    /// Seconds a request may take.
     public var timeout: TimeInterval
     /// The most pages a search follows.
     public var maxPages = 1000
     /// The most resources a search gathers: what it holds stays bounded, whatever the server pages.
     public var maxResources = 100_000
 
+    /// A client of the server at `base`.
     public init(base: String, transport: any HTTPTransport = CurlTransport(), authentication: Authentication = .none,
                 retry: RetryPolicy = .standard, timeout: TimeInterval = 60) {
         self.base = base.hasSuffix("/") ? String(base.dropLast()) : base
@@ -135,8 +148,11 @@ public struct FHIRRESTClient: Sendable {
 
     /// A server answer: the status, headers, and the resource in the body (if any).
     public struct Answer: Sendable {
+        /// The HTTP status.
         public var status: Int
+        /// The headers, names in lower case.
         public var headers: [String: String]
+        /// The resource in the body, if any.
         public var resource: Element?
         /// The body as it came (for answers that are not resources: a Bulk Data manifest).
         public var body: [UInt8] = []
@@ -155,6 +171,7 @@ public struct FHIRRESTClient: Sendable {
         return resource
     }
 
+    /// Reads `type/id`.
     public func read(_ type: String, _ id: String) async throws(FHIRClientError) -> Element {
         // The id may come from another server's data: one path segment, percent-encoded.
         let path = "\(encode(type))/\(encode(id))"
@@ -238,9 +255,11 @@ public struct FHIRRESTClient: Sendable {
     public struct EntryOutcome: Sendable {
         /// The HTTP status of `response.status` (`201 Created` gives 201).
         public var status: Int
+        /// Where the server keeps what it created or updated (`Type/id/_history/n`).
         public var location: String?
         /// The entry's OperationOutcome, summarised.
         public var outcome: String?
+        /// Whether the entry's status is 2xx.
         public var succeeded: Bool { (200...299).contains(status) }
         /// 408, 429 and 5xx: worth trying again.
         public var isTransient: Bool { status == 408 || status == 429 || (500...599).contains(status) && status != 501 }
@@ -271,6 +290,7 @@ public struct FHIRRESTClient: Sendable {
 
     // MARK: Plumbing
 
+    /// The URL of `path` on this server; an absolute URL is kept as it is.
     public func url(_ path: String) -> String {
         path.hasPrefix("http://") || path.hasPrefix("https://") ? path : "\(base)/\(path)"
     }

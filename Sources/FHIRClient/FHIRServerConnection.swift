@@ -8,6 +8,7 @@ import Foundation
 public struct FHIRServerConnection: Sendable, Equatable {
     /// Where the credentials come from.
     public enum Credentials: Sendable, Equatable {
+        /// No credentials.
         case none
         /// A bearer token: the first line of a file.
         case tokenFile(String)
@@ -19,16 +20,20 @@ public struct FHIRServerConnection: Sendable, Equatable {
 
     /// SMART Backend Services: the client's id and private key at the EHR's authorization server.
     public struct SMART: Sendable, Equatable {
+        /// The client's id.
         public var clientID: String
         /// The PEM private key: a file, or else an environment variable holding it.
         public var keyFile: String?
+        /// An environment variable holding the PEM key, when there is no file.
         public var keyEnvironment: String?
+        /// The registered key's id (`kid`).
         public var keyID: String?
         /// The scopes to ask for; the caller's default when nil.
         public var scope: String?
         /// The token endpoint; from the server's `.well-known/smart-configuration` when nil.
         public var tokenEndpoint: String?
 
+        /// A registration; the key from a file or an environment variable.
         public init(clientID: String, keyFile: String? = nil, keyEnvironment: String? = nil, keyID: String? = nil,
                     scope: String? = nil, tokenEndpoint: String? = nil) {
             self.clientID = clientID
@@ -40,13 +45,18 @@ public struct FHIRServerConnection: Sendable, Equatable {
         }
     }
 
+    /// The server's base URL.
     public var base: String
+    /// Certificates to trust and to present.
     public var tls = TLSOptions()
+    /// How the client authenticates.
     public var credentials = Credentials.none
     /// The largest answer read, in bytes once decompressed.
     public var maximumResponseSize = CurlTransport.defaultMaximumResponseSize
+    /// When failed requests are tried again.
     public var retry = RetryPolicy.standard
 
+    /// A connection to `base`: no credentials, default TLS, limits and retries.
     public init(base: String) {
         self.base = base
     }
@@ -99,7 +109,9 @@ public struct FHIRServerConnection: Sendable, Equatable {
 
 /// A secret's place: a file (first line) or an environment variable.
 public enum SecretSource: Sendable, Equatable {
+    /// A file, whose first line is the secret.
     case file(String)
+    /// An environment variable.
     case environment(String)
 
     /// The secret's bytes as they are (a PEM file, say), at most `limit` of them; nil when
@@ -124,6 +136,7 @@ public enum SecretSource: Sendable, Equatable {
         return token
     }
 
+    /// How errors name the secret: the file's path, or `$NAME`; never its value.
     public var name: String {
         switch self {
         case .file(let path): path

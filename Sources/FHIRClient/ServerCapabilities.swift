@@ -5,19 +5,28 @@ import FHIR
 /// for the whole server its interactions (`batch`, `transaction`) and the search parameters it
 /// lists for every type. Read once, asked by the pull, the refresh and the push.
 public struct ServerCapabilities: Sendable {
+    /// What the server says of one resource type.
     public struct ResourceType: Sendable {
+        /// Interactions (`read`, `search-type`, `create`, ...).
         public var interactions: Set<String> = []
+        /// The `_include` values it supports.
         public var includes: Set<String> = []
+        /// Its search parameters' names.
         public var searchParameters: Set<String> = []
+        /// Whether it does conditional creates (`If-None-Exist`).
         public var conditionalCreate = false
+        /// Whether it does conditional updates.
         public var conditionalUpdate = false
     }
 
+    /// By resource type.
     public var resources: [String: ResourceType] = [:]
+    /// System interactions (`transaction`, `batch`, ...).
     public var interactions: Set<String> = []
     /// Search parameters listed for every resource type (`rest.searchParam`).
     public var searchParameters: Set<String> = []
 
+    /// What a CapabilityStatement says, read from its first `rest` entry in server mode.
     public init(_ statement: Element) {
         func codes(_ element: Element, _ name: String, _ field: String) -> [String] {
             element.children(named: name).compactMap { $0.string(field) }

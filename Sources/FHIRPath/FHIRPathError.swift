@@ -9,12 +9,14 @@ public enum FHIRPathError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Evaluation failed on this data (`single()` on two items, an unknown function argument).
     case evaluation(SourceLocation, String)
 
+    /// Where in the expression's text.
     public var position: SourceLocation {
         switch self {
         case .syntax(let p, _), .semantic(let p, _), .evaluation(let p, _): p
         }
     }
 
+    /// What went wrong, in words.
     public var message: String {
         switch self {
         case .syntax(_, let m), .semantic(_, let m), .evaluation(_, let m): m

@@ -8,8 +8,10 @@ import JSON
 /// with the line, column and element path; invalid content (bad lexical forms, codes outside a
 /// required value set, arrays where one value belongs) is collected and reported together.
 public struct FHIRJSONReader: Sendable {
+    /// Limits, leniency and the source name for locations.
     public var options: ParseOptions
 
+    /// A reader with these options.
     public init(options: ParseOptions = ParseOptions()) {
         self.options = options
     }

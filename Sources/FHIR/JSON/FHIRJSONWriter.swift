@@ -10,6 +10,7 @@ public struct FHIRJSONWriter: Sendable {
     /// as NDJSON needs.
     public var pretty: Bool
 
+    /// A writer; `pretty` indents, otherwise one line.
     public init(pretty: Bool = true) {
         self.pretty = pretty
     }

@@ -150,6 +150,7 @@ public struct RequiredBinding: Sendable, Hashable {
 public final class TypeDefinition: Sendable, CustomStringConvertible {
     /// What sort of type this is.
     public enum Kind: String, Sendable {
+        /// A primitive type, a datatype, a resource, or a backbone element.
         case primitive, complex, resource, backbone
     }
 
@@ -157,9 +158,12 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     public let index: Int32
     /// The type name; for backbone elements, their path (`CarePlan.activity`).
     public let name: String
+    /// What sort of type this is.
     public let kind: Kind
     /// The type this one specialises (`DomainResource`, `Element`, `BackboneElement`), if any.
     public let baseName: String?
+    /// Whether the type is abstract (`Resource`, `DomainResource`): no instance has it as its own
+    /// type.
     public let isAbstract: Bool
     /// The elements in definition order, which is also FHIR XML's element order.
     public let elements: [ElementDefinition]
@@ -226,6 +230,7 @@ public final class ElementDefinition: Sendable {
     public let slot: Int16
     /// Whether this is a choice element (`value[x]`): its JSON and XML names carry the type.
     public let isChoice: Bool
+    /// The minimum cardinality.
     public let min: Int
     /// The maximum cardinality, nil for `*`.
     public let max: Int?
@@ -235,6 +240,7 @@ public final class ElementDefinition: Sendable {
     public let typeIndices: [Int32]
     /// Whether this element can change the meaning of its parent (`?!`): never ignore it.
     public let isModifier: Bool
+    /// Whether the element is part of the resource's summary (`_summary=true`).
     public let isSummary: Bool
     /// The required binding for coded elements, when its value set is enumerable.
     public let binding: RequiredBinding?

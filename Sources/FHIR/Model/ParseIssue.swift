@@ -29,11 +29,16 @@ public struct ParseIssue: Sendable, Hashable, CustomStringConvertible, Error {
         case io
     }
 
+    /// Error or warning.
     public var severity: Severity
+    /// What kind of problem, for code that reacts to some.
     public var code: Code
+    /// What is wrong, in words.
     public var message: String
+    /// Where: source, line, column and element path.
     public var location: SourceLocation
 
+    /// An issue at `location`.
     public init(_ severity: Severity, _ code: Code, _ message: String, at location: SourceLocation) {
         self.severity = severity
         self.code = code
@@ -94,6 +99,7 @@ public struct ParseOptions: Sendable {
     /// Resources read only in part (JSON only; nil reads every resource whole).
     public var skim: Skim?
 
+    /// Options; the defaults read strictly, up to 1 GiB and 128 levels deep.
     public init(maximumDocumentSize: Int = 1 << 30, maximumDepth: Int = 128, lenient: Bool = false, sourceName: String? = nil) {
         self.maximumDocumentSize = maximumDocumentSize
         self.maximumDepth = maximumDepth
@@ -115,6 +121,7 @@ public struct ParseOptions: Sendable {
         /// resource's); a root Bundle never is.
         public var root: Bool
 
+        /// What to skim.
         public init(wholeTypes: Set<String>, keptElements: Set<String>, root: Bool) {
             self.wholeTypes = wholeTypes
             self.keptElements = keptElements

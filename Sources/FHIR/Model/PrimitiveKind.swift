@@ -9,13 +9,24 @@ import Darwin
 /// Values are kept in their lexical form (a decimal `1.50` stays `1.50`); `isValid` checks that
 /// form against the rules of the specification's primitive type definitions.
 public enum PrimitiveKind: String, Sendable, CaseIterable {
+    /// The boolean and the numbers.
     case boolean, integer, decimal, positiveInt, unsignedInt
+    /// The strings, codes, identifiers and binary data.
     case string, markdown, code, id, uri, url, canonical, oid, uuid, base64Binary
+    /// The dates and times.
     case date, dateTime, instant, time
+    /// A narrative's XHTML.
     case xhtml
 
     /// How the value appears in FHIR JSON.
-    public enum JSONForm: Sendable { case string, number, boolean }
+    public enum JSONForm: Sendable {
+        /// A JSON string.
+        case string
+        /// A bare JSON number.
+        case number
+        /// A bare `true` or `false`.
+        case boolean
+    }
 
     /// JSON writes booleans and numbers bare; every other primitive is a string.
     public var jsonForm: JSONForm {

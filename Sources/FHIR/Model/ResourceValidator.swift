@@ -2,6 +2,7 @@
 /// elements not repeated (max), primitive values in their lexical forms, codes in required value
 /// sets, and no content the definitions do not know. What the gateway writes must pass it.
 public struct ResourceValidator: Sendable {
+    /// A validator over the R4 definitions.
     public init() {}
 
     /// Every problem found, each with its element path (`Observation.component[1].code`).

@@ -6,6 +6,7 @@ import Diagnostics
 ///   other resource becomes one line;
 /// - NDJSON to JSON or XML becomes a `collection` Bundle, written entry by entry.
 public struct FHIRConversion {
+    /// How the input is read.
     public var options: ParseOptions
     /// Pretty-print JSON and XML output (NDJSON is always one line per resource).
     public var pretty: Bool
@@ -18,6 +19,7 @@ public struct FHIRConversion {
         public var warnings: [ParseIssue] = []
     }
 
+    /// A conversion; `pretty` indents the output.
     public init(options: ParseOptions = ParseOptions(), pretty: Bool = true) {
         self.options = options
         self.pretty = pretty
@@ -104,6 +106,7 @@ public struct StreamingBundleWriter {
     let pretty: Bool
     private var entries = 0
 
+    /// A writer of a Bundle in `format` (JSON or XML) to `output`.
     public init(format: FHIRFormat, output: FHIROutput, pretty: Bool = true) {
         precondition(format != .ndjson, "NDJSON has no Bundle frame; use NDJSONWriter")
         self.format = format

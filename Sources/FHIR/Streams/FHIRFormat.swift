@@ -1,6 +1,7 @@
 import Diagnostics
 /// The three FHIR serialisations CareGate reads and writes.
 public enum FHIRFormat: String, Sendable, CaseIterable {
+    /// FHIR JSON, FHIR XML, or newline-delimited JSON (one resource a line).
     case json, xml, ndjson
 
     /// The format of a file: by extension (`.json`, `.xml`, `.ndjson`, `.jsonl`), else by

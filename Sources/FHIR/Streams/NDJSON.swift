@@ -46,6 +46,7 @@ public final class NDJSONReader {
 
     /// One line of an NDJSON file, as read.
     public struct Line: Sendable {
+        /// The line's bytes, without its line break.
         public var bytes: [UInt8]
         /// Its 1-based line number in the file.
         public var number: Int
@@ -100,6 +101,7 @@ public struct NDJSONWriter {
     private let writer = FHIRJSONWriter(pretty: false)
     private var line: [UInt8] = []
 
+    /// A writer of one resource a line to `output`.
     public init(output: FHIROutput) {
         self.output = output
     }

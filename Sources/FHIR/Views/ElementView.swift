@@ -30,7 +30,9 @@ public protocol ResourceView: ElementView {}
 
 /// Why an element could not be viewed as a type.
 public struct ElementViewError: Error, Sendable, CustomStringConvertible {
+    /// The type the view wanted.
     public let expected: String
+    /// The type the element has.
     public let found: String
     public var description: String { "expected a \(expected), found a \(found)" }
 }
@@ -165,14 +167,24 @@ extension ResourceView {
 
 /// Conversions between lexical primitive values and Swift types, used by the generated views.
 public enum PrimitiveConversion {
+    /// `true` and `false` as a Bool; nil otherwise.
     public static func bool(_ s: String?) -> Bool? { s.flatMap { $0 == "true" ? true : $0 == "false" ? false : nil } }
+    /// A Bool as FHIR writes it.
     public static func string(_ b: Bool?) -> String? { b.map { $0 ? "true" : "false" } }
+    /// An integer's lexical form (a leading `+` allowed) as an Int.
     public static func int(_ s: String?) -> Int? { s.flatMap { Int($0.hasPrefix("+") ? String($0.dropFirst()) : $0) } }
+    /// An Int as FHIR writes it.
     public static func string(_ i: Int?) -> String? { i.map(String.init) }
+    /// A decimal's lexical form, its digits kept.
     public static func decimal(_ s: String?) -> FHIRDecimal? { s.flatMap(FHIRDecimal.init) }
+    /// A decimal as it was written.
     public static func string(_ d: FHIRDecimal?) -> String? { d?.lexical }
+    /// A date, dateTime or instant's lexical form, its precision kept.
     public static func dateTime(_ s: String?) -> FHIRDateTime? { s.flatMap(FHIRDateTime.init) }
+    /// A date or time as it was written.
     public static func string(_ d: FHIRDateTime?) -> String? { d?.lexical }
+    /// A time's lexical form.
     public static func time(_ s: String?) -> FHIRTime? { s.flatMap(FHIRTime.init) }
+    /// A time as it was written.
     public static func string(_ t: FHIRTime?) -> String? { t?.lexical }
 }

@@ -32,21 +32,29 @@ public struct FHIRDecimal: Sendable, Hashable, CustomStringConvertible, Expressi
 public struct FHIRDateTime: Sendable, Hashable, CustomStringConvertible, Comparable {
     /// How much of the value is given.
     public enum Precision: Int, Sendable, Comparable {
+        /// A year, a month, a day, or a time to the second.
         case year, month, day, second
         public static func < (a: Precision, b: Precision) -> Bool { a.rawValue < b.rawValue }
     }
 
+    /// The value as written.
     public let lexical: String
+    /// The year.
     public let year: Int
+    /// The month (1–12), when given.
     public let month: Int?
+    /// The day of the month, when given.
     public let day: Int?
+    /// The hour, when a time is given.
     public let hour: Int?
+    /// The minute, when a time is given.
     public let minute: Int?
     /// Seconds with any fraction.
     public let second: Double?
     /// The offset from UTC in seconds, when a time is given.
     public let utcOffset: Int?
 
+    /// How much of the value is given.
     public var precision: Precision {
         hour != nil ? .second : day != nil ? .day : month != nil ? .month : .year
     }
@@ -106,11 +114,16 @@ public struct FHIRDateTime: Sendable, Hashable, CustomStringConvertible, Compara
 
 /// A FHIR time of day (`08:00:00`, `17:30:00.5`), which has no zone.
 public struct FHIRTime: Sendable, Hashable, CustomStringConvertible {
+    /// The value as written.
     public let lexical: String
+    /// The hour (0–23).
     public let hour: Int
+    /// The minute.
     public let minute: Int
+    /// Seconds with any fraction.
     public let second: Double
 
+    /// A time from its lexical form; nil when it is not a FHIR time.
     public init?(_ lexical: String) {
         guard PrimitiveKind.time.isValid(lexical) else { return nil }
         self.lexical = lexical

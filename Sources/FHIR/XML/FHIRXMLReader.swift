@@ -17,8 +17,10 @@ import Glibc
 /// Files are streamed, so document size is bounded only by the configured limit; Bundles can be
 /// read entry by entry with `FHIRXMLBundleReader`.
 public struct FHIRXMLReader: Sendable {
+    /// Limits, leniency and the source name for locations.
     public var options: ParseOptions
 
+    /// A reader with these options.
     public init(options: ParseOptions = ParseOptions()) {
         self.options = options
     }

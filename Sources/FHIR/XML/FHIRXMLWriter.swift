@@ -12,6 +12,8 @@ public struct FHIRXMLWriter: Sendable {
     /// Start with `<?xml version="1.0" encoding="UTF-8"?>` (the default).
     public var declaration: Bool
 
+    /// A writer; `pretty` indents, `declaration` starts with `<?xml version="1.0"
+    /// encoding="UTF-8"?>`.
     public init(pretty: Bool = true, declaration: Bool = true) {
         self.pretty = pretty
         self.declaration = declaration

@@ -6,7 +6,9 @@ import Foundation
 /// The private key a backend client signs its assertions with: RSA (RS384) or P-384 (ES384),
 /// the two algorithms SMART Backend Services requires clients to support.
 public enum AssertionKey: Sendable {
+    /// An RSA key, signing RS384 (at least 2048 bits).
     case rs384(_RSA.Signing.PrivateKey)
+    /// A P-384 key, signing ES384.
     case es384(P384.Signing.PrivateKey)
 
     /// The JOSE `alg` name.
@@ -63,14 +65,18 @@ public enum AssertionKey: Sendable {
 /// `iss` = `sub` = client id, `aud` = the token endpoint's URL exactly, a short `exp` and a
 /// unique `jti`, so that a captured assertion cannot be replayed.
 public struct ClientAssertion: Sendable {
+    /// The client's id at the authorization server (`iss` and `sub`).
     public var clientID: String
+    /// The token endpoint's URL, exactly (`aud`).
     public var tokenEndpoint: String
+    /// The registered key's id (`kid`).
     public var keyID: String?
     /// The JWK Set URL, when the client registered one (sent as `jku`).
     public var jwksURL: String?
     /// Seconds from now to `exp`; SMART allows at most 300.
     public var lifetime: TimeInterval
 
+    /// An assertion that lives `lifetime` seconds (at most 5 minutes, as SMART asks).
     public init(clientID: String, tokenEndpoint: String, keyID: String? = nil, jwksURL: String? = nil, lifetime: TimeInterval = 300) {
         self.clientID = clientID
         self.tokenEndpoint = tokenEndpoint

@@ -3,7 +3,9 @@ import Foundation
 /// Where a client gets the access token it sends as `Authorization: Bearer`. The client asks
 /// before each request and calls `invalidate` when the server answers 401 with that token.
 public protocol AccessTokenProvider: Sendable {
+    /// A token to send, from the cache while it is fresh.
     func accessToken() async throws(FHIRClientError) -> String
+    /// Forgets `token` (the server refused it with 401); the next request gets a new one.
     func invalidate(_ token: String) async
 }
 
@@ -13,8 +15,11 @@ public protocol AccessTokenProvider: Sendable {
 /// Concurrent callers share one token request. Neither the key, the assertion nor the token
 /// ever appears in an error or a description.
 public actor SMARTBackendServices: AccessTokenProvider {
+    /// The client's registration at the EHR's authorization server.
     public struct Configuration: Sendable {
+        /// The client's id.
         public var clientID: String
+        /// The private key that signs the assertions.
         public var key: AssertionKey
         /// The `kid` of the registered public key.
         public var keyID: String?
@@ -22,10 +27,13 @@ public actor SMARTBackendServices: AccessTokenProvider {
         public var scope: String
         /// The token endpoint; when nil it is discovered from the FHIR base.
         public var tokenEndpoint: String?
+        /// The JWK Set URL, when the client registered one.
         public var jwksURL: String?
         /// A token is renewed this many seconds before it expires.
         public var renewBefore: TimeInterval
 
+        /// A registration; without `tokenEndpoint` it is read from the server's
+        /// `.well-known/smart-configuration`.
         public init(clientID: String, key: AssertionKey, keyID: String? = nil, scope: String, tokenEndpoint: String? = nil,
                     jwksURL: String? = nil, renewBefore: TimeInterval = 30) {
             self.clientID = clientID
@@ -40,13 +48,17 @@ public actor SMARTBackendServices: AccessTokenProvider {
 
     /// What the token endpoint granted.
     public struct Grant: Sendable {
+        /// The access token.
         public var accessToken: String
+        /// When it stops working (renewed 30 seconds before).
         public var expires: Date
         /// The scopes granted, which may differ from those asked for.
         public var scope: String?
     }
 
+    /// The client's registration.
     public let configuration: Configuration
+    /// The FHIR server's base URL, whose configuration names the token endpoint.
     public let fhirBase: String
     let transport: any HTTPTransport
     let retry: RetryPolicy
@@ -58,6 +70,7 @@ public actor SMARTBackendServices: AccessTokenProvider {
     /// How many token requests were made (for status output and tests).
     public private(set) var tokenRequests = 0
 
+    /// A token source for `configuration` at the server `fhirBase`.
     public init(configuration: Configuration, fhirBase: String, transport: any HTTPTransport = CurlTransport(), retry: RetryPolicy = .standard,
                 clock: @escaping @Sendable () -> Date = { Date() }) {
         self.clock = clock
@@ -67,6 +80,8 @@ public actor SMARTBackendServices: AccessTokenProvider {
         self.retry = retry
     }
 
+    /// A token to send: the cached one while fresh, else a new one (one request at a time, whoever
+    /// asks).
     public func accessToken() async throws(FHIRClientError) -> String {
         if let grant, grant.expires.timeIntervalSince(clock()) > configuration.renewBefore { return grant.accessToken }
         if pending == nil {
@@ -84,6 +99,7 @@ public actor SMARTBackendServices: AccessTokenProvider {
         }
     }
 
+    /// Forgets `token` when it is the cached one (the server refused it with 401).
     public func invalidate(_ token: String) async {
         if grant?.accessToken == token { grant = nil }
     }

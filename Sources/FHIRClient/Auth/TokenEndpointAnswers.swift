@@ -5,6 +5,7 @@ import JSON
 /// without trusting it: the signed assertion goes to the token endpoint it names, so that
 /// endpoint is checked before it is used.
 public struct SMARTConfiguration: Sendable, Equatable {
+    /// `token_endpoint`: where assertions are exchanged for access tokens (checked before use).
     public var tokenEndpoint: String
     /// `token_endpoint_auth_methods_supported`, when the document says.
     public var authMethods: [String]?
@@ -62,6 +63,7 @@ public struct SMARTConfiguration: Sendable, Equatable {
 /// `b64token`): a CR or LF in it would add headers. Neither the token nor the request is ever
 /// in an error.
 public struct TokenResponse: Sendable, Equatable {
+    /// The access token.
     public var accessToken: String
     /// Seconds the token may be used: `expires_in`, or 300 when absent; kept within 0 to a day,
     /// so that a server's mistake neither pins a token for ever nor goes negative.

@@ -3,14 +3,18 @@ import Foundation
 
 /// One HTTP request.
 public struct HTTPRequest: Sendable {
+    /// `GET`, `POST`, `PUT` or `DELETE`.
     public var method: String
+    /// The absolute URL.
     public var url: String
     /// Header fields in order (names as sent).
     public var headers: [(String, String)]
+    /// The body, if any.
     public var body: [UInt8]?
     /// The whole exchange, connection included, must finish within this many seconds.
     public var timeout: TimeInterval
 
+    /// A request.
     public init(method: String, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil, timeout: TimeInterval = 60) {
         self.method = method
         self.url = url
@@ -27,10 +31,14 @@ public struct HTTPRequest: Sendable {
 
 /// One HTTP response: status, header fields (names lowercased) and the (decompressed) body.
 public struct HTTPResponse: Sendable {
+    /// The HTTP status.
     public var status: Int
+    /// The headers, names in lower case.
     public var headers: [String: String]
+    /// The body, decompressed.
     public var body: [UInt8]
 
+    /// An answer.
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
@@ -42,6 +50,7 @@ public struct HTTPResponse: Sendable {
 public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The connection failed or broke (libcurl's code and message).
     case network(code: Int32, message: String, url: String)
+    /// No answer within the request's timeout.
     case timedOut(url: String)
     /// The answer (decompressed) passed the transport's size limit; reading stopped there.
     case tooLarge(url: String, limit: Int)
@@ -88,6 +97,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
 
 /// Sends HTTP requests: libcurl in production, other transports in tests.
 public protocol HTTPTransport: Sendable {
+    /// Sends the request and waits for the whole answer.
     func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse
     /// Sends the request and writes a 2xx answer's (decompressed) body to the file at `path`
     /// (made or emptied) as it arrives, at most `limit` bytes; the response's body is empty.
@@ -112,11 +122,16 @@ extension HTTPTransport {
 /// TLS settings: verification is on unless turned off; a CA bundle, and a client certificate
 /// and key for mutual TLS, can be given as PEM files.
 public struct TLSOptions: Sendable, Equatable {
+    /// Whether the server's certificate is checked (false for testing only).
     public var verify = true
+    /// A PEM file of CAs to trust instead of the system's.
     public var caBundle: String?
+    /// A PEM client certificate, for mutual TLS.
     public var clientCertificate: String?
+    /// Its PEM private key.
     public var clientKey: String?
 
+    /// TLS options; the defaults verify against the system's CAs.
     public init(verify: Bool = true, caBundle: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
         self.verify = verify
         self.caBundle = caBundle
@@ -132,8 +147,11 @@ public struct TLSOptions: Sendable, Equatable {
 public final class CurlTransport: HTTPTransport, @unchecked Sendable {
     private let queue = DispatchQueue(label: "caregate.curl")
     private let handle: UnsafeMutableRawPointer
+    /// Certificates to trust and to present.
     public let tls: TLSOptions
+    /// Seconds to connect.
     public let connectTimeout: TimeInterval
+    /// The `User-Agent` header.
     public let userAgent: String
     /// The largest answer read, after decompression: a gzip bomb stops here, not in memory.
     public let maximumResponseSize: Int
@@ -142,6 +160,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
+    /// A transport; answers larger than `maximumResponseSize` once decompressed are refused.
     public init(tls: TLSOptions = TLSOptions(), connectTimeout: TimeInterval = 10, userAgent: String = "CareGate/0.1",
                 maximumResponseSize: Int = CurlTransport.defaultMaximumResponseSize, lowSpeed: (bytesPerSecond: Int, seconds: Int) = (1, 30)) {
         _ = CurlTransport.globalInit
@@ -158,6 +177,7 @@ public final class CurlTransport: HTTPTransport, @unchecked Sendable {
 
     deinit { curl_easy_cleanup(handle) }
 
+    /// Sends the request on a libcurl easy handle of its own, off Swift's cooperative threads.
     public func send(_ request: HTTPRequest) async throws(TransportError) -> HTTPResponse {
         let result: Result<HTTPResponse, TransportError> = await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: self.perform(request, collector: Collector(limit: self.maximumResponseSize))) }

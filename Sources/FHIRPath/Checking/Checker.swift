@@ -4,7 +4,9 @@ import FHIR
 /// A type FHIRPath knows statically: a FHIR type (by name; backbone elements by path, such as
 /// `CarePlan.activity`), a System type (`String`, `Boolean`...), or unknown (`resolve()`, `children()`).
 public enum StaticType: Hashable, Sendable, CustomStringConvertible {
+    /// A FHIR type, by name.
     case fhir(String)
+    /// A System type, by name (`String`, `Boolean`).
     case system(String)
 
     public var description: String {
@@ -24,13 +26,16 @@ public struct InferredType: Sendable, CustomStringConvertible, Equatable {
     /// False after `children()` and `descendants()`, whose order is not defined.
     public var isOrdered = true
 
+    /// A type.
     public init(types: Set<StaticType>?, isCollection: Bool, isOrdered: Bool = true) {
         self.types = types
         self.isCollection = isCollection
         self.isOrdered = isOrdered
     }
 
+    /// Anything: no type known.
     public static let unknown = InferredType(types: nil, isCollection: true)
+    /// The empty collection.
     public static let empty = InferredType(types: [], isCollection: false)
     static func system(_ name: String) -> InferredType { InferredType(types: [.system(name)], isCollection: false) }
     static let boolean = system("Boolean")
@@ -56,6 +61,7 @@ public struct InferredType: Sendable, CustomStringConvertible, Equatable {
 /// // [1:1: error: 'activty' is not an element of CarePlan; did you mean 'activity'?]
 /// ```
 public struct FHIRPathChecker: Sendable {
+    /// The type expressions are checked against (a resource type).
     public let rootType: String
     /// Types of user variables (`%dose`), without the `%`; unknown variables are errors.
     public var variables: [String: InferredType]
@@ -64,6 +70,8 @@ public struct FHIRPathChecker: Sendable {
     /// is understood as `scheduled.ofType(Timing)` (the evaluator selects it either way).
     public var strict: Bool
 
+    /// A checker for expressions on `rootType`; `strict` makes unknown elements errors instead of
+    /// warnings.
     public init(rootType: String, variables: [String: InferredType] = [:], strict: Bool = true) {
         self.rootType = rootType
         self.variables = variables

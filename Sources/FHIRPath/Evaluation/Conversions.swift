@@ -323,6 +323,7 @@ enum References {
 public final class BundleIndex: Sendable {
     private let byReference: [String: Element]
 
+    /// An index of the Bundle's entries by `fullUrl` and `Type/id`.
     public init(_ bundle: Element) {
         var index: [String: Element] = [:]
         for entry in bundle.children where entry.name == "entry" {

@@ -24,6 +24,7 @@ public struct EvaluationEnvironment: Sendable {
     /// The clock `now()`, `today()` and `timeOfDay()` read, fixed for one evaluation.
     public var now: Date
 
+    /// An environment with `resource` as the context and `%resource`.
     public init(resource: Element, in rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
         self.context = [.element(resource)]
         self.resource = resource
@@ -32,6 +33,7 @@ public struct EvaluationEnvironment: Sendable {
         self.now = Date()
     }
 
+    /// An environment with its own context collection.
     public init(context: [FHIRPathValue], resource: Element?, rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
         self.context = context
         self.resource = resource

@@ -4,8 +4,10 @@ import Diagnostics
 public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
     /// `FHIR`, `System`, or nil when the name is unqualified.
     public let namespace: String?
+    /// The type's name.
     public let name: String
 
+    /// A type name, qualified or not.
     public init(namespace: String?, name: String) {
         self.namespace = namespace
         self.name = name
@@ -16,6 +18,7 @@ public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
 
 /// One node of a parsed FHIRPath expression, with the position it starts at.
 public struct ExpressionNode: Sendable, CustomStringConvertible {
+    /// What the node is.
     public indirect enum Kind: Sendable {
         /// A literal: boolean, string, integer, decimal, date, dateTime, time or quantity.
         case literal(FHIRPathValue)
@@ -25,12 +28,17 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
         case member(base: ExpressionNode?, name: String)
         /// `name(arguments)`; arguments stay unevaluated until the function decides (`where`, `iif`).
         case function(base: ExpressionNode?, name: String, arguments: [ExpressionNode])
+        /// `$this`, `$index` and `$total`.
         case this, index, total
         /// `%name` or `%'name'`.
         case variable(String)
+        /// `base[index]`.
         case indexer(base: ExpressionNode, index: ExpressionNode)
+        /// `+x` or `-x`.
         case unary(UnaryOperator, ExpressionNode)
+        /// An operator between two operands.
         case binary(BinaryOperator, ExpressionNode, ExpressionNode)
+        /// `x is T` or `x as T`.
         case typeTest(TypeOperator, ExpressionNode, TypeSpecifier)
 
         /// The nodes directly below this one.
@@ -47,13 +55,16 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
         }
     }
 
+    /// What the node is.
     public let kind: Kind
+    /// Where it starts in the expression's text.
     public let position: SourceLocation
     /// Levels of nodes from this one down to its deepest leaf (a leaf is 1). The parser refuses
     /// trees deeper than `Parser.deepest`, so the checker and evaluator, which recurse, stay on
     /// the stack.
     public let depth: Int
 
+    /// A node of `kind` at `position`.
     public init(_ kind: Kind, at position: SourceLocation) {
         self.kind = kind
         self.position = position
@@ -80,21 +91,33 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
     }
 }
 
+/// A prefix operator.
 public enum UnaryOperator: String, Sendable {
+    /// Plus and minus.
     case plus = "+", minus = "-"
 }
 
+/// A type operator.
 public enum TypeOperator: String, Sendable {
+    /// A type test and a cast.
     case `is`, `as`
 }
 
+/// An infix operator.
 public enum BinaryOperator: String, Sendable, CaseIterable {
+    /// Multiplication and division.
     case multiply = "*", divide = "/", div, mod
+    /// Addition, subtraction and string concatenation.
     case add = "+", subtract = "-", concatenate = "&"
+    /// Collection union.
     case union = "|"
+    /// Comparison.
     case lessThan = "<", greaterThan = ">", lessOrEqual = "<=", greaterOrEqual = ">="
+    /// Equality and equivalence.
     case equal = "=", equivalent = "~", notEqual = "!=", notEquivalent = "!~"
+    /// Membership.
     case `in`, contains
+    /// Three-valued boolean logic.
     case and, or, xor, implies
 
     /// Binding power: higher binds tighter (the normative grammar's precedence).

@@ -5,16 +5,24 @@ import FHIR
 /// Comparison follows the specification: values are compared component by component down to the
 /// precision both have; when one is more precise and they agree so far, the result is unknown.
 public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
+    /// How much of the value is given.
     public enum Precision: Int, Sendable, Comparable {
+        /// From the year down to the millisecond.
         case year, month, day, hour, minute, second, millisecond
         public static func < (a: Precision, b: Precision) -> Bool { a.rawValue < b.rawValue }
     }
 
+    /// The year.
     public var year: Int
+    /// The month (1–12), when given.
     public var month: Int?
+    /// The day, when given.
     public var day: Int?
+    /// The hour, when given.
     public var hour: Int?
+    /// The minute, when given.
     public var minute: Int?
+    /// The second, when given.
     public var second: Int?
     /// Fraction-of-second digits as written (`559`), nil without a fraction.
     public var fraction: String?
@@ -23,6 +31,7 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
     /// Whether the text had a `T` (a DateTime rather than a Date).
     public var hasTime: Bool
 
+    /// The finest part given.
     public var precision: Precision {
         if fraction != nil { return .millisecond }
         if second != nil { return .second }
@@ -250,11 +259,16 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
 
 /// A FHIRPath Time: `@T14`, `@T14:30:14.559`.
 public struct PartialTime: Sendable, Hashable, CustomStringConvertible {
+    /// The hour.
     public var hour: Int
+    /// The minute, when given.
     public var minute: Int?
+    /// The second, when given.
     public var second: Int?
+    /// Fraction-of-second digits as written, nil without a fraction.
     public var fraction: String?
 
+    /// A time from its text (`14:30`, without the `@T`); nil when it is not one.
     public init?(_ text: String) {
         guard let parsed = PartialDateTime(fhirPath: "2000-01-01T" + text), let hour = parsed.hour, parsed.offset == nil else { return nil }
         self.hour = hour

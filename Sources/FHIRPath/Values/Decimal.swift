@@ -3,15 +3,18 @@ import Foundation
 /// An exact decimal with the number of digits written after the point (`1.50` has scale 2), so
 /// arithmetic is exact and `precision()`, boundaries and output keep what was written.
 public struct FHIRPathDecimal: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The exact value.
     public let value: Decimal
     /// Digits after the decimal point.
     public let scale: Int
 
+    /// A value with `scale` digits after the point.
     public init(_ value: Decimal, scale: Int) {
         self.value = value
         self.scale = max(0, scale)
     }
 
+    /// An integer, with no digits after the point.
     public init(_ integer: Int) {
         self.init(Decimal(integer), scale: 0)
     }
@@ -35,6 +38,7 @@ public struct FHIRPathDecimal: Sendable, Hashable, Comparable, CustomStringConve
         self.scale = max(0, -value.exponent)
     }
 
+    /// The nearest Double.
     public var double: Double { NSDecimalNumber(decimal: value).doubleValue }
 
     /// Whether the value has no fraction.

@@ -3,9 +3,12 @@ import Foundation
 /// A FHIRPath Quantity: an exact value and a unit, either a UCUM code (`'mg'`) or a calendar
 /// duration keyword (`days`).
 public struct FHIRPathQuantity: Sendable, Hashable, CustomStringConvertible {
+    /// The number.
     public var value: FHIRPathDecimal
+    /// The unit: a UCUM code, or a calendar duration (`days`).
     public var unit: String
 
+    /// A quantity.
     public init(value: FHIRPathDecimal, unit: String) {
         self.value = value
         self.unit = unit

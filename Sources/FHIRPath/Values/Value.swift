@@ -6,13 +6,21 @@ import Foundation
 public enum FHIRPathValue: Sendable {
     /// A FHIR element: a resource, a datatype, a backbone element or a primitive (its `value`).
     case element(Element)
+    /// A Boolean.
     case boolean(Bool)
+    /// An Integer.
     case integer(Int)
+    /// A Decimal, exact.
     case decimal(FHIRPathDecimal)
+    /// A String.
     case string(String)
+    /// A Date.
     case date(PartialDateTime)
+    /// A DateTime.
     case dateTime(PartialDateTime)
+    /// A Time.
     case time(PartialTime)
+    /// A Quantity.
     case quantity(FHIRPathQuantity)
     /// What `type()` returns: a namespace and a name.
     case typeInfo(namespace: String, name: String)

@@ -13,6 +13,7 @@ public struct CarePlanSubscription: Sendable {
     /// The token the EHR sends back in `Authorization: Bearer …`.
     public var token: String
 
+    /// Subscriptions that notify `endpoint`, sending `token` back.
     public init(endpoint: String, token: String) {
         self.endpoint = endpoint
         self.token = token
@@ -20,7 +21,9 @@ public struct CarePlanSubscription: Sendable {
 
     /// What `ensure` did for one patient.
     public struct Outcome: Sendable, Equatable {
+        /// The patient the Subscription is for.
         public var patient: EnrolledPatient
+        /// Its criteria (`CarePlan?subject=Patient/maria-lopez`).
         public var criteria: String
         /// The Subscription on the server (`Subscription/12`).
         public var location: String?
@@ -28,6 +31,7 @@ public struct CarePlanSubscription: Sendable {
         public var created: Bool
     }
 
+    /// The criteria of the patient's Subscription, by the patient's EHR id.
     public func criteria(for patient: EnrolledPatient) -> String { "CarePlan?subject=Patient/\(patient.ehrID)" }
 
     /// The Subscription resource for one patient.

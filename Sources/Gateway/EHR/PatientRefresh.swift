@@ -4,6 +4,7 @@ import Foundation
 
 /// Why a refresh failed, naming the patient by the store's id.
 public struct PatientRefreshError: Error, Sendable, CustomStringConvertible {
+    /// The patient, by the store's id.
     public var patient: String
     /// The whole cause, the EHR's text and URLs included: for operators, not logs.
     public var cause: String
@@ -17,8 +18,11 @@ public struct PatientRefreshError: Error, Sendable, CustomStringConvertible {
 /// history). When the server searches by `_lastUpdated`, a patient with nothing changed since the
 /// last refresh costs four one-entry searches instead of a whole pull.
 public struct PatientRefresh: Sendable {
+    /// The EHR's client.
     public let client: FHIRRESTClient
+    /// What imports the pulled resources, as `caregate import` would.
     public let importer: FHIRImporter
+    /// Where enrolled patients are found (those with a device not revoked).
     public let devices: any DeviceRegistry
     /// Clocks differ: changes are looked for from this long before the last refresh began.
     public var clockSkew: TimeInterval = 300
@@ -28,6 +32,7 @@ public struct PatientRefresh: Sendable {
     /// The resource types a pull reads by patient, and their patient search parameter.
     static let patientSearches = [("Patient", "_id"), ("CarePlan", "subject"), ("CareTeam", "subject"), ("MedicationRequest", "subject")]
 
+    /// Refreshes through `client` into `importer`'s store.
     public init(client: FHIRRESTClient, importer: FHIRImporter, devices: any DeviceRegistry) {
         self.client = client
         self.importer = importer
@@ -38,6 +43,7 @@ public struct PatientRefresh: Sendable {
     public enum Result: Sendable {
         /// Nothing changed on the EHR since `since`: not pulled.
         case unchanged
+        /// Pulled and imported: what changed.
         case imported(ImportReport)
     }
 

@@ -3,6 +3,7 @@ import JSON
 
 /// Why a notification body was refused.
 public struct RestHookNotificationError: Error, Sendable, CustomStringConvertible {
+    /// Why, in words (no part of the body is echoed).
     public var reason: String
     public var description: String { reason }
 }
@@ -13,6 +14,7 @@ public struct RestHookNotificationError: Error, Sendable, CustomStringConvertibl
 /// Subscriptions Backport's notification Bundle (`history`, first entry a `Parameters` or
 /// R4B `SubscriptionStatus`, with `id-only` or `full-resource` content).
 public struct RestHookNotification: Sendable, Equatable {
+    /// What sort of notification it is.
     public enum Kind: String, Sendable {
         /// Something changed; the body does not say what (an empty ping).
         case ping
@@ -22,6 +24,7 @@ public struct RestHookNotification: Sendable, Equatable {
         case status
     }
 
+    /// What sort of notification it is.
     public var kind: Kind
     /// The EHR Patient ids the changed resources belong to.
     public var patients: Set<String> = []
@@ -29,6 +32,7 @@ public struct RestHookNotification: Sendable, Equatable {
     /// patient reference): every enrolled patient is refreshed.
     public var unattributed = false
 
+    /// A notification as read.
     public init(kind: Kind, patients: Set<String> = [], unattributed: Bool = false) {
         self.kind = kind
         self.patients = patients

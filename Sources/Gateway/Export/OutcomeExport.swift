@@ -5,11 +5,13 @@ import Mapping
 
 /// One outcome version as an Observation, with what had to be approximated.
 public struct ExportedObservation: Sendable {
+    /// The R4 Observation (or MedicationAdministration).
     public var observation: Element
     /// The outcome version it comes from (what the outbox queues once).
     public var outcomeVersion: UUID
     /// The stable identifier value (`system|value` finds it on a server).
     public var identifier: String
+    /// What had to be approximated or left out, in words.
     public var notes: [String]
 
     /// Whether a resource is sent as a conditional create (an Observation's first, `final`
@@ -24,7 +26,9 @@ public struct ExportedObservation: Sendable {
 /// Turns the store's outcomes into R4 Observations: the current version of every outcome
 /// (`final`, `amended` when it has earlier versions, `entered-in-error` when deleted).
 public struct OutcomeExport: Sendable {
+    /// The store the outcomes are read from.
     public let store: any CarePlanStore
+    /// What turns an outcome into FHIR.
     public let builder: ObservationBuilder
 
     /// Also export outcomes that came from the EHR (imported Observations), which it already has.
@@ -33,6 +37,7 @@ public struct OutcomeExport: Sendable {
     /// (the command line's progress bar).
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
 
+    /// An export of `store`'s outcomes through `builder`.
     public init(store: any CarePlanStore, builder: ObservationBuilder) {
         self.store = store
         self.builder = builder
@@ -83,6 +88,7 @@ public struct OutcomeExport: Sendable {
         }
     }
 
+    /// Every outcome's current version as FHIR, in memory (tests and small stores; files stream).
     public func observations() throws(StoreError) -> [ExportedObservation] {
         try observations(queued: [:])
     }

@@ -10,6 +10,7 @@ import Mapping
 public struct BulkFetchError: Error, Sendable, CustomStringConvertible {
     /// What was being done: `kick-off`, `status`, a file's URL.
     public var step: String
+    /// What the server or the network said.
     public var cause: String
     public var description: String { "bulk export (\(step)): \(cause)" }
 }
@@ -19,13 +20,16 @@ public struct BulkFetchError: Error, Sendable, CustomStringConvertible {
 /// kept in the store after each step), then, once the files are imported, remembers the export's
 /// transaction time for the next `--since` and deletes the job on the server.
 public struct BulkExportFetch: Sendable {
+    /// The Bulk Data client.
     public let bulk: BulkDataClient
+    /// Where each step is kept, so that a run resumes.
     public let log: any BulkFetchLog
     /// Where each source's files go (a directory of its own), kept until `finish`.
     public let root: String
     /// One line per step (`export: collecting`, `downloaded Patient.ndjson (2.1 MB)`).
     public var progress: (@Sendable (String) -> Void)?
 
+    /// A fetcher writing files under `root`.
     public init(bulk: BulkDataClient, log: any BulkFetchLog, root: String) {
         self.bulk = bulk
         self.log = log
@@ -35,16 +39,23 @@ public struct BulkExportFetch: Sendable {
     /// What a fetch gave: the NDJSON files to import, the server's own errors as notes, and how
     /// long the server's export and the downloads took.
     public struct Fetched: Sendable {
+        /// What was asked for (the kick-off URL).
         public var source: String
+        /// The server's status URL.
         public var statusURL: String
+        /// The finished export's manifest.
         public var manifest: BulkManifest
         /// The directory the files are in.
         public var directory: String
+        /// The downloaded NDJSON files, in manifest order.
         public var files: [String]
+        /// The errors the manifest lists, as notes.
         public var notes: [ImportNote]
+        /// Whether an interrupted fetch was resumed.
         public var resumed: Bool
         /// The request's `_since`: the export holds only what changed after it.
         public var since: String?
+        /// Seconds waiting on the server's export, and downloading.
         public var seconds: (export: Double, download: Double)
     }
 

@@ -5,31 +5,46 @@ import Mapping
 
 /// How far an import has got, for a progress bar or progress lines.
 public struct ImportProgress: Sendable {
-    public enum Stage: String, Sendable { case reading, storing }
+    /// Reading files, then storing patients.
+    public enum Stage: String, Sendable {
+        /// Reading and parsing files.
+        case reading
+        /// Writing patients to the store.
+        case storing
+    }
+    /// Which stage.
     public var stage: Stage
+    /// Items done in the stage.
     public var done: Int
+    /// Items in the stage.
     public var total: Int
+    /// The file or patient at hand.
     public var item: String
 }
 
 /// What an import did: per patient, the changes (or why the patient's transaction was refused),
 /// and the report's notes (skips, ends, approximations of schedules, errors).
 public struct ImportReport: Sendable {
+    /// Files read.
     public var files = 0
     /// Resources imported: each identity (type and id) once.
     public var resources = 0
     /// Copies of a resource read more than once in the run, left out (see `RepeatedResources`).
     public var repeated = 0
+    /// Per patient, what was written.
     public var patients: [PatientImport] = []
+    /// The report's notes, in order.
     public var notes: [ImportNote] = []
     /// Where quiet notes past the first of each kind went, in a large import (see `SpilledNotes`).
     public var spilled: SpilledNotes?
     /// What became of every item of every mapping rule (each activity, dosage, participant).
     public var dispositions: [ItemDisposition] = []
+    /// Resources no mapping file covers, by type.
     public var unmapped: [String: Int] = [:]
     /// Seconds spent reading and parsing, mapping, and writing the store.
     public var seconds: (reading: Double, mapping: Double, storing: Double) = (0, 0, 0)
 
+    /// An empty report.
     public init() {}
 
     /// Changes counted by action.
@@ -39,6 +54,7 @@ public struct ImportReport: Sendable {
         return result
     }
 
+    /// The patients whose transaction was refused.
     public var failedPatients: [PatientImport] { patients.filter { $0.failure != nil } }
 }
 
@@ -46,12 +62,18 @@ public struct ImportReport: Sendable {
 /// transaction per patient. A resource that fails is reported and the others go on; a patient
 /// whose transaction fails keeps nothing of it.
 public struct FHIRImporter: Sendable {
+    /// The mapping files in use.
     public var mappings: MappingSet
+    /// The store written to.
     public var store: any CarePlanStore
+    /// The patients' time zone, for schedules the data gives no zone for.
     public var timeZone: TimeZone
+    /// The import's time: what is current, and when new versions take effect.
     public var now: Date
+    /// How files are found and read.
     public var files: ResourceFiles
 
+    /// An importer of `mappings` into `store`.
     public init(mappings: MappingSet, store: any CarePlanStore, timeZone: TimeZone, now: Date = Date(), files: ResourceFiles = ResourceFiles()) {
         self.mappings = mappings
         self.store = store
@@ -112,6 +134,7 @@ public struct FHIRImporter: Sendable {
     }
 }
 
+/// Durations as seconds.
 extension Duration {
     /// The duration in seconds, for reports and rates.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }

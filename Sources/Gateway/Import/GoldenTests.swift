@@ -8,6 +8,7 @@ import Mapping
 /// schedules as clock times in the test's time zone, and the report's notes. Golden files hold
 /// this, so a diff shows what a mapping change changed.
 public enum StoreSnapshot {
+    /// A store's content as the golden tests' snapshot JSON: stable, without uuids or write times.
     public static func json(_ store: any CarePlanReader, notes: [ImportNote], timeZone: TimeZone) throws -> String {
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = timeZone
@@ -68,21 +69,28 @@ public enum StoreSnapshot {
 /// Runs the `tests` of mapping files: each input imported into an empty store at the test's time
 /// and zone, compared with the expected snapshot.
 public struct GoldenTestRunner: Sendable {
+    /// One test's result.
     public struct Outcome: Sendable {
+        /// The mapping file declaring the test.
         public var mapping: String
+        /// The input file.
         public var input: String
+        /// The expected snapshot file.
         public var expect: String
         /// Nil when the snapshot matches; otherwise the differing lines (`- expected`, `+ actual`).
         public var difference: [String]?
         /// A failure before comparing (a file that cannot be read).
         public var error: String?
+        /// Whether the snapshot matched.
         public var passed: Bool { difference == nil && error == nil }
     }
 
+    /// The mapping files whose tests run, and which map their inputs.
     public var mappings: MappingSet
     /// A new, empty store for each test (an in-memory one: `SQLiteCarePlanStore(inMemory: ())`).
     public var emptyStore: @Sendable () throws -> any CarePlanStore
 
+    /// A runner making a new store for each test with `emptyStore`.
     public init(mappings: MappingSet, emptyStore: @escaping @Sendable () throws -> any CarePlanStore) {
         self.mappings = mappings
         self.emptyStore = emptyStore

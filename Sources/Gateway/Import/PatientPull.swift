@@ -5,8 +5,11 @@ import Mapping
 
 /// Why a pull failed: the server, the patient and the client's error.
 public struct PatientPullError: Error, Sendable, CustomStringConvertible {
+    /// The server's base URL.
     public var base: String
+    /// The patient's id on the server.
     public var patient: String
+    /// What the client met.
     public var cause: FHIRClientError
     public var description: String { "\(base): Patient/\(patient): \(cause)" }
 }
@@ -16,20 +19,25 @@ public struct PatientPullError: Error, Sendable, CustomStringConvertible {
 /// those the plans name) and the Practitioners and PractitionerRoles in them. The result goes
 /// through the same mapping and store as files do; each resource's origin is the URL it came from.
 public struct PatientPull: Sendable {
+    /// The EHR's client.
     public let client: FHIRRESTClient
     /// Resources per search page.
     public var pageSize = 100
 
+    /// A pull through `client`.
     public init(client: FHIRRESTClient) {
         self.client = client
     }
 
     /// What was pulled, and notes on what could not be (a reference the server does not have).
     public struct Result: Sendable {
+        /// The resources, each with the URL it came from as its origin.
         public var resources: [SourcedResource] = []
+        /// What could not be pulled.
         public var notes: [ImportNote] = []
         /// The interactions made, for the report (`GET CarePlan?subject=...`).
         public var requests: [String] = []
+        /// An empty result.
         public init() {}
     }
 

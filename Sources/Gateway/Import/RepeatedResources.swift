@@ -23,6 +23,7 @@ public enum RepeatedResources {
         let id: String
     }
 
+    /// Each identity once, with what was left out.
     public static func collapse(_ resources: [SourcedResource]) -> Result {
         var result = Result()
         // The position of each identity's kept copy; its JSON only once a second copy turns up

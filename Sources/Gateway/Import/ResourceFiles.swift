@@ -7,8 +7,10 @@ import Mapping
 /// a Bundle of any type gives its entries, with the Bundle kept so references between entries
 /// resolve. A file that cannot be read is reported and the others go on.
 public struct ResourceFiles: Sendable {
+    /// How files are parsed (lenient by default: what can be read is, with a warning).
     public var options: ParseOptions
 
+    /// A reader with these options.
     public init(options: ParseOptions = ParseOptions(lenient: true)) {
         self.options = options
     }
@@ -39,8 +41,11 @@ public struct ResourceFiles: Sendable {
     /// A piece of a file read but not yet parsed, so that pieces can be parsed on several cores:
     /// a run of an NDJSON file's lines, a whole JSON or XML file, or what could not be read.
     public enum Unit: Sendable {
+        /// A run of an NDJSON file's lines.
         case lines(path: String, [NDJSONReader.Line], options: ParseOptions)
+        /// A whole JSON or XML file.
         case file(path: String)
+        /// What could not be read, as a note.
         case unreadable(ImportNote)
     }
 

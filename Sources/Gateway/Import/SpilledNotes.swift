@@ -14,6 +14,7 @@ import Mapping
 /// try report.spilled?.forEach { print($0) }
 /// ```
 public final class SpilledNotes: Sendable {
+    /// The file the notes go to.
     public let path: String
     private let state: Locked<State>
 

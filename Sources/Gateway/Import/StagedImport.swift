@@ -12,10 +12,12 @@ import Mapping
 /// Memory is bounded by the largest file's Bundle and the largest patient, not by the run; the
 /// store ends up as a whole-run import leaves it (a test compares snapshots).
 public struct StagedImport: Sendable {
+    /// The importer whose mappings, store, zone and time the run uses.
     public var importer: FHIRImporter
     /// Patients mapped at once (each mapped on its own task; the store has one writer).
     public var window: Int
 
+    /// A staged import, mapping `window` patients at once (one per core by default).
     public init(importer: FHIRImporter, window: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
         self.importer = importer
         self.window = window

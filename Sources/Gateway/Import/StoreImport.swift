@@ -4,10 +4,26 @@ import Mapping
 
 /// What an import did (or, in a dry run, would do) to one store entry.
 public struct ImportChange: Sendable, Hashable, CustomStringConvertible {
-    public enum Action: String, Sendable { case create, update, unchanged, end, delete }
+    /// Created, updated, left unchanged, ended, or deleted (tombstoned).
+    public enum Action: String, Sendable {
+        /// A new entry.
+        case create
+        /// A new version of an entry.
+        case update
+        /// Left as it was.
+        case unchanged
+        /// Ended: a version whose schedule stops.
+        case end
+        /// Deleted: a tombstone.
+        case delete
+    }
+    /// What was done.
     public var action: Action
+    /// The kind of entry.
     public var type: EntityType
+    /// The entry's id.
     public var id: String
+    /// Why, or what changed, when there is more to say.
     public var detail: String?
 
     public var description: String { "\(action.rawValue) \(type.rawValue) \(id)\(detail.map { " (\($0))" } ?? "")" }
@@ -15,7 +31,9 @@ public struct ImportChange: Sendable, Hashable, CustomStringConvertible {
 
 /// One patient's part of an import: written in one transaction, or not at all.
 public struct PatientImport: Sendable {
+    /// The patient, by the store's id.
     public var patientID: String
+    /// What the import did to the patient's entries.
     public var changes: [ImportChange] = []
     /// Why the patient's transaction was refused (nothing of it was written).
     public var failure: String?
@@ -28,10 +46,14 @@ public struct PatientImport: Sendable {
 /// needs is read, decided and written in one write transaction, so an import racing another
 /// writer never plans from a state that has changed under it.
 public struct StoreImport: Sendable {
+    /// The store written to.
     public let store: any CarePlanStore
+    /// The patients' time zone.
     public let timeZone: TimeZone
+    /// The import's time: new versions take effect from it (or after the newest outcome).
     public let now: Date
 
+    /// An importer into `store`.
     public init(store: any CarePlanStore, timeZone: TimeZone, now: Date = Date()) {
         self.store = store
         self.timeZone = timeZone

@@ -30,7 +30,9 @@ public struct PushReport: Sendable {
 public struct OutcomePush: Sendable {
     /// Where queued items wait (the store's own database, for `SQLiteCarePlanStore`).
     public let outbox: any Outbox
+    /// What turns outcomes into FHIR.
     public let export: OutcomeExport
+    /// The EHR's client.
     public let client: FHIRRESTClient
     /// Stop after this many transient failures in a row (the server is down: try again later).
     public var maxConsecutiveFailures = 3
@@ -54,6 +56,7 @@ public struct OutcomePush: Sendable {
         "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UUID().uuidString.prefix(8).lowercased())"
     }
 
+    /// A push from `outbox` to the server behind `client`.
     public init(outbox: any Outbox, export: OutcomeExport, client: FHIRRESTClient) {
         self.outbox = outbox
         self.export = export

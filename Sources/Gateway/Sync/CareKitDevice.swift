@@ -15,12 +15,16 @@ import JSON
 /// let answer = try await device.push(outcomes, knowing: knowledge, clock: 1)
 /// ```
 public struct CareKitDevice: Sendable {
+    /// The gateway's base URL.
     public var gateway: String
+    /// The device token enrollment gave.
     public var token: String
+    /// How requests are sent.
     public var transport: any HTTPTransport
     /// The device's own CareKit process, whose clock its pushes carry.
     public var process: UUID
 
+    /// A device with its token; `process` is its own CareKit process.
     public init(gateway: String, token: String, transport: any HTTPTransport, process: UUID = UUID()) {
         self.gateway = gateway.hasSuffix("/") ? String(gateway.dropLast()) : gateway
         self.token = token
@@ -108,8 +112,10 @@ public struct CareKitDevice: Sendable {
 /// which move a little from day to day, as a patient's do), else the task's target values (a dose
 /// taken as prescribed), else `true` (done).
 public struct RecordedValues: Sendable {
+    /// Values by task group (`85354-9`, `walk`).
     public var byGroup: [String: [OutcomeValue]]
 
+    /// Values to record, by task group.
     public init(byGroup: [String: [OutcomeValue]] = [:]) {
         self.byGroup = byGroup
     }
@@ -148,9 +154,13 @@ public struct RecordedValues: Sendable {
 
 /// Why a device's call did not go through, naming the route.
 public enum CareKitDeviceError: Error, Sendable, CustomStringConvertible {
+    /// The gateway could not be reached.
     case network(TransportError)
+    /// The gateway answered with an error status and message.
     case refused(route: String, status: Int, message: String)
+    /// The gateway's answer was not what the sync API sends.
     case malformed(route: String, message: String)
+    /// The device's own store failed.
     case store(StoreError)
 
     public var description: String {

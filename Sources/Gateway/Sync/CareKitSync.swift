@@ -12,12 +12,14 @@ import Foundation
 /// let pushed = try sync.push(patientID: "maria-lopez", records: records, deviceKnowledge: vector)
 /// ```
 public struct CareKitSync: Sendable {
+    /// The store synced.
     public let store: any CarePlanStore
     /// Where a pull's ordered list waits for its next pages (nil: each page works it out again).
     public let pages: PullPageCache?
     /// Versions per pull page when the device asks for no limit.
     public static let defaultPageSize = 1_000
 
+    /// Sync over `store`, keeping pulls' lists in `pages` when given.
     public init(store: any CarePlanStore, pages: PullPageCache? = nil) {
         self.store = store
         self.pages = pages
@@ -28,9 +30,12 @@ public struct CareKitSync: Sendable {
     /// Where a paged pull goes on: the store revision its first page read up to, and how many
     /// versions earlier pages sent.
     public struct PullCursor: Sendable, Hashable {
+        /// The store revision the first page read up to.
         public var revision: Int
+        /// Versions sent by earlier pages.
         public var offset: Int
 
+        /// A cursor.
         public init(revision: Int, offset: Int) {
             self.revision = revision
             self.offset = offset
@@ -47,6 +52,7 @@ public struct CareKitSync: Sendable {
         public var knowledgeVector: [RevisionRecord.Process]
         /// The patient's knowledge (on the last page only).
         public var catchUp: KnowledgeVector?
+        /// Where the next page starts; nil on the last.
         public var next: PullCursor?
 
         /// The page as a revision record's JSON (the bytes a device receives).

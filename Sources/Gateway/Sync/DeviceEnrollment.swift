@@ -14,11 +14,14 @@ import JSON
 /// let same = try enrollment.authenticate(token: token)                        // each sync call
 /// ```
 public struct DeviceEnrollment: Sendable {
+    /// The store holding patients and devices.
     public let store: any CarePlanStore & DeviceRegistry
+    /// How long a code works: 15 minutes.
     public static let codeLifetime: TimeInterval = 15 * 60
     /// Letters and digits that cannot be mistaken for each other (no 0/O, 1/I/L).
     static let alphabet = Array("ABCDEFGHJKMNPQRSTUVWXYZ23456789")
 
+    /// Enrollment over `store`.
     public init(store: any CarePlanStore & DeviceRegistry) {
         self.store = store
     }
@@ -80,9 +83,13 @@ public struct DeviceEnrollment: Sendable {
     }
 }
 
+/// Why a code could not be issued or exchanged.
 public enum EnrollmentError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The store holds no patient with this id.
     case noSuchPatient(String)
+    /// The code is unknown, used or expired (which one is not said).
     case invalidCode
+    /// The store failed.
     case store(StoreError)
 
     public var description: String {

@@ -8,10 +8,13 @@ import Foundation
 /// `previousVersionUUIDs` name both. Both stay in history; each device receives the new version
 /// as an update of the outcome it has, and the EHR receives the winner once.
 public struct OutcomeResolution: Sendable, Hashable {
+    /// The task both outcomes are for.
     public var taskID: String
+    /// The occurrence both recorded.
     public var occurrence: Int
     /// The outcome version whose values were kept, and the one superseded with it.
     public var kept: UUID
+    /// The outcome version that lost.
     public var superseded: UUID
     /// The gateway's new version, which supersedes both.
     public var version: Outcome

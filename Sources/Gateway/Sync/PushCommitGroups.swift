@@ -16,6 +16,7 @@ import Foundation
 /// let result = await pushes.push(patientID: "maria-lopez", records: records, deviceKnowledge: vector)  // Result<PushResult, SyncError>
 /// ```
 public final class PushCommitGroups: Sendable {
+    /// The sync the pushes merge through.
     public let sync: CareKitSync
     /// Pushes merged in one transaction, at most.
     public let groupLimit: Int
@@ -39,6 +40,7 @@ public final class PushCommitGroups: Sendable {
         var answer: CheckedContinuation<Result<CareKitSync.PushResult, SyncError>, Never>
     }
 
+    /// Groups of at most `groupLimit` pushes over `sync`'s store.
     public init(sync: CareKitSync, groupLimit: Int = 64) {
         self.sync = sync
         self.groupLimit = max(groupLimit, 1)

@@ -6,7 +6,9 @@ import JSON
 /// use: a push body `{"revisions": [revision records], "knowledgeVector": {...}}`, and a
 /// knowledge vector in a query string (base64url of its JSON).
 public struct PushBody: Sendable {
+    /// The device's revision records.
     public var records: [RevisionRecord]
+    /// What the device knew when it pushed.
     public var deviceKnowledge: KnowledgeVector
 
     /// Reads a push body; a refusal names where (`revisions[2].entities[0].type`).
@@ -29,6 +31,7 @@ public struct PushBody: Sendable {
     }
 }
 
+/// Knowledge vectors as the sync API's query strings carry them.
 extension KnowledgeVector {
     /// A vector from a query parameter: base64url (padding optional) of `{"processes": [...]}`.
     public init(base64URL text: String) throws(KnowledgeVectorError) {

@@ -9,6 +9,7 @@ public struct SourceRecord: Sendable, Hashable {
     public var reference: String
     /// The file (or server) it was read from.
     public var origin: String
+    /// The resource's `meta.versionId`, when it has one.
     public var versionID: String?
     /// FNV-1a 64 of the resource's compact JSON, hex.
     public var contentHash: String
@@ -32,21 +33,28 @@ public struct SourceRecord: Sendable, Hashable {
 
 /// A care plan to create or update, with the store id of its patient.
 public struct MappedCarePlan: Sendable {
+    /// The care plan.
     public var plan: CarePlan
+    /// Its patient's store id.
     public var patientID: String
+    /// Where it came from.
     public var source: SourceRecord
 }
 
 /// A task and the store id of its care plan.
 public struct MappedTask: Sendable {
+    /// The task.
     public var task: CareTask
+    /// Its care plan's store id.
     public var carePlanID: String
+    /// Where it came from.
     public var source: SourceRecord
     /// Whether the schedule starts at the rule's anchor (the plan's period, the request's date)
     /// rather than where the resource's own timing says (`boundsPeriod.start`, a Period's start,
     /// a dateTime): an activity new to a plan the store holds then starts when it first appears.
     public var startsAtAnchor = false
 
+    /// A mapped task.
     public init(task: CareTask, carePlanID: String, source: SourceRecord, startsAtAnchor: Bool = false) {
         self.task = task
         self.carePlanID = carePlanID
@@ -57,8 +65,11 @@ public struct MappedTask: Sendable {
 
 /// A contact and the store id of its care plan (nil for none).
 public struct MappedContact: Sendable {
+    /// The contact.
     public var contact: Contact
+    /// Its care plan's store id; nil for none.
     public var carePlanID: String?
+    /// Where it came from.
     public var source: SourceRecord
 }
 
@@ -66,7 +77,9 @@ public struct MappedContact: Sendable {
 public struct MappedOutcome: Sendable {
     /// Codes; the task whose `groupIdentifier` is one of them records it.
     public var taskGroups: [String]
+    /// When it was recorded: the occurrence is the task's event around it.
     public var date: Date
+    /// The values recorded.
     public var values: [OutcomeValue]
     /// Where it came from, its content hash left for `recorded()`.
     public var source: SourceRecord
@@ -121,41 +134,60 @@ public struct MappedOutcome: Sendable {
 
 /// An entry an earlier import made that a resource now ends (or deletes).
 public struct EndRequest: Sendable, Hashable {
+    /// The kind of entry.
     public var type: EntityType
+    /// Its id.
     public var id: String
     /// Tombstone instead of ending.
     public var delete: Bool
+    /// Why, for the report.
     public var reason: String
+    /// The resource that ends it.
     public var source: String
 }
 
 /// What one patient's resources became: written to the store in one transaction.
 public struct PatientBatch: Sendable {
+    /// The patient's store id.
     public var patientID: String
+    /// The patient, when its resource was among those mapped.
     public var patient: Patient?
+    /// Care plans to create or update.
     public var carePlans: [MappedCarePlan] = []
+    /// Tasks to create or update.
     public var tasks: [MappedTask] = []
+    /// Contacts to create or update.
     public var contacts: [MappedContact] = []
+    /// Results to record as outcomes.
     public var outcomes: [MappedOutcome] = []
+    /// Entries to end or delete.
     public var ends: [EndRequest] = []
 
+    /// An empty batch for the patient.
     public init(patientID: String) { self.patientID = patientID }
 }
 
 /// A line of the import report: a skip, an end, an approximation, or an error.
 public struct ImportNote: Sendable, Hashable, CustomStringConvertible {
+    /// How a note is shown, and whether it fails the run (`error`).
     public enum Kind: String, Sendable {
+        /// Skipped by a rule, an entry ended or deleted, an approximation (loss), an error, a
+        /// warning.
         case skipped, ended, deleted, loss, error, warning
     }
 
+    /// What sort of note.
     public var kind: Kind
     /// `CarePlan/maria-lopez-home-care`.
     public var resource: String
     /// Where in the resource (`activity[8]`, `dosageInstruction[0].timing`), when it concerns a part.
     public var path: String?
+    /// The file and line (or entry, or URL) the resource was read from.
     public var origin: String
+    /// What happened, in words.
     public var message: String
 
+    /// A note.
     public init(kind: Kind, resource: String, path: String?, origin: String, message: String) {
         self.kind = kind
         self.resource = resource
@@ -172,11 +204,13 @@ public struct ImportNote: Sendable, Hashable, CustomStringConvertible {
 /// What became of one item of a rule's `each` (an activity, a dosage): every item gets exactly
 /// one, so a test can show that nothing is dropped silently.
 public struct ItemDisposition: Sendable, Hashable {
+    /// What became of the item.
     public enum Kind: Sendable, Hashable {
         /// A task or contact with this id.
         case made(String)
         /// Mapped by the file for the resource it references (`Type/id`).
         case delegated(String)
+        /// Skipped by a rule's `skip`.
         case skipped
         /// An end (or delete) for this id.
         case ended(String)
@@ -186,15 +220,21 @@ public struct ItemDisposition: Sendable, Hashable {
         case failed
     }
 
+    /// The resource (`CarePlan/maria-lopez-home-care`).
     public var resource: String
+    /// The rule (`careplan.yaml#activity-detail`).
     public var rule: String
+    /// The item's index in the rule's `each`.
     public var index: Int
+    /// What became of it.
     public var kind: Kind
 }
 
 /// The result of mapping a set of resources.
 public struct MappingOutput: Sendable {
+    /// What to write, one batch per patient.
     public var batches: [PatientBatch] = []
+    /// The report's notes.
     public var notes: [ImportNote] = []
     /// What became of every item of every rule.
     public var dispositions: [ItemDisposition] = []
@@ -202,6 +242,7 @@ public struct MappingOutput: Sendable {
     public var unmapped: [String: Int] = [:]
 }
 
+/// Version fields from where an entry came from.
 extension VersionInfo {
     /// The `source` of every entry CareGate makes from the EHR's resources: how export tells
     /// imported outcomes (the EHR's own Observations) from what the patient recorded.

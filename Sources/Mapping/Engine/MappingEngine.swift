@@ -5,13 +5,16 @@ import Foundation
 
 /// One resource to map, with the Bundle it came in (where its references resolve) and its origin.
 public struct SourcedResource: Sendable {
+    /// The resource.
     public var resource: Element
     /// The Bundle holding it, when it came in one.
     public var container: Element?
+    /// An index of `container`'s entries, for `resolve()`.
     public var index: BundleIndex?
     /// The file (and entry) or server it was read from.
     public var origin: String
 
+    /// A resource read from `origin`.
     public init(resource: Element, container: Element? = nil, index: BundleIndex? = nil, origin: String) {
         self.resource = resource
         self.container = container
@@ -23,6 +26,7 @@ public struct SourcedResource: Sendable {
 /// Applies mapping files to FHIR resources: store entries per patient, and a note for every
 /// skip, end, approximation and error. Knows no SQL and no HTTP: the Gateway writes the batches.
 public struct MappingEngine: Sendable {
+    /// The mapping files, by resource type.
     public var mappings: MappingSet
     /// The patients' time zone (clock times in Timings are in it).
     public var timeZone: TimeZone
@@ -33,12 +37,15 @@ public struct MappingEngine: Sendable {
     /// for, and most results an EHR holds match none. Off, every outcome is complete.
     public var defersUnrecordedOutcomes = false
 
+    /// An engine mapping in `timeZone` as of `now`.
     public init(mappings: MappingSet, timeZone: TimeZone, now: Date = Date()) {
         self.mappings = mappings
         self.timeZone = timeZone
         self.now = now
     }
 
+    /// Maps `resources` in order: each through the file for its type, into per-patient batches and
+    /// notes.
     public func map(_ resources: [SourcedResource]) -> MappingOutput {
         var run = Run(mappings: mappings, scope: MappingScope(now: now, timeZone: timeZone, sources: resources), resources: resources)
         run.defersUnrecordedOutcomes = defersUnrecordedOutcomes

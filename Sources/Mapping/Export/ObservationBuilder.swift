@@ -4,11 +4,16 @@ import Foundation
 
 /// A code the export writes: system, code, display, and the UCUM unit of its values.
 public struct ExportCoding: Sendable, Hashable {
+    /// The code system's URL.
     public var system: String
+    /// The code.
     public var code: String
+    /// The code's display text.
     public var display: String?
+    /// The UCUM unit of its values.
     public var unit: String?
 
+    /// A coding.
     public init(system: String, code: String, display: String? = nil, unit: String? = nil) {
         self.system = system
         self.code = code
@@ -20,12 +25,14 @@ public struct ExportCoding: Sendable, Hashable {
 /// What a task's outcomes become (a ConceptMap-style entry keyed by the task's group code): the
 /// Observation's code and category, and a code per outcome value kind for panels (components).
 public struct ObservationCode: Sendable, Hashable {
+    /// The Observation's code.
     public var code: ExportCoding
     /// An `observation-category` code (`vital-signs`, `activity`, `survey`...).
     public var category: String?
     /// Codes for the outcome's values by their `kind` (blood pressure's systolic and diastolic).
     public var components: [String: ExportCoding]
 
+    /// An entry.
     public init(code: ExportCoding, category: String? = nil, components: [String: ExportCoding] = [:]) {
         self.code = code
         self.category = category
@@ -35,9 +42,11 @@ public struct ObservationCode: Sendable, Hashable {
 
 /// An outcome version with what the Observation needs from around it.
 public struct OutcomeRecord: Sendable {
+    /// The outcome version.
     public var outcome: Outcome
     /// The task version the outcome belongs to.
     public var task: CareTask
+    /// The patient, for the subject's display.
     public var patient: Patient?
     /// The patient the store holds the outcome under (nil: of no patient): with the outcome's
     /// id, it makes the EHR identifier.
@@ -50,6 +59,7 @@ public struct OutcomeRecord: Sendable {
     /// one the gateway makes now (they were sent before identifiers named their patient).
     public var sentIdentifier: String?
 
+    /// A record of an outcome version.
     public init(outcome: Outcome, task: CareTask, patient: Patient?, patientID: String?, amended: Bool, deleted: Bool) {
         self.outcome = outcome
         self.task = task
@@ -66,10 +76,14 @@ public struct OutcomeRecord: Sendable {
 /// task came from, a status from the outcome's history, and a stable identifier (the gateway's
 /// system, the outcome's id) that makes every push idempotent.
 public struct ObservationBuilder: Sendable {
+    /// The identifier system of outcomes the gateway sends: `urn:caregate:outcome`.
     public static let defaultIdentifierSystem = "urn:caregate:outcome"
 
+    /// What each task group's outcomes become.
     public var codes: [String: ObservationCode]
+    /// The system of the identifiers that make pushes idempotent.
     public var identifierSystem: String
+    /// The zone dates are written in when an outcome has none.
     public var timeZone: TimeZone
     /// By the type of resource a task came from, what its outcomes become instead of
     /// Observations (`MedicationRequest` → MedicationAdministration), from the mapping files.
@@ -78,6 +92,7 @@ public struct ObservationBuilder: Sendable {
     /// its own there (a device's `OCKHealthKitTask`): the import's HealthKit table read backwards.
     public var healthKitCodes: [String: String]
 
+    /// A builder over the observation-codes table.
     public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone,
                 targets: [String: ExportTarget] = [:], healthKit: [String: HealthKitLinkage] = [:]) {
         self.codes = codes

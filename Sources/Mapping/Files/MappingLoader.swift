@@ -11,6 +11,7 @@ public struct MappingLoader: Sendable {
     /// the command line sets it to the working directory unless `--mapping-root` widens it.
     public var root: String?
 
+    /// A loader keeping reads inside `root`.
     public init(root: String? = nil) {
         self.root = root
     }
@@ -18,7 +19,9 @@ public struct MappingLoader: Sendable {
     /// What a mapping file holds: a mapping (nil when it cannot be read at all), or only shared
     /// tables (no `resource`, only `tables`: what `include` names).
     public enum Contents: Sendable {
+        /// A mapping file.
         case mapping(MappingFile?)
+        /// A file of shared tables.
         case tables(MappingTables)
     }
 

@@ -3,10 +3,12 @@ import Foundation
 
 /// The mapping files in use, by the resource type each maps.
 public struct MappingSet: Sendable {
+    /// The files by the resource type each maps.
     public var files: [String: MappingFile]
     /// The tables of the shared table files among the paths (what export reads).
     public var sharedTables: MappingTables
 
+    /// A set of these files.
     public init(files: [String: MappingFile], sharedTables: MappingTables = MappingTables()) {
         self.files = files
         self.sharedTables = sharedTables

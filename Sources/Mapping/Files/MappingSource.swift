@@ -54,8 +54,10 @@ public enum BuiltInMappings {
 /// start with `builtin:`. Relative `include`, `extends` and test paths resolve against the file
 /// naming them, within the same place.
 public enum MappingSource {
+    /// What starts a built-in file's path.
     public static let builtInPrefix = "builtin:"
 
+    /// Whether the path names a built-in file.
     public static func isBuiltIn(_ path: String) -> Bool { path.hasPrefix(builtInPrefix) }
 
     /// The file's name without its folder (`careplan.yaml` for `builtin:careplan.yaml` and for
@@ -71,6 +73,7 @@ public enum MappingSource {
         return (try? FileBytes.read(path)).map { Data($0) }
     }
 
+    /// Whether the file exists (built in, or on disk).
     public static func exists(_ path: String) -> Bool {
         if isBuiltIn(path) { return BuiltInMappings.files[String(path.dropFirst(builtInPrefix.count))] != nil }
         return FileManager.default.fileExists(atPath: path)

@@ -11,6 +11,7 @@ public struct MappingValidator: Sendable {
     /// The folder mapping files may read inside (see `MappingLoader.root`).
     public var root: String?
 
+    /// A validator; `include`, `extends` and test inputs must stay inside `root`.
     public init(root: String? = nil) {
         self.root = root
     }
@@ -28,6 +29,8 @@ public struct MappingValidator: Sendable {
         a.location < b.location
     }
 
+    /// What is wrong with a loaded file: unknown elements, expressions that do not type-check,
+    /// missing keys.
     public func validate(_ file: MappingFile) -> [Diagnostic] {
         var run = Run(file: file, root: root)
         run.validate()

@@ -8,9 +8,12 @@ import Yams
 public indirect enum YAMLTree: Sendable {
     /// A scalar; `quoted` tells whether the text in the file starts one character later (a quote).
     case scalar(String, at: SourceLocation, quoted: Bool)
+    /// A mapping, its keys in file order with their places.
     case mapping([(key: String, keyAt: SourceLocation, value: YAMLTree)], at: SourceLocation)
+    /// A list.
     case sequence([YAMLTree], at: SourceLocation)
 
+    /// Where the node starts.
     public var location: SourceLocation {
         switch self {
         case .scalar(_, let at, _), .mapping(_, let at), .sequence(_, let at): at
@@ -26,6 +29,7 @@ public indirect enum YAMLTree: Sendable {
         }
     }
 
+    /// The text of a scalar; nil for a mapping or a list.
     public var scalar: String? {
         if case .scalar(let s, _, _) = self { return s }
         return nil

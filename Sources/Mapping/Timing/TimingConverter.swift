@@ -6,8 +6,10 @@ import Foundation
 public struct TimingLoss: Sendable, Hashable, CustomStringConvertible {
     /// Where in the Timing (`repeat.frequencyMax`, `code`, `repeat.when[1]`).
     public var path: String
+    /// What was done instead.
     public var message: String
 
+    /// A loss at `path`.
     public init(_ path: String, _ message: String) {
         self.path = path
         self.message = message
@@ -20,6 +22,7 @@ public struct TimingLoss: Sendable, Hashable, CustomStringConvertible {
 public struct ScheduledTiming: Sendable {
     /// The elements; empty when nothing could be scheduled (see `unschedulable`).
     public var elements: [ScheduleElement]
+    /// What could not be kept exactly.
     public var losses: [TimingLoss]
     /// Why the Timing gives no schedule at all (an unknown code, free text), when it does not.
     public var unschedulable: String?
@@ -42,11 +45,14 @@ public struct ScheduledTiming: Sendable {
 /// Ranges (`frequencyMax`, `periodMax`, `countMax`, `durationMax`, `boundsRange`) keep their
 /// minimum; every such approximation is listed in `losses`.
 public struct TimingConverter: Sendable {
+    /// The site's timing tables.
     public var tables: TimingTables
+    /// The patient's time zone.
     public var timeZone: TimeZone
     /// The window of a timed occurrence when the Timing gives no `duration` (CareKit's one hour).
     public var defaultDuration: ScheduleElement.Duration
 
+    /// A converter in `timeZone`.
     public init(tables: TimingTables = .standard, timeZone: TimeZone, defaultDuration: ScheduleElement.Duration = .hour) {
         self.tables = tables
         self.timeZone = timeZone

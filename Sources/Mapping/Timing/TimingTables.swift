@@ -10,6 +10,7 @@ public struct TimingTables: Sendable, Hashable {
     /// Weekdays (1 = Sunday ... 7 = Saturday) for `frequency` n per week without `dayOfWeek`.
     public var weeklyDays: [Int: [Int]]
 
+    /// Tables as given.
     public init(eventTimes: [String: Int], codes: [String: TimingRule], weeklyDays: [Int: [Int]]) {
         self.eventTimes = eventTimes
         self.codes = codes
@@ -73,13 +74,18 @@ public struct TimingTables: Sendable, Hashable {
 /// `periodUnit`, at `timesOfDay` (minutes after midnight, patient's zone) and on `daysOfWeek`
 /// (1 = Sunday). Used for `Timing.code` table entries and as the converter's working form.
 public struct TimingRule: Sendable, Hashable {
+    /// How many times per period.
     public var frequency: Int
+    /// The period's length, in `periodUnit`.
     public var period: Double
     /// UCUM time unit: `s`, `min`, `h`, `d`, `wk`, `mo`, `a`.
     public var periodUnit: String
+    /// Clock times, in minutes after midnight.
     public var timesOfDay: [Int]
+    /// Weekdays, 1 = Sunday.
     public var daysOfWeek: [Int]
 
+    /// A rule; the default is once a day.
     public init(frequency: Int = 1, period: Double = 1, periodUnit: String = "d", timesOfDay: [Int] = [], daysOfWeek: [Int] = []) {
         self.frequency = frequency
         self.period = period
