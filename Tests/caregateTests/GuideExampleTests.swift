@@ -6,8 +6,8 @@ import Testing
 
 /// The guides in `docs/` teach by example: every ```` ```console ```` block is run here from the
 /// repository's folder, on a store of its own, and its output compared line by line (those that
-/// talk to an EHR against sekmet-fhir in its place). `caregate
-/// --help`'s examples are checked to be commands on files that exist.
+/// talk to an EHR against sekmet-fhir in its place). The commands of ```` ```sh ```` blocks and
+/// `caregate --help`'s examples are checked to be commands that exist, with options they have.
 @Suite("The guides' examples")
 struct GuideExampleTests {
     let cli = CommandLineTests()
@@ -153,6 +153,58 @@ struct GuideExampleTests {
         #expect(!Self.matches("ab", "ab…b"), "the text around … is not counted twice")
         #expect(Self.matches(["a", "p1", "p2", "z"][...], ["a", "…", "z"][...]) && Self.matches(["a", "z"][...], ["a", "…", "z"][...]))
         #expect(!Self.matches(["a", "p1", "y"][...], ["a", "…", "z"][...]))
+    }
+
+    /// The `caregate …` commands of a guide's ```` ```sh ```` blocks (continued lines joined,
+    /// `# comments` dropped), each with the line it starts on.
+    static func shellCommands(in file: URL) throws -> [(line: Int, words: [String])] {
+        var commands: [(Int, [String])] = []
+        var inBlock = false
+        var pending: (line: Int, text: String)?
+        for (index, line) in try String(contentsOf: file, encoding: .utf8).components(separatedBy: "\n").enumerated() {
+            if !inBlock { inBlock = line == "```sh"; continue }
+            if line == "```" { inBlock = false; continue }
+            let text = (pending?.text ?? "") + " " + (line.components(separatedBy: " # ").first ?? line).trimmingCharacters(in: .whitespaces)
+            if text.hasSuffix("\\") { pending = (pending?.line ?? index + 1, String(text.dropLast())); continue }
+            let words = text.split(separator: " ").map(String.init)
+            if words.first == "caregate" { commands.append((pending?.line ?? index + 1, Array(words.dropFirst()))) }
+            pending = nil
+        }
+        return commands
+    }
+
+    @Test("every caregate command in the guides' sh blocks names a command that exists and only options it has")
+    func shellBlockCommands() async throws {
+        var helps: [String: String] = [:]
+        func help(_ path: [String]) async throws -> String? {
+            if let known = helps[path.joined(separator: " ")] { return known }
+            let run = try await cli.caregate(["help"] + path)
+            let usage = (["USAGE: caregate"] + path).joined(separator: " ")
+            guard run.status == 0, run.stdout.contains(usage) else { return nil }
+            helps[path.joined(separator: " ")] = run.stdout
+            return run.stdout
+        }
+        var checked = 0
+        for guide in [CommandLineTests.projectRoot.appendingPathComponent("README.md")] + Self.guides {
+            for (line, words) in try Self.shellCommands(in: guide) {
+                let names = Array(words.prefix { !$0.hasPrefix("-") }.prefix(2))
+                var found: (path: [String], text: String)?
+                for count in stride(from: names.count, through: 0, by: -1) {
+                    if let text = try await help(Array(names.prefix(count))) { found = (Array(names.prefix(count)), text); break }
+                }
+                guard let found, !(found.text.contains("SUBCOMMANDS:") && names.count > found.path.count) else {
+                    Issue.record("\(guide.lastPathComponent):\(line): caregate \(words.joined(separator: " ")): no such command")
+                    continue
+                }
+                for option in words where option.hasPrefix("-") {
+                    let name = option.components(separatedBy: "=")[0]
+                    let listed = [" ", ",", "\n", " <"].contains { found.text.contains(name + $0) }
+                    #expect(listed, "\(guide.lastPathComponent):\(line): caregate \(found.path.joined(separator: " ")) has no option \(name)")
+                }
+                checked += 1
+            }
+        }
+        #expect(checked >= 20, "the guides' sh commands were found")
     }
 
     @Test("caregate --help and each command's help give examples that are commands on files that exist, one to a line")
