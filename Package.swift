@@ -103,7 +103,7 @@ let package = Package(
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
-            dependencies: ["Diagnostics", "FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
             // The shipped mapping files, built into the binary (BuiltIn/Mappings links to the
             // repository's Mappings/), so that commands work without them on disk.
             resources: [.embedInCode("BuiltIn/Mappings")]

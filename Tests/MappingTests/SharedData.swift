@@ -1,0 +1,1 @@
+../FHIRTests/SharedData.swift
