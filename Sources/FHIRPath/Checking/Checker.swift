@@ -504,6 +504,12 @@ public struct FHIRPathChecker: Sendable {
                 return InferredType(types: [.fhir("Extension")], isCollection: true)
             case "getValue":
                 return .unknown
+            case "ordinal", "weight":
+                return InferredType(types: [.system("Decimal")], isCollection: true)
+            case "sum":
+                return InferredType(types: input.types?.contains(.system("Decimal")) == false && input.types?.isEmpty == false
+                                    && input.types!.allSatisfy { $0 == .system("Integer") || $0 == .fhir("integer") } ? [.system("Integer")] : nil,
+                                    isCollection: false)
             case "resolve", "type", "lowBoundary", "highBoundary", "elementDefinition", "slice", "checkModifiers":
                 return .unknown
             default:

@@ -29,6 +29,8 @@ enum Functions {
         "lowBoundary": 0...1, "highBoundary": 0...1, "precision": 0...0, "comparable": 1...1, "sort": 0...9,
         "memberOf": 1...1, "subsumes": 1...1, "subsumedBy": 1...1, "htmlChecks": 0...0, "elementDefinition": 0...0,
         "slice": 2...2, "checkModifiers": 1...1,
+        // SDC (Structured Data Capture): an answer's score, and a total.
+        "ordinal": 0...0, "weight": 0...0, "sum": 0...0,
     ]
 
     static func call(_ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
@@ -331,6 +333,10 @@ enum Functions {
                 guard case .element(let e) = item else { return [] }
                 return e.children.filter { $0.name == "extension" && $0.string("url") == url }.map { .element($0) }
             }
+        case "ordinal", "weight":
+            return input.compactMap(Self.weight)
+        case "sum":
+            return try Self.sum(input, at: position)
         case "hasValue":
             guard input.count == 1, case .element(let e) = input[0], e.isPrimitive else { return [.boolean(false)] }
             return [.boolean(e.value != nil)]
@@ -480,5 +486,36 @@ enum Functions {
         }
         if let failure { throw failure }
         return keyed.map(\.item)
+    }
+
+    /// SDC's `ordinal()` and `weight()`: a Coding's (or an answer option's) score, from its
+    /// `ordinalValue` (R4) or `itemWeight` (later) extension.
+    static func weight(_ item: FHIRPathValue) -> FHIRPathValue? {
+        guard case .element(let element) = item else { return nil }
+        let urls = ["http://hl7.org/fhir/StructureDefinition/ordinalValue", "http://hl7.org/fhir/StructureDefinition/itemWeight"]
+        let found = element.children.first { $0.name == "extension" && urls.contains($0.string("url") ?? "") }
+        return found?["value"]?.value.flatMap { FHIRPathDecimal(fhirLexical: $0) }.map { .decimal($0) }
+    }
+
+    /// SDC's `sum()`: the total of numbers (integers stay integers), empty for an empty input.
+    static func sum(_ input: [FHIRPathValue], at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
+        guard !input.isEmpty else { return [] }
+        var integer = 0
+        var decimal: FHIRPathDecimal?
+        for item in input {
+            switch item.systemValue {
+            case .integer(let i):
+                let (total, overflow) = integer.addingReportingOverflow(i)
+                guard !overflow else { throw .evaluation(position, "sum() overflows an Integer") }
+                integer = total
+            case .decimal(let d):
+                guard let total = (decimal ?? FHIRPathDecimal(0)).adding(d) else { throw .evaluation(position, "sum() overflows a Decimal") }
+                decimal = total
+            default: throw .evaluation(position, "sum() adds numbers, not \(item.typeInfo.name)")
+            }
+        }
+        guard let decimal else { return [.integer(integer)] }
+        guard let total = decimal.adding(FHIRPathDecimal(integer)) else { throw .evaluation(position, "sum() overflows a Decimal") }
+        return [.decimal(total)]
     }
 }

@@ -132,7 +132,7 @@ public struct QuestionnaireResponseBuilder: Sendable {
                 pending += next.items
             }
             return answers.answers.keys.sorted().first { key in
-                key.hasPrefix(prefix) && linkIds.contains(String(key.split(separator: "/").last.map { $0.split(separator: "[").first ?? $0 } ?? ""))
+                key.hasPrefix(prefix) && linkIds.contains(SurveyAnswers.split(key).linkId)
             }
         }
 
@@ -148,12 +148,13 @@ public struct QuestionnaireResponseBuilder: Sendable {
 
         /// A question's answers at the nearest place: this occurrence's, then each enclosing one's.
         func nearestAnswers(_ linkId: String, prefix: String) -> [Element] {
-            var segments = prefix.split(separator: "/").map(String.init)
+            var groups = SurveyAnswers.split(prefix).groups
             while true {
-                let place = (segments + [linkId]).joined(separator: "/")
-                if let found = answers.answers[place] { return found }
-                if segments.isEmpty { return answers.answers.keys.sorted().first { $0.hasSuffix("/" + linkId) }.map { answers.answers[$0]! } ?? [] }
-                segments.removeLast()
+                if let found = answers.answers[groups.map { $0 + "/" }.joined() + linkId] { return found }
+                if groups.isEmpty {
+                    return answers.answers.keys.sorted().first { SurveyAnswers.split($0).linkId == linkId }.map { answers.answers[$0]! } ?? []
+                }
+                groups.removeLast()
             }
         }
     }

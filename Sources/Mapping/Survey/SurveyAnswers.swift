@@ -59,17 +59,23 @@ public struct SurveyAnswers: Sendable {
     /// The question a place names, after checking the groups before it are repeating groups
     /// around it.
     static func question(at place: String, in form: Questionnaire) throws(SurveyError) -> Questionnaire.Item {
-        let segments = place.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        let linkId = segments.last!
+        let (groups, linkId) = Self.split(place)
         guard let item = form.item(linkId: linkId) else { throw .answer(linkId: linkId, "the questionnaire has no item with this linkId") }
         guard item.type != .group, item.type != .display else { throw .answer(linkId: linkId, "a \(item.type.rawValue) item takes no answer") }
-        for segment in segments.dropLast() {
+        for segment in groups {
             guard let (group, occurrence) = Self.occurrence(segment), occurrence >= 1,
                   form.item(linkId: group)?.repeats == true, form.ancestors[linkId]?.contains(group) == true else {
                 throw .answer(linkId: linkId, "'\(place)': '\(segment)' is not an occurrence of a repeating group around the item")
             }
         }
         return item
+    }
+
+    /// A place as its group occurrences (`2.1[3]`) and the question's linkId, which may itself
+    /// hold slashes (LOINC-style `/44250-9`): the occurrences end in `]/`.
+    static func split(_ place: String) -> (groups: [String], linkId: String) {
+        let parts = place.components(separatedBy: "]/")
+        return (parts.dropLast().map { $0 + "]" }, parts.last!)
     }
 
     /// `2.1[3]` as the group's linkId and occurrence.
