@@ -37,7 +37,6 @@ public struct SurveyScores: Sendable {
             let response = try QuestionnaireResponseBuilder(form: form).response(scored, status: "in-progress")
             var environment = EvaluationEnvironment(resource: response)
             environment.variables = try variables(on: response, notes: &notes)
-            environment.variables["questionnaire"] = [.element(form.resource)]
             let result: [FHIRPathValue]
             do { result = try FHIRPathExpression(text).evaluate(in: environment) } catch {
                 throw .form(linkId: item.linkId, "calculatedExpression '\(text)': \(error)")
@@ -56,14 +55,13 @@ public struct SurveyScores: Sendable {
         }
     }
 
-    /// The root's `variable`s, evaluated in order (each sees the ones before it).
+    /// `%questionnaire` and the root's `variable`s, evaluated in order (each sees the ones before it).
     func variables(on response: Element, notes: inout [String]) throws(SurveyError) -> [String: [FHIRPathValue]] {
         var values: [String: [FHIRPathValue]] = ["questionnaire": [.element(form.resource)]]
         for variable in form.resource.children(named: "extension") where variable.string("url") == Self.variable {
             guard let expression = variable["value"], let name = expression.string("name") else { continue }
             guard let text = try Self.fhirPath(expression, linkId: nil, notes: &notes) else { continue }
-            var environment = EvaluationEnvironment(resource: response, variables: values)
-            environment.variables = values
+            let environment = EvaluationEnvironment(resource: response, variables: values)
             do { values[name] = try FHIRPathExpression(text).evaluate(in: environment) } catch {
                 throw .form(linkId: nil, "variable '\(name)' ('\(text)'): \(error)")
             }
