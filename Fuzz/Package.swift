@@ -7,7 +7,7 @@
 import PackageDescription
 
 /// One libFuzzer executable per input surface; each entry only names its harness.
-let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers", "sync", "server-config", "bulk-manifest", "patient-boundary"]
+let harnesses = ["fhir-json", "fhir-xml", "fhir-stream", "fhirpath", "mapping", "carekit", "timing", "server-answers", "sync", "server-config", "bulk-manifest", "patient-boundary", "questionnaire"]
 
 let package = Package(
     name: "CareGateFuzz",

@@ -8,7 +8,7 @@
 #   scripts/fuzz.sh --merge                add what the runs found (new coverage only) to Fuzz/Corpus/
 #
 # Harnesses: fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync
-# server-config bulk-manifest patient-boundary (its corpus is sync's: the same push bodies).
+# server-config bulk-manifest patient-boundary (its corpus is sync's: the same push bodies) questionnaire.
 # Each run starts from Fuzz/Corpus/<harness> (committed), the seeds built from FHIRSamples/,
 # Mappings/ and ../shared (Fuzz/seeds.py), and what earlier runs found (Fuzz/.build/corpus).
 # A crash, leak, timeout over 1 s, allocation over 2 GB or property failure stops the run; the
@@ -17,7 +17,7 @@
 # committed before its fix waits in Fuzz/Findings/<harness>/ (not replayed: the suite would fail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config bulk-manifest patient-boundary)
+all=(fhir-json fhir-xml fhir-stream fhirpath mapping carekit timing server-answers sync server-config bulk-manifest patient-boundary questionnaire)
 targets=()
 seconds=""
 runs=""

@@ -24,7 +24,7 @@ public enum FuzzHarnesses {
     public static var all: [any FuzzHarness.Type] {
         [FHIRJSONHarness.self, FHIRXMLHarness.self, FHIRStreamHarness.self, FHIRPathHarness.self,
          MappingHarness.self, CareKitHarness.self, TimingHarness.self, ServerAnswerHarness.self, SyncHarness.self, ServerConfigHarness.self,
-         BulkManifestHarness.self, PatientBoundaryHarness.self]
+         BulkManifestHarness.self, PatientBoundaryHarness.self, QuestionnaireHarness.self]
     }
 
     /// The body of a fuzz executable's `LLVMFuzzerTestOneInput`: a property failure stops the

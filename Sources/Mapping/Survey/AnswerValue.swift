@@ -10,6 +10,7 @@ enum AnswerValue {
     /// among the item's options, is refused naming the item.
     static func element(_ value: OutcomeValue, for item: Questionnaire.Item, timeZone: TimeZone) throws(SurveyError) -> Element {
         let refuse = { (what: String) in SurveyError.answer(linkId: item.linkId, "a \(item.type.rawValue) item cannot take \(what)") }
+        if case .double(let d) = value.value, !d.isFinite { throw .answer(linkId: item.linkId, "\(d) is not a number an answer can hold") }
         switch (item.type, value.value) {
         case (.boolean, .boolean(let b)): return primitive("boolean", b ? "true" : "false")
         case (.integer, .integer(let i)): return primitive("integer", String(i))
@@ -78,11 +79,13 @@ enum AnswerValue {
         switch answer.typeName {
         case "boolean": return OutcomeValue(.boolean(value == "true"), kind: kind)
         case "integer": return OutcomeValue(Int(value).map { .integer($0) } ?? .text(value), kind: kind)
-        case "decimal": return OutcomeValue(Double(value).map { .double($0) } ?? .text(value), kind: kind)
+        case "decimal": return OutcomeValue(Double(value).flatMap { $0.isFinite ? .double($0) : nil } ?? .text(value), kind: kind)
         case "date", "dateTime":
             return OutcomeValue(FHIRDateTime(value).flatMap { FHIRTimeFormat.instant($0, in: timeZone) }.map { .date($0) } ?? .text(value), kind: kind)
         case "Quantity":
-            let number = answer.string("value").flatMap(Double.init) ?? 0
+            guard let number = answer.string("value").flatMap(Double.init), number.isFinite else {
+                return OutcomeValue(.text(answer.string("value") ?? ""), kind: kind, units: answer.string("unit") ?? answer.string("code"))
+            }
             return OutcomeValue(.double(number), kind: kind, units: answer.string("unit") ?? answer.string("code"))
         case "Coding":
             let fields = [("code", answer.string("code")), ("system", answer.string("system")), ("display", answer.string("display"))]

@@ -1,0 +1,5 @@
+import Foundation
+import FuzzDriver
+import FuzzHarnesses
+
+exit(runFuzzer(QuestionnaireHarness.self))
