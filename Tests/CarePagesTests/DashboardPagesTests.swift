@@ -69,6 +69,30 @@ struct DashboardPagesTests {
         #expect(count("href=\"", in: html) == count("href=\"/", in: html) + count("href=\"data:,\"", in: html) && !html.contains("src=") && !html.contains("<script"))
     }
 
+    @Test("a patient's page holds that patient's data only: another patient with the same plan, task and contact ids shows nothing on it, and an unknown id gives no page")
+    func patientPageBoundary() throws {
+        let store = try store()
+        let start = day(16)
+        let john = Patient(id: "john", name: PersonName(givenName: "John", familyName: "Zed"), effectiveDate: start, timezone: newYork)
+        let plan = CarePlan(id: "plan", title: "Johns plan", patientUUID: john.uuid, effectiveDate: start, timezone: newYork)
+        var walk = CareTask(id: "walk", title: "Johns swim", carePlanUUID: plan.uuid,
+                            schedule: try Schedule.dailyAtTime(hour: 6, minutes: 15, start: start, timeZone: newYork), timezone: newYork)
+        walk.effectiveDate = start
+        walk.instructions = "Johns laps"
+        var contact = Contact(id: "dr-lee", name: PersonName(givenName: "Johns", familyName: "Doctor"), carePlanUUID: plan.uuid, effectiveDate: start, timezone: newYork)
+        contact.phoneNumbers = [LabeledValue(label: "work", value: "+1 555 0999")]
+        try store.add([.patient(john), .carePlan(plan), .task(walk), .contact(contact),
+                       .outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: 9, values: [OutcomeValue(.double(99.5), units: "kg")],
+                                        effectiveDate: day(25, hour: 6), timezone: newYork))])
+        let now = day(25, hour: 12)
+        let maria = pages.patient(try store.read { try PatientDashboard(patientID: "maria", now: now, calendar: calendar, devices: [], in: $0) })
+        for johns in ["Johns", "Zed", "+1 555 0999", "99.5", "06:15"] { #expect(!maria.contains(johns), "Maria's page shows John's \(johns)") }
+        let johnPage = pages.patient(try store.read { try PatientDashboard(patientID: "john", now: now, calendar: calendar, devices: [], in: $0) })
+        #expect(johnPage.contains("Johns swim") && johnPage.contains("06:15: done, 99.5 kg"))
+        for marias in ["López", "Thirty minutes", "Cardiologist", "+1 555 0100", "63.5"] { #expect(!johnPage.contains(marias), "John's page shows Maria's \(marias)") }
+        #expect(throws: PageError.self) { try store.read { try PatientDashboard(patientID: "nobody", now: now, calendar: calendar, devices: [], in: $0) } }
+    }
+
     @Test("a patient's page shows their days and clock times in their own time zone, not the gateway's")
     func patientTimeZone() throws {
         let tokyo = TimeZone(identifier: "Asia/Tokyo")!
