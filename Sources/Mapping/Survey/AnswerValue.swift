@@ -18,9 +18,9 @@ enum AnswerValue {
         case (.decimal, .double(let d)): return primitive("decimal", decimal(d))
         case (.quantity, .integer(let i)): return quantity(String(i), units: value.units, item: item)
         case (.quantity, .double(let d)): return quantity(decimal(d), units: value.units, item: item)
-        case (.date, .date(let d)): return primitive("date", FHIRTimeFormat.date(d, in: timeZone))
-        case (.dateTime, .date(let d)): return primitive("dateTime", FHIRTimeFormat.dateTime(d, in: timeZone))
-        case (.time, .date(let d)): return primitive("time", FHIRTimeFormat.time(d, in: timeZone))
+        case (.date, .date(let d)): return primitive("date", String(FHIRDateTime.lexical(d, in: timeZone).prefix(10)))
+        case (.dateTime, .date(let d)): return primitive("dateTime", FHIRDateTime.lexical(d, in: timeZone))
+        case (.time, .date(let d)): return primitive("time", String(FHIRDateTime.lexical(d, in: timeZone).dropFirst(11).prefix(8)))
         case (.date, .text(let s)), (.dateTime, .text(let s)), (.time, .text(let s)):
             guard PrimitiveKind(rawValue: item.type.rawValue)!.isValid(s) else { throw refuse("'\(s)'") }
             return primitive(item.type.rawValue, s)
@@ -81,7 +81,7 @@ enum AnswerValue {
         case "integer": return OutcomeValue(Int(value).map { .integer($0) } ?? .text(value), kind: kind)
         case "decimal": return OutcomeValue(Double(value).flatMap { $0.isFinite ? .double($0) : nil } ?? .text(value), kind: kind)
         case "date", "dateTime":
-            return OutcomeValue(FHIRDateTime(value).flatMap { FHIRTimeFormat.instant($0, in: timeZone) }.map { .date($0) } ?? .text(value), kind: kind)
+            return OutcomeValue(FHIRDateTime(value).map { .date($0.start(in: timeZone)) } ?? .text(value), kind: kind)
         case "Quantity":
             guard let number = answer.string("value").flatMap(Double.init), number.isFinite else {
                 return OutcomeValue(.text(answer.string("value") ?? ""), kind: kind, units: answer.string("unit") ?? answer.string("code"))
@@ -129,42 +129,5 @@ enum AnswerValue {
             element.append(Element(name: "unit", type: "string", value: units))
         }
         return element
-    }
-}
-
-/// Dates as FHIR writes them, in a time zone.
-enum FHIRTimeFormat {
-    static func components(_ date: Date, in zone: TimeZone) -> DateComponents {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = zone
-        return calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-    }
-
-    /// `2026-11-28`.
-    static func date(_ date: Date, in zone: TimeZone) -> String {
-        let c = components(date, in: zone)
-        return String(format: "%04d-%02d-%02d", c.year!, c.month!, c.day!)
-    }
-
-    /// `14:30:00`.
-    static func time(_ date: Date, in zone: TimeZone) -> String {
-        let c = components(date, in: zone)
-        return String(format: "%02d:%02d:%02d", c.hour!, c.minute!, c.second!)
-    }
-
-    /// `2026-11-28T14:30:00-05:00`.
-    static func dateTime(_ date: Date, in zone: TimeZone) -> String {
-        let offset = zone.secondsFromGMT(for: date) / 60
-        let sign = offset < 0 ? "-" : "+"
-        return self.date(date, in: zone) + "T" + time(date, in: zone) + String(format: "%@%02d:%02d", sign, abs(offset) / 60, abs(offset) % 60)
-    }
-
-    /// The instant a FHIR date or dateTime starts at; a date (or a time without offset) in `zone`.
-    static func instant(_ value: FHIRDateTime, in zone: TimeZone) -> Date? {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = value.utcOffset.flatMap { TimeZone(secondsFromGMT: $0) } ?? zone
-        let second = value.second ?? 0
-        return calendar.date(from: DateComponents(year: value.year, month: value.month ?? 1, day: value.day ?? 1, hour: value.hour ?? 0,
-                                                  minute: value.minute ?? 0, second: Int(second)))
     }
 }

@@ -60,12 +60,8 @@ public struct Questionnaire: Sendable {
         valueSet.children(named: "compose").flatMap { $0.children(named: "include") }.flatMap { include in
             include.children(named: "concept").compactMap { concept -> Element? in
                 guard let code = concept.string("code") else { return nil }
-                var coding = Element(name: "value", type: "Coding")
-                for ext in concept.children(named: "extension") { coding.append(ext) }
-                if let system = include.string("system") { coding.append(Element(name: "system", type: "uri", value: system)) }
-                coding.append(Element(name: "code", type: "code", value: code))
-                if let display = concept.string("display") { coding.append(Element(name: "display", type: "string", value: display)) }
-                return coding
+                return AnswerValue.codingElement(system: include.string("system"), code: code, display: concept.string("display"),
+                                                 extensions: concept.children(named: "extension"))
             }
         }
     }
