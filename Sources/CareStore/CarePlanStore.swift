@@ -126,7 +126,7 @@ public enum StoreOperation: Sendable {
 
 /// What can be read from a care-plan store. On the store itself each call is one read; inside
 /// `read {}` or `write {}` every call sees the same state (and, in a write, its own writes).
-public protocol CarePlanReader: PatientSyncReader {
+public protocol CarePlanReader: PatientSyncReader, QuestionnaireReader {
     /// The patients matching `query`.
     func fetchPatients(_ query: EntityQuery) throws(StoreError) -> [Patient]
     /// The care plans matching `query`.
@@ -169,7 +169,7 @@ public protocol CarePlanReader: PatientSyncReader {
 /// `doxylamine`, and they are two tasks. A version's patient is its own id for a patient, its
 /// parent's patient otherwise, or the patient the write names (`apply(_:for:)`), which every
 /// parent it links to must then belong to.
-public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter {
+public protocol CarePlanWriter: CarePlanReader, PatientSyncWriter, QuestionnaireWriter {
     /// Adds first versions of new entities, all or none.
     @discardableResult
     func add(_ entities: [CareEntity]) throws(StoreError) -> [CareEntity]
@@ -318,6 +318,12 @@ extension CarePlanStore {
     }
     public func isEnrolled(deviceID: String, patientID: String) throws(StoreError) -> Bool {
         try readOne { tx throws(StoreError) in try tx.isEnrolled(deviceID: deviceID, patientID: patientID) }
+    }
+    public func questionnaires(of patientID: String, url: String, version: String?) throws(StoreError) -> [StoredQuestionnaire] {
+        try readOne { tx throws(StoreError) in try tx.questionnaires(of: patientID, url: url, version: version) }
+    }
+    public func keep(_ questionnaires: [StoredQuestionnaire]) throws(StoreError) {
+        try writeOne { tx throws(StoreError) in try tx.keep(questionnaires) }
     }
 
     @discardableResult

@@ -208,6 +208,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         }
         registerAccessLedger(&migrator)
         registerRefreshSchedule(&migrator)
+        registerQuestionnaires(&migrator)
         return migrator
     }
 

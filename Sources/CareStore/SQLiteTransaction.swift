@@ -99,6 +99,14 @@ extension SQLiteCarePlanStore {
             try run { try SQLiteCarePlanStore.isEnrolled(deviceID: deviceID, patientID: patientID, db: db) }
         }
 
+        func questionnaires(of patientID: String, url: String, version: String?) throws(StoreError) -> [StoredQuestionnaire] {
+            try run { try SQLiteCarePlanStore.questionnaires(of: patientID, url: url, version: version, db: db) }
+        }
+
+        func keep(_ questionnaires: [StoredQuestionnaire]) throws(StoreError) {
+            try run { try SQLiteCarePlanStore.keep(questionnaires, db: db) }
+        }
+
         func mergeDeviceRecords(_ records: [RevisionRecord], patientID: String, deviceKnowledge: KnowledgeVector) throws(StoreError) -> Int {
             try run { try store.writer(db).mergeDeviceRecords(records, patientID: patientID, deviceKnowledge: deviceKnowledge) }
         }

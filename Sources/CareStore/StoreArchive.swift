@@ -43,9 +43,10 @@ public enum ArchiveValue: Sendable, Hashable {
 /// codes (fifteen minutes) and push and refresh leases (a copy is made with the gateways stopped).
 public enum ArchivedTable: String, CaseIterable, Sendable {
     /// The devices, the push outbox, the import log, Bulk fetches and their last times, the
-    /// patients' knowledge, the sync processes and the refresh schedule.
+    /// patients' knowledge, the sync processes, the refresh schedule and the survey forms.
     case device, pushOutbox = "push_outbox", importRun = "import_run", bulkFetch = "bulk_fetch", bulkSince = "bulk_since",
-         patientKnowledge = "patient_knowledge", syncProcess = "sync_process", refreshSchedule = "refresh_schedule"
+         patientKnowledge = "patient_knowledge", syncProcess = "sync_process", refreshSchedule = "refresh_schedule",
+         questionnaire
 
     /// A column's type, as both backends can hold it.
     public enum Column: Sendable {
@@ -73,6 +74,8 @@ public enum ArchivedTable: String, CaseIterable, Sendable {
         case .patientKnowledge: [("patient_id", .text), ("vector", .text)]
         case .syncProcess: [("process", .uuid), ("patient_id", .text)]
         case .refreshSchedule: [("patient_id", .text), ("ehr_id", .text), ("next_at", .real), ("last_success", .real), ("requested_at", .real)]
+        case .questionnaire: [("stored_at", .real), ("patient_id", .text), ("url", .text), ("version", .text), ("digest", .text), ("title", .text),
+                              ("resource", .bytes)]
         }
     }
 }

@@ -146,6 +146,7 @@ public struct GatewayServer: Sendable {
         router.get("healthz") { _, _ in JSONBody.response(.ok, "{\"status\":\"ok\"}") }
         router.get("readyz") { _, _ in try await readiness() }
         CareKitSyncRoutes(server: self).register(on: router)
+        QuestionnaireRoutes(server: self, sync: CareKitSyncRoutes(server: self)).register(on: router)
         NotificationRoutes(server: self).register(on: router)
         if let dashboard { DashboardRoutes(server: self, access: dashboard, sessions: sessions).register(on: router) }
         return router

@@ -22,6 +22,32 @@ extension PostgresCarePlanStore.Transaction {
         try !session.query("SELECT 1 FROM device WHERE id = \(deviceID) AND patient_id = \(patientID) AND revoked_at IS NULL").isEmpty
     }
 
+    func questionnaires(of patientID: String, url: String, version: String?) throws(StoreError) -> [StoredQuestionnaire] {
+        let rows = try session.query("""
+            SELECT stored_at, url, version, digest, title, resource FROM questionnaire
+            WHERE patient_id = \(patientID) AND url = \(url) AND (\(version)::text IS NULL OR version = \(version))
+            ORDER BY stored_at DESC, digest
+            """)
+        return try rows.map { row throws(StoreError) in
+            do {
+                let (stored, url, version, digest, title, resource) = try row.decode((Double, String, String?, String, String?, ByteBuffer).self)
+                return StoredQuestionnaire(patientID: patientID, url: url, version: version, digest: digest, title: title,
+                                           resource: Array(buffer: resource), storedAt: Date(timeIntervalSinceReferenceDate: stored))
+            } catch { throw .database(path: "postgres", message: "questionnaire: \(error)") }
+        }
+    }
+
+    func keep(_ questionnaires: [StoredQuestionnaire]) throws(StoreError) {
+        for form in questionnaires {
+            try session.run("""
+                INSERT INTO questionnaire (stored_at, patient_id, url, version, digest, title, resource)
+                VALUES (\(form.storedAt.timeIntervalSinceReferenceDate), \(form.patientID), \(form.url), \(form.version), \(form.digest), \(form.title),
+                        \(ByteBuffer(bytes: form.resource)))
+                ON CONFLICT (patient_id, url, digest) DO NOTHING
+                """)
+        }
+    }
+
     /// The patient's knowledge and clock now, in one statement (so one snapshot, in a
     /// transaction or not): the gateway's newest version, the devices' stored knowledge and
     /// the store's process.

@@ -142,6 +142,19 @@ public enum PostgresSchema {
             CREATE TABLE call_slot (key text NOT NULL, slot integer NOT NULL, holder uuid NOT NULL, lease_until double precision NOT NULL,
                                     PRIMARY KEY (key, slot))
             """),
+        // The forms survey tasks ask, per patient and content (`QuestionnaireReader`).
+        Migration(name: "v7-questionnaire", sql: """
+            CREATE TABLE questionnaire (
+                stored_at double precision NOT NULL,
+                patient_id text NOT NULL,
+                url text NOT NULL,
+                version text,
+                digest text NOT NULL,
+                title text,
+                resource bytea NOT NULL,
+                PRIMARY KEY (patient_id, url, digest)
+            )
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -75,6 +75,9 @@ struct ImportCommand: AsyncParsableCommand {
     @Option(name: .customLong("download-dir"), help: "With --bulk-from: where the export's files go until imported (default: the store's path + .bulk).", completion: .directory)
     var downloadDirectory: String?
 
+    @Option(name: .long, parsing: .singleValue, help: "Also find survey activities' Questionnaires in this folder or file (repeatable).", completion: .directory)
+    var questionnaires: [String] = []
+
     @OptionGroup var server: ServerOptions
 
     @OptionGroup var mappings: MappingOptions
@@ -121,9 +124,11 @@ struct ImportCommand: AsyncParsableCommand {
             ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
         let bar = ProgressBar(plainLines: true)
         let started = Date()
-        let importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
+        var importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
+        let forms = importer.files.questionnaires(questionnaires)
+        importer.questionnaires = forms.catalog
         let update: @Sendable (ImportProgress) -> Void = { progress in bar.update(progress.stage.rawValue, done: progress.done, total: progress.total) }
-        let result: ImportReport
+        var result: ImportReport
         if let from {
             result = try await pullImport(from, importer: importer, started: started, progress: update)
         } else if let bulkFrom {
@@ -135,6 +140,7 @@ struct ImportCommand: AsyncParsableCommand {
             }
         }
         bar.finish()
+        result.notes.insert(contentsOf: forms.problems, at: 0)
         let json = result.json(dryRun: dryRun)
         if !dryRun, let log = store as? any ImportLog {
             let source = from.map { "\($0) (Patient \(patient.joined(separator: ", ")))" } ?? bulkFrom.map { "Bulk Data export of \($0)" } ?? paths.joined(separator: ", ")
@@ -186,7 +192,8 @@ struct ImportCommand: AsyncParsableCommand {
 
     /// `--from`: the patients pulled from the server, imported as files would be.
     func pullImport(_ from: String, importer: FHIRImporter, started: Date, progress: @escaping @Sendable (ImportProgress) -> Void) async throws -> ImportReport {
-        let pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs"))
+        var pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs system/Task.rs system/Questionnaire.rs"))
+        pull.formsAsked = importer.missingQuestionnaires
         let pulled: PatientPull.Result
         do { pulled = try await pull.pull(patients: patient) } catch {
             throw CommandError.message("\(error); nothing was imported")

@@ -20,7 +20,7 @@ struct MappingFileTests {
     @Test("every shipped mapping file and shared table loads and validates with no error and no warning")
     func shipped() throws {
         let paths = try shippedMappingPaths()
-        #expect(paths.count == 6)
+        #expect(paths.count == 7)
         for path in paths + ["shared/timing.yaml", "shared/healthkit.yaml", "shared/task-codes.yaml"].map({ mappingsDirectory.appendingPathComponent($0).path }) {
             #expect(diagnostics(path).isEmpty, "\(path)")
         }

@@ -67,7 +67,9 @@ public struct PatientRefresh: Sendable {
             if let since, try await !changed(patient, since: since.addingTimeInterval(-clockSkew), capabilities) {
                 return .unchanged
             }
-            let pulled = try await PatientPull(client: client).pull(patient: patient.ehrID, capabilities: capabilities)
+            var pull = PatientPull(client: client)
+            pull.formsAsked = importer.missingQuestionnaires
+            let pulled = try await pull.pull(patient: patient.ehrID, capabilities: capabilities)
             return .imported(await importAndLog(pulled, of: patient))
         } catch {
             throw PatientRefreshError(patient: patient.storeID, cause: error.description, kind: error.kind)

@@ -155,7 +155,9 @@ public struct BulkExportFetch: Sendable {
             let changed = Self.changedPatients(fetched)
             self.progress?("changes for \(changed.ids.count) patient\(changed.ids.count == 1 ? "" : "s"): pulling them whole")
             let pulled: PatientPull.Result
-            do { pulled = try await PatientPull(client: bulk.client).pull(patients: changed.ids) } catch {
+            var pull = PatientPull(client: bulk.client)
+            pull.formsAsked = importer.missingQuestionnaires
+            do { pulled = try await pull.pull(patients: changed.ids) } catch {
                 throw BulkFetchError(step: "Patient/\(error.patient)", cause: error.cause.description)
             }
             report = ImportReport()

@@ -72,6 +72,9 @@ public struct FHIRImporter: Sendable {
     public var now: Date
     /// How files are found and read.
     public var files: ResourceFiles
+    /// Forms for survey activities besides those the imported data holds: a `--questionnaires`
+    /// folder's, and those fetched from the EHR.
+    public var questionnaires = QuestionnaireCatalog()
 
     /// An importer of `mappings` into `store`.
     public init(mappings: MappingSet, store: any CarePlanStore, timeZone: TimeZone, now: Date = Date(), files: ResourceFiles = ResourceFiles()) {
@@ -101,6 +104,14 @@ public struct FHIRImporter: Sendable {
         return run(resources: resources, report: report, dryRun: dryRun, progress: progress)
     }
 
+    /// The forms the resources' survey activities ask that neither they nor `questionnaires`
+    /// hold: what a pull from an EHR fetches before importing (a mapping pass that writes nothing).
+    public func missingQuestionnaires(in resources: [SourcedResource]) -> [Canonical] {
+        var engine = MappingEngine(mappings: mappings, timeZone: timeZone, now: now)
+        engine.questionnaires = questionnaires
+        return engine.map(RepeatedResources.collapse(resources).resources).missingQuestionnaires
+    }
+
     /// Imports resources read elsewhere (from a server: `PatientPull`), exactly as files would be.
     /// `report` carries what reading them found (files, notes, seconds).
     public func run(resources: [SourcedResource], report: ImportReport = ImportReport(), dryRun: Bool = false,
@@ -117,6 +128,7 @@ public struct FHIRImporter: Sendable {
         start = clock.now
         var engine = MappingEngine(mappings: mappings, timeZone: timeZone, now: now)
         engine.defersUnrecordedOutcomes = true
+        engine.questionnaires = questionnaires
         let output = engine.map(unique.resources)
         report.notes += output.notes
         report.dispositions = output.dispositions

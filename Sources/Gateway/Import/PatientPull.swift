@@ -23,6 +23,9 @@ public struct PatientPull: Sendable {
     public let client: FHIRRESTClient
     /// Resources per search page.
     public var pageSize = 100
+    /// The forms the pulled resources' survey activities ask that they do not hold
+    /// (`FHIRImporter.missingQuestionnaires`): fetched from the server too, when given.
+    public var formsAsked: (@Sendable ([SourcedResource]) -> [Canonical])?
 
     /// A pull through `client`.
     public init(client: FHIRRESTClient) {
@@ -131,7 +134,39 @@ public struct PatientPull: Sendable {
             }
         }
         result.resources = order.compactMap { key in have[key].map { SourcedResource(resource: $0, origin: client.url(key)) } }
+        if let formsAsked { try await fetchForms(formsAsked(result.resources), into: &result) }
         return result
+    }
+
+    /// Fetches survey forms: `Questionnaire/id` (relative, or under this server's base) read by
+    /// id, any other canonical searched by url (and version). A form the server does not have is
+    /// a note, and the mapping reports the activity it leaves out.
+    func fetchForms(_ canonicals: [Canonical], into result: inout Result) async throws(FHIRClientError) {
+        for canonical in canonicals {
+            var found: [Element] = []
+            var asked: String
+            if let key = Self.localKey(canonical.url, base: client.base), key.hasPrefix("Questionnaire/") {
+                asked = "GET \(key)"
+                do throws(FHIRClientError) {
+                    found = [try await client.read("Questionnaire", String(key.dropFirst("Questionnaire/".count)))]
+                } catch .http(let status, _, _, _) where status == 404 || status == 410 || status == 403 {}
+            } else {
+                var parameters = [("url", canonical.url)]
+                if let version = canonical.version { parameters.append(("version", version)) }
+                asked = "GET Questionnaire?" + parameters.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+                // A server that ignores a parameter answers with other forms: only the one asked for is kept.
+                found = try await client.search("Questionnaire", parameters).filter { form in
+                    form.resourceType == "Questionnaire" && form.string("url") == canonical.url
+                        && (canonical.version == nil || form.string("version") == canonical.version)
+                }
+            }
+            result.requests.append(asked)
+            if found.isEmpty {
+                result.notes.append(ImportNote(kind: .warning, resource: "Questionnaire", path: nil, origin: client.base,
+                                               message: "the server has no Questionnaire \(canonical) (\(asked))"))
+            }
+            result.resources += found.map { SourcedResource(resource: $0, origin: client.url($0.relativeReference ?? "Questionnaire")) }
+        }
     }
 
     /// What a search by the patient gave, without the CarePlans and CareTeams of other patients

@@ -20,6 +20,23 @@ public struct ResourceFiles: Sendable {
         FolderFiles.expand(paths, suffixes: [".json", ".xml", ".ndjson"])
     }
 
+    /// The Questionnaires in files and folders (`--questionnaires`): forms for survey activities
+    /// besides those the imported data holds. Other resources are passed over; a file that
+    /// cannot be read, and a folder holding no form, are notes naming them.
+    public func questionnaires(_ paths: [String]) -> (catalog: QuestionnaireCatalog, problems: [ImportNote]) {
+        var catalog = QuestionnaireCatalog()
+        var problems: [ImportNote] = []
+        for path in paths {
+            let before = catalog.count
+            for file in files([path]) { problems += forEach(file) { resource, _ in catalog.add(resource) } }
+            if catalog.count == before, problems.isEmpty {
+                problems.append(ImportNote(kind: .warning, resource: (path as NSString).lastPathComponent, path: nil, origin: path,
+                                           message: "no Questionnaire in it: survey activities will not find their forms here"))
+            }
+        }
+        return (catalog, problems)
+    }
+
     /// The resources in one file, why any part of it could not be read, and what reading let
     /// through with a warning.
     public func read(_ path: String) -> (resources: [SourcedResource], problems: [ImportNote]) {

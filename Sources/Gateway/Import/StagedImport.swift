@@ -32,7 +32,8 @@ public struct StagedImport: Sendable {
         var start = clock.now
         let list = importer.files.files(paths)
         report.files = list.count
-        try await stage(list, into: staging, report: &report, progress: progress)
+        var forms = importer.questionnaires
+        try await stage(list, into: staging, report: &report, forms: &forms, progress: progress)
         progress?(ImportProgress(stage: .reading, done: list.count, total: list.count, item: ""))
         report.resources = try staging.count()
         try report.spillQuietNotes(to: spill)
@@ -41,6 +42,7 @@ public struct StagedImport: Sendable {
         let groups = try staging.groups()
         var engine = MappingEngine(mappings: importer.mappings, timeZone: importer.timeZone, now: importer.now)
         engine.defersUnrecordedOutcomes = true
+        engine.questionnaires = forms
         // The mapping hands each group over in order and goes on; the writer stores what waits.
         let queue = MappedQueue(limit: 4 * window, commit: Self.patientsPerCommit)
         async let stored = store(from: queue, into: report, dryRun: dryRun, spill: spill, total: groups.count, progress: progress)
@@ -72,11 +74,13 @@ public struct StagedImport: Sendable {
     struct ParsedUnit: Sendable {
         var items: [StagedItem]
         var problems: [ImportNote]
+        /// The unit's Questionnaires: forms for every patient's survey tasks.
+        var forms: [SourcedResource] = []
     }
 
     /// Stages the files' resources: units of them (NDJSON lines, whole files) parsed `window` at
     /// a time, written in order by one writer, repeated copies collapsed as they come.
-    func stage(_ list: [String], into staging: any ImportStaging, report: inout ImportReport,
+    func stage(_ list: [String], into staging: any ImportStaging, report: inout ImportReport, forms: inout QuestionnaireCatalog,
                progress: (@Sendable (ImportProgress) -> Void)?) async throws(StoreError) {
         var fileIndex = 0
         var reader: ResourceFiles.UnitReader?
@@ -90,11 +94,14 @@ public struct StagedImport: Sendable {
             }
         }
         var staged = report
+        var catalog = forms
         let skim = skim
         try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file, skim: skim) }) { (unit: ParsedUnit) throws(StoreError) in
             try write(unit, into: staging, report: &staged)
+            for form in unit.forms { catalog.add(form) }
         }
         report = staged
+        forms = catalog
     }
 
     /// Parses a unit and works out each resource's group; keeps each resource's text as the file
@@ -103,6 +110,7 @@ public struct StagedImport: Sendable {
         var parsed = ParsedUnit(items: [], problems: [])
         parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
             let identity = source.resource.relativeReference
+            if source.resource.resourceType == "Questionnaire" { parsed.forms.append(source) }
             var group = group(of: source, identity: identity, fullURL: fullURL)
             if identity == nil, group.isEmpty { group = "~\(source.origin)" }
             parsed.items.append(StagedItem(group: group, identity: identity, fullURL: fullURL, container: source.container == nil ? 0 : file + 1,
@@ -121,7 +129,7 @@ public struct StagedImport: Sendable {
                 guard let identity = item.identity, let earlier = try writer.item(identity: identity) else {
                     // Shared resources (always with an identity: those without get a group of
                     // their own) are counted here, once; in each patient's mapping they are context.
-                    if item.group.isEmpty, let type = Self.type(of: item) { unmapped[type, default: 0] += 1 }
+                    if item.group.isEmpty, let type = Self.type(of: item), type != "Questionnaire" { unmapped[type, default: 0] += 1 }
                     try writer.insert(item)
                     continue
                 }
@@ -158,7 +166,7 @@ public struct StagedImport: Sendable {
     /// the elements naming their patient. Their text is staged as the file has it, unvalidated:
     /// they are read again (leniently) only when a mapped resource refers to them.
     var skim: ParseOptions.Skim {
-        ParseOptions.Skim(wholeTypes: Set(importer.mappings.files.keys),
+        ParseOptions.Skim(wholeTypes: Set(importer.mappings.files.keys).union(["Questionnaire"]),
                           keptElements: Set(Self.patientReferencePaths.map { String($0.prefix { $0 != "." }) }), root: false)
     }
 

@@ -132,7 +132,14 @@ public struct StoreImport: Sendable {
         var plan = Plan(importer: self, store: tx, batch: batch)
         try plan.build(notes: &notes)
         if !plan.operations.isEmpty { try tx.apply(plan.operations, for: batch.patientID) }
+        try tx.keep(batch.questionnaires.map { storedQuestionnaire($0, of: batch.patientID) })
         return plan.changes
+    }
+
+    /// A survey task's form as the store keeps it, beside the patient's care plan.
+    func storedQuestionnaire(_ form: MappedQuestionnaire, of patientID: String) -> StoredQuestionnaire {
+        StoredQuestionnaire(patientID: patientID, url: form.canonical.url, version: form.canonical.version, digest: form.digest,
+                            title: form.title, resource: form.json, storedAt: now)
     }
 
     /// The operations for one patient, worked out against what the store holds.

@@ -53,14 +53,34 @@ public struct MappedTask: Sendable {
     /// rather than where the resource's own timing says (`boundsPeriod.start`, a Period's start,
     /// a dateTime): an activity new to a plan the store holds then starts when it first appears.
     public var startsAtAnchor = false
+    /// The form a survey task asks, kept beside the care plan.
+    public var questionnaire: MappedQuestionnaire?
 
     /// A mapped task.
-    public init(task: CareTask, carePlanID: String, source: SourceRecord, startsAtAnchor: Bool = false) {
+    public init(task: CareTask, carePlanID: String, source: SourceRecord, startsAtAnchor: Bool = false, questionnaire: MappedQuestionnaire? = nil) {
         self.task = task
         self.carePlanID = carePlanID
         self.source = source
         self.startsAtAnchor = startsAtAnchor
+        self.questionnaire = questionnaire
     }
+}
+
+/// A Questionnaire a survey task asks, as the store keeps it: one row per form and content, so
+/// a new version of the form never rewrites what was answered to the old one.
+public struct MappedQuestionnaire: Sendable, Hashable {
+    /// The form's url and version (its own, else as the activity named it): the task's
+    /// `userInfo["caregate.questionnaire"]`.
+    public var canonical: Canonical
+    /// The form's title.
+    public var title: String?
+    /// The content hash of the resource (`SourceRecord.contentHash`): the task's
+    /// `userInfo["caregate.questionnaire.hash"]`.
+    public var digest: String
+    /// The resource as compact FHIR JSON.
+    public var json: [UInt8]
+    /// Where it was read (a file, the Bundle entry, the EHR).
+    public var origin: String
 }
 
 /// A contact and the store id of its care plan (nil for none).
@@ -163,6 +183,12 @@ public struct PatientBatch: Sendable {
     /// Entries to end or delete.
     public var ends: [EndRequest] = []
 
+    /// The forms the batch's survey tasks ask, each content once.
+    public var questionnaires: [MappedQuestionnaire] {
+        var seen: Set<String> = []
+        return tasks.compactMap(\.questionnaire).filter { seen.insert($0.digest).inserted }
+    }
+
     /// An empty batch for the patient.
     public init(patientID: String) { self.patientID = patientID }
 }
@@ -240,6 +266,9 @@ public struct MappingOutput: Sendable {
     public var dispositions: [ItemDisposition] = []
     /// Resources no mapping file covers, by type (counted, not errors).
     public var unmapped: [String: Int] = [:]
+    /// The forms survey activities asked for that the run could not find, in first-asked order:
+    /// what to fetch from the EHR before mapping again.
+    public var missingQuestionnaires: [Canonical] = []
 }
 
 /// Version fields from where an entry came from.

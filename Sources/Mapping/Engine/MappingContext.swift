@@ -16,8 +16,10 @@ struct MappingScope: Sendable {
     let calendar: Calendar
     /// `resolve()`, compiled once per run (not a static: it goes when the run does).
     let resolveExpression = try! FHIRPathExpression("resolve()")
+    /// The forms survey tasks are found in: the run's Questionnaires, then the engine's.
+    var questionnaires = QuestionnaireCatalog()
 
-    init(now: Date, timeZone: TimeZone, sources: [SourcedResource]) {
+    init(now: Date, timeZone: TimeZone, sources: [SourcedResource], questionnaires: QuestionnaireCatalog = QuestionnaireCatalog()) {
         self.now = now
         self.timeZone = timeZone
         var resources: [String: Element] = [:]
@@ -30,6 +32,8 @@ struct MappingScope: Sendable {
         self.resources = resources
         self.origins = origins
         calendar = Schedule.calendar(timeZone)
+        self.questionnaires = QuestionnaireCatalog(sources)
+        self.questionnaires.merge(questionnaires)
     }
 
     /// The start of the import day: where new versions take effect.
@@ -83,10 +87,13 @@ struct MappingContext {
     }
 
     func strings(_ e: MappingExpression?) throws(FHIRPathError) -> [String] {
-        try evaluate(e).compactMap { value -> String? in
-            if case .string(let s) = value.systemValue { return s }
-            return value.element?.value
-        }
+        try evaluate(e).compactMap(text)
+    }
+
+    /// A value as text: a string, or a primitive element's value.
+    func text(_ value: FHIRPathValue) -> String? {
+        if case .string(let s) = value.systemValue { return s }
+        return value.element?.value
     }
 
     /// nil when there is no expression; false for an empty result; true for anything but `false`.

@@ -36,6 +36,9 @@ public struct MappingEngine: Sendable {
     /// task mapped before it records its groups: an import completes only those it finds a task
     /// for, and most results an EHR holds match none. Off, every outcome is complete.
     public var defersUnrecordedOutcomes = false
+    /// Forms read beside the mapped resources (a `--questionnaires` folder, the EHR), where
+    /// survey activities find their Questionnaire when the run holds none.
+    public var questionnaires = QuestionnaireCatalog()
 
     /// An engine mapping in `timeZone` as of `now`.
     public init(mappings: MappingSet, timeZone: TimeZone, now: Date = Date()) {
@@ -47,7 +50,7 @@ public struct MappingEngine: Sendable {
     /// Maps `resources` in order: each through the file for its type, into per-patient batches and
     /// notes.
     public func map(_ resources: [SourcedResource]) -> MappingOutput {
-        var run = Run(mappings: mappings, scope: MappingScope(now: now, timeZone: timeZone, sources: resources), resources: resources)
+        var run = Run(mappings: mappings, scope: MappingScope(now: now, timeZone: timeZone, sources: resources, questionnaires: questionnaires), resources: resources)
         run.defersUnrecordedOutcomes = defersUnrecordedOutcomes
         return run.mapAll()
     }
@@ -114,7 +117,8 @@ public struct MappingEngine: Sendable {
             for source in resources {
                 guard let type = source.resource.resourceType else { continue }
                 guard let file = mappings.files[type] else {
-                    output.unmapped[type, default: 0] += 1
+                    // A Questionnaire is a survey task's form (`QuestionnaireCatalog`), not left over.
+                    if type != "Questionnaire" { output.unmapped[type, default: 0] += 1 }
                     continue
                 }
                 if let key = source.key, delegated.contains(key) { continue }
@@ -357,10 +361,14 @@ public struct MappingEngine: Sendable {
                         notes.add(.error, source, path, "no care plan for the task (the mapping has no care-plan id)")
                         return .failed
                     }
+                    let survey = surveyForm(rule, context, path: path)
+                    if case .missing = survey { return .unresolved }
                     guard let (task, startsAtAnchor) = try TaskMapper(rule: rule, context: context).make(id: id, path: path, record: record, notes: &notes) else {
                         return .failed
                     }
-                    updateBatch(patientID) { $0.tasks.append(MappedTask(task: task, carePlanID: planID, source: record, startsAtAnchor: startsAtAnchor)) }
+                    var made = MappedTask(task: task, carePlanID: planID, source: record, startsAtAnchor: startsAtAnchor)
+                    if case .found(let form, let questionnaire) = survey { Self.ask(questionnaire, form, in: &made) }
+                    updateBatch(patientID) { $0.tasks.append(made) }
                 } else {
                     let contact = try ContactMapper(rule: rule, context: context).make(id: id, record: record)
                     updateBatch(patientID) { $0.contacts.append(MappedContact(contact: contact, carePlanID: planID, source: record)) }

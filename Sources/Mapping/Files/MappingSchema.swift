@@ -10,6 +10,7 @@ enum FieldType: String, Sendable {
     case address = "Address"
     case value = "a Quantity, string, boolean, integer, decimal or dateTime"
     case reference = "a Reference or a resource"
+    case questionnaire = "a canonical or a Reference to a Questionnaire"
     case any = "anything"
 }
 
@@ -36,6 +37,7 @@ enum MappingSchema {
     static let task: [String: FieldType] = [
         "id": .string, "title": .string, "instructions": .string, "timing": .timing, "anchor": .date,
         "as-needed": .boolean, "impacts-adherence": .boolean, "group": .string, "targets": .quantity,
+        "questionnaire": .questionnaire,
     ]
     static let taskLists: [String: FieldType] = ["tags": .string]
     /// Lookup keys of a task rule and the table each reads.

@@ -20,6 +20,7 @@ public enum BuiltInMappings {
         "shared/observation-codes.yaml": PackageResources.observation_codes_yaml,
         "shared/task-codes.yaml": PackageResources.task_codes_yaml,
         "shared/timing.yaml": PackageResources.timing_yaml,
+        "task.yaml": PackageResources.task_yaml,
         "tests/careteam-standalone.expected.json": PackageResources.careteam_standalone_expected_json,
         "tests/hba1c-standalone.expected.json": PackageResources.hba1c_standalone_expected_json,
         "tests/maria-lopez-demo-bundle.expected.json": PackageResources.maria_lopez_demo_bundle_expected_json,

@@ -132,6 +132,7 @@ public struct MappingValidator: Sendable {
             case .value:
                 return system != nil || primitive != nil || derives("Quantity") || derives("CodeableConcept")
             case .reference: return derives("Reference") || fhir?.kind == .resource || stringLike
+            case .questionnaire: return derives("Reference") || stringLike
             case .any: return true
             }
         }

@@ -377,7 +377,7 @@ public struct TimingConverter: Sendable {
                     days = table
                     loss("repeat.frequency", "\(rule.frequency) times a week on no given days; the site's days are used (\(days.map { Calendar(identifier: .gregorian).shortWeekdaySymbols[$0 - 1] }.joined(separator: ", ")))")
                 } else if !fromCode {
-                    loss("repeat.period", "once a week on no given day; the start's weekday is used")
+                    loss("repeat.period", "\(period == 1 ? "once a week" : "every \(period) weeks") on no given day; the start's weekday is used")
                 }
                 var elements: [ScheduleElement] = []
                 for day in days {

@@ -1,0 +1,113 @@
+import CareStore
+import FHIR
+import FHIRClient
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+/// Survey activities imported into the store: the forms kept, per patient and content, beside the
+/// care plan; found in the files, a `--questionnaires` folder or on the EHR.
+@Suite("Survey import", .serialized)
+struct SurveyImportTests {
+    static let surveys = projectRoot.appendingPathComponent("FHIRSamples/surveys")
+    static let bundle = surveys.appendingPathComponent("sam-rivera-surveys-bundle.json").path
+    static let forms = surveys.appendingPathComponent("questionnaires").path
+    static let phq = "https://clinic.example.org/fhir/Questionnaire/phq-9"
+
+    static func surveyImporter(_ store: any CarePlanStore, now: Date = local("2026-11-01 09:00")) throws -> FHIRImporter {
+        var importer = try importer(store, now: now)
+        importer.questionnaires = ResourceFiles().questionnaires([forms]).catalog
+        return importer
+    }
+
+    @Test("with --questionnaires, the plan's surveys are stored with their forms; each form is the patient's alone; again changes nothing",
+          arguments: Backend.allCases)
+    func formsFolder(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let report = try Self.surveyImporter(store).run([Self.bundle])
+        #expect(report.failedPatients.isEmpty && !report.notes.contains { $0.kind == .error || $0.kind == .loss && $0.message.contains("Questionnaire") })
+        let surveys = try store.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }
+        #expect(surveys.count == 3)
+        let kept = try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: nil)
+        #expect(kept.map(\.version) == ["2.0"] && kept.first?.title == "PHQ-9: depression screening")
+        let form = try FHIRJSONReader().read(try #require(kept.first).resource).resource
+        #expect(form.children(named: "item").count == 10)
+        #expect(kept.first?.digest == surveys.first { $0.title?.hasPrefix("PHQ-9") == true }?.version.userInfo?[SurveyTask.hashKey])
+        // Another patient has none of them, whatever the url.
+        #expect(try store.questionnaires(of: "Patient/maria-lopez", url: Self.phq, version: nil).isEmpty)
+        #expect(try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: "1.0").isEmpty)
+        let again = try Self.surveyImporter(store).run([Self.bundle])
+        #expect(again.counts[.create] == nil && again.counts[.update] == nil, "\(again.counts)")
+        #expect(try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: nil).count == 1)
+    }
+
+    @Test("a changed form is kept beside the old one, and the task's new version names the new content; answers to the old keep theirs",
+          arguments: Backend.allCases)
+    func changedForm(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        _ = try Self.surveyImporter(store).run([Self.bundle])
+        let before = try #require(try store.fetchTasks().first { $0.id.hasSuffix("44249-1") })
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-forms-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var phq = try FHIRDocument.read(contentsOf: Self.forms + "/Questionnaire-phq-9.json").resource
+        phq.setValue("Over the last two weeks, how often have these bothered you?", for: "description")
+        try Data(FHIRJSONWriter(pretty: true).write(phq)).write(to: folder.appendingPathComponent("phq-9.json"))
+        var importer = try importer(store, now: local("2026-11-20 09:00"))
+        importer.questionnaires = ResourceFiles().questionnaires([folder.path, Self.forms]).catalog
+        let report = importer.run([Self.bundle])
+        #expect(report.counts[.update] == 1, "\(report.counts)")
+        let after = try #require(try store.fetchTasks().first { $0.id.hasSuffix("44249-1") })
+        #expect(after.instructions == "Over the last two weeks, how often have these bothered you?")
+        #expect(after.version.userInfo?[SurveyTask.hashKey] != before.version.userInfo?[SurveyTask.hashKey])
+        let kept = try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: "2.0")
+        #expect(Set(kept.map(\.digest)) == Set([before, after].compactMap { $0.version.userInfo?[SurveyTask.hashKey] }))
+        #expect(kept.first?.digest == after.version.userInfo?[SurveyTask.hashKey], "newest first")
+    }
+
+    @Test("a staged import finds forms among the files it reads, as a whole-run import does")
+    func stagedFindsForms() async throws {
+        let staged = try temporaryStore(), whole = try temporaryStore()
+        let report = try await StagedImport(importer: try importer(staged)).run([Self.surveys.path], staging: try SQLiteImportStaging(inMemory: ()))
+        _ = try importer(whole).run([Self.surveys.path])
+        #expect(try staged.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }.count == 3)
+        #expect(report.unmapped["Questionnaire"] == nil)
+        #expect(try StoreSnapshot.json(staged, notes: [], timeZone: newYork) == StoreSnapshot.json(whole, notes: [], timeZone: newYork))
+        #expect(try staged.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: nil).count == 1)
+    }
+
+    @Test("a --questionnaires folder without a form, or one that does not exist, is a note naming it")
+    func formsFolderProblems() throws {
+        let empty = ResourceFiles().questionnaires([projectRoot.appendingPathComponent("FHIRSamples/json").path])
+        #expect(empty.catalog.count == 0)
+        #expect(empty.problems.map(\.message) == ["no Questionnaire in it: survey activities will not find their forms here"])
+        let missing = ResourceFiles().questionnaires(["/nonexistent/forms"])
+        #expect(missing.problems.first?.kind == .error && missing.problems.first?.origin == "/nonexistent/forms", "\(missing.problems)")
+    }
+
+    @Test("pulled from an EHR, the forms the plan asks are fetched by url and version; one the server lacks is a note and a loss")
+    func formsFromTheEHR() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        let resources = try FHIRDocument.read(contentsOf: Self.bundle).resource.children(named: "entry").compactMap { $0["resource"] }
+        let forms = try ["phq-9", "weight-height"].map { try FHIRDocument.read(contentsOf: Self.forms + "/Questionnaire-\($0).json").resource }
+        _ = try await client.transaction(seedTransaction(resources: resources + forms, base: server.base))
+        let store = try temporaryStore()
+        let importer = try importer(store)
+        var pull = PatientPull(client: client)
+        pull.formsAsked = importer.missingQuestionnaires
+        let pulled = try await pull.pull(patient: "sam-rivera")
+        #expect(pulled.requests.contains("GET Questionnaire?url=\(Self.phq)&version=2.0"), "\(pulled.requests)")
+        #expect(pulled.resources.filter { $0.resource.resourceType == "Questionnaire" }.count == 2)
+        // The GAD-7 is not on the server: a note from the pull, a loss from the mapping.
+        #expect(pulled.notes.contains { $0.message.contains("has no Questionnaire https://clinic.example.org/fhir/Questionnaire/gad-7") }, "\(pulled.notes)")
+        var report = ImportReport()
+        report.notes = pulled.notes
+        report = importer.run(resources: pulled.resources, report: report)
+        #expect(report.notes.contains { $0.kind == .loss && $0.resource == "ServiceRequest/sam-rivera-gad-7" })
+        let surveys = try store.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }
+        #expect(surveys.map(\.id).sorted() == ["CarePlan/sam-rivera-wellbeing/29463-7", "CarePlan/sam-rivera-wellbeing/44249-1"])
+        #expect(try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: "2.0").first?.title == "PHQ-9: depression screening")
+    }
+}
