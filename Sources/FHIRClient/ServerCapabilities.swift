@@ -17,6 +17,8 @@ public struct ServerCapabilities: Sendable {
         public var conditionalCreate = false
         /// Whether it does conditional updates.
         public var conditionalUpdate = false
+        /// Whether an update may create the resource at an id the client chooses (`updateCreate`).
+        public var updateCreate = false
     }
 
     /// By resource type.
@@ -42,6 +44,7 @@ public struct ServerCapabilities: Sendable {
                 entry.searchParameters.formUnion(codes(resource, "searchParam", "name"))
                 entry.conditionalCreate = entry.conditionalCreate || resource.string("conditionalCreate") == "true"
                 entry.conditionalUpdate = entry.conditionalUpdate || resource.string("conditionalUpdate") == "true"
+                entry.updateCreate = entry.updateCreate || resource.string("updateCreate") == "true"
                 resources[type] = entry
             }
         }

@@ -13,14 +13,26 @@ public struct ExportedObservation: Sendable {
     public var identifier: String
     /// What had to be approximated or left out, in words.
     public var notes: [String]
+    /// Why the outcome cannot be sent (a survey's answers its form refuses, naming the outcome
+    /// and the linkId): the outbox keeps it as a dead letter for an operator. `observation` is
+    /// then an OperationOutcome saying so.
+    public var refusal: String?
 
     /// Whether a resource is sent as a conditional create (an Observation's first, `final`
     /// version) rather than a conditional update by identifier. A MedicationAdministration has no
     /// `amended` status to tell its versions apart, so it always goes as a conditional update,
     /// which creates it the first time and is as safe to repeat.
     public static func isFirstVersion(_ resource: Element) -> Bool {
-        resource.resourceType == "Observation" && resource.string("status") == "final"
+        switch resource.resourceType {
+        case "Observation": resource.string("status") == "final"
+        case "QuestionnaireResponse": resource.string("status") == "completed"
+        default: false
+        }
     }
+
+    /// A resource that carries a survey outcome's parts (a transaction Bundle: the response and
+    /// its extracted Observations, sent together).
+    public var isTransaction: Bool { observation.resourceType == "Bundle" }
 }
 
 /// Turns the store's outcomes into R4 Observations: the current version of every outcome
@@ -57,6 +69,8 @@ public struct OutcomeExport: Sendable {
         let reader: any CarePlanReader
         var tasks: [UUID: (task: CareTask, patientID: String?)] = [:]
         var patients: [String: Patient?] = [:]
+        /// Survey forms read, by patient, url, version and hash.
+        var forms: [String: Result<Questionnaire, SurveyFormMissing>] = [:]
 
         mutating func record(_ outcome: Outcome) throws(StoreError) -> OutcomeRecord? {
             guard let (task, patientID) = try task(outcome.taskUUID) else { return nil }
@@ -73,6 +87,31 @@ public struct OutcomeExport: Sendable {
                                  amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
         }
 
+        /// The form a survey outcome answers, as the store keeps it for the outcome's patient: the
+        /// content the task names by hash, else the newest of its url and version; nil when the
+        /// outcome's task asks no form.
+        mutating func form(of record: OutcomeRecord) throws(StoreError) -> Result<Questionnaire, SurveyFormMissing>? {
+            guard let text = record.task.version.userInfo?[SurveyTask.questionnaireKey] else { return nil }
+            let hash = record.task.version.userInfo?[SurveyTask.hashKey]
+            let key = "\(record.patientID ?? "")|\(text)|\(hash ?? "")"
+            if let known = forms[key] { return known }
+            let found: Result<Questionnaire, SurveyFormMissing>
+            if let patientID = record.patientID, let canonical = Canonical(text) {
+                let kept = try reader.questionnaires(of: patientID, url: canonical.url, version: canonical.version)
+                if let stored = hash.flatMap({ hash in kept.first { $0.digest == hash } }) ?? kept.first {
+                    do { found = .success(try Questionnaire(FHIRJSONReader().read(stored.resource).resource)) } catch {
+                        found = .failure(SurveyFormMissing(reason: "the stored Questionnaire \(text) cannot be read: \(error)"))
+                    }
+                } else {
+                    found = .failure(SurveyFormMissing(reason: "the store keeps no Questionnaire \(text) for \(patientID)"))
+                }
+            } else {
+                found = .failure(SurveyFormMissing(reason: "the survey's task names no form the store keeps (\(text), of no patient)"))
+            }
+            forms[key] = found
+            return found
+        }
+
         /// A task version, its patient, and as its `remoteID` the source the gateway recorded for the task.
         mutating func task(_ uuid: UUID) throws(StoreError) -> (CareTask, String?)? {
             if let cached = tasks[uuid] { return cached }
@@ -80,8 +119,14 @@ public struct OutcomeExport: Sendable {
             let patientID = try reader.scopes(of: [uuid])[uuid]?.patientID
             // A task of no patient is the gateway's own (a device's are always its patient's).
             if let patientID {
-                found.version.remoteID = try GatewayOwnedFields.newestWritten(ids: [found.id], patients: [patientID], keepingDeleted: true,
-                                                                              reader.fetchTasks)[found.id]?.remoteID
+                let written = try GatewayOwnedFields.newestWritten(ids: [found.id], patients: [patientID], keepingDeleted: true, reader.fetchTasks)[found.id]
+                found.version.remoteID = written?.remoteID
+                // The form asked: the outcome's own task version's when the gateway wrote it
+                // (a device's carries no caregate.* entries), else the newest the gateway wrote.
+                if found.version.userInfo?[SurveyTask.questionnaireKey] == nil {
+                    let asked = (written?.version.userInfo ?? [:]).filter { $0.key == SurveyTask.questionnaireKey || $0.key == SurveyTask.hashKey }
+                    if !asked.isEmpty { found.version.userInfo = (found.version.userInfo ?? [:]).merging(asked) { $1 } }
+                }
             }
             tasks[uuid] = (found, patientID)
             return (found, patientID)
@@ -120,8 +165,14 @@ public struct OutcomeExport: Sendable {
         var bundle = Element(resourceType: "Bundle")
         bundle.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(UUID().uuidString.lowercased())))
         bundle.append(Element(name: "type", type: "code", value: type))
-        for item in exported { bundle.append(bundleEntry(item)) }
+        for item in exported { for entry in bundleEntries(item) { bundle.append(entry) } }
         return bundle
+    }
+
+    /// An exported item's entries: its own, or a survey's parts; none for a refusal.
+    public func bundleEntries(_ item: ExportedObservation) -> [Element] {
+        if item.refusal != nil { return [] }
+        return item.isTransaction ? item.observation.children(named: "entry") : [bundleEntry(item)]
     }
 
     /// One entry of such a Bundle: the resource (without its id), a `urn:uuid` fullUrl, and the
@@ -164,12 +215,53 @@ public struct OutcomeExport: Sendable {
                       var record = try owners.record(outcome) else { return }
                 record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader)
                 progress?(seen - 1, total)
+                if let form = try owners.form(of: record) {
+                    try body(survey(record, form: form))
+                    return
+                }
                 let (observation, notes) = builder.resource(record)
                 try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
                                              identifier: builder.identifierValue(record), notes: notes))
             }
             progress?(total, total)
         }
+    }
+
+    /// A survey outcome as one transaction of its parts (the QuestionnaireResponse first, whose
+    /// `fullUrl` is the outcome version's `urn:uuid`, then the extracted Observations); answers
+    /// the form refuses, or a form the store lacks, give a refusal naming the outcome.
+    func survey(_ record: OutcomeRecord, form: Result<Questionnaire, SurveyFormMissing>) -> ExportedObservation {
+        let identifier = builder.identifierValue(record)
+        let refused = { (why: String) in
+            let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of \(record.task.id)): \(why)"
+            return ExportedObservation(observation: Self.operationOutcome(reason), outcomeVersion: record.outcome.uuid, identifier: identifier,
+                                       notes: [], refusal: reason)
+        }
+        do {
+            let (parts, notes) = try builder.surveyResponse(record, form: form.get())
+            var bundle = Element(resourceType: "Bundle")
+            bundle.append(Element(name: "type", type: "code", value: "transaction"))
+            for (i, part) in parts.enumerated() {
+                bundle.append(bundleEntry(ExportedObservation(observation: part.resource, outcomeVersion: i == 0 ? record.outcome.uuid : UUID(),
+                                                              identifier: part.identifier, notes: [])))
+            }
+            return ExportedObservation(observation: bundle, outcomeVersion: record.outcome.uuid, identifier: identifier, notes: notes)
+        } catch let error as SurveyError {
+            return refused("\(error)")
+        } catch {
+            return refused((error as? SurveyFormMissing)?.reason ?? "\(error)")
+        }
+    }
+
+    /// An OperationOutcome with one error: what a refused outcome's dead letter holds.
+    static func operationOutcome(_ message: String) -> Element {
+        var outcome = Element(resourceType: "OperationOutcome")
+        outcome.append(Element(name: "issue", type: "OperationOutcome.issue", children: [
+            Element(name: "severity", type: "code", value: "error"),
+            Element(name: "code", type: "code", value: "invalid"),
+            Element(name: "diagnostics", type: "string", value: message),
+        ]))
+        return outcome
     }
 
     /// The identifier an outcome's earlier versions were queued under when it is not the one
@@ -196,8 +288,10 @@ public struct OutcomeExport: Sendable {
         var count = 0
         try forEach { item in
             each(item)
-            try output.write(Array((count == 0 ? #","entry":["# : ",").utf8) + writer.writeValue(bundleEntry(item)))
-            count += 1
+            for entry in bundleEntries(item) {
+                try output.write(Array((count == 0 ? #","entry":["# : ",").utf8) + writer.writeValue(entry))
+                count += 1
+            }
         }
         try output.write(Array((count == 0 ? "}" : "]}").utf8))
         return count
@@ -208,4 +302,9 @@ public struct OutcomeExport: Sendable {
         allowed.insert(charactersIn: "-._~:/")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
+}
+
+/// Why a survey outcome's form could not be had from the store.
+struct SurveyFormMissing: Error {
+    let reason: String
 }

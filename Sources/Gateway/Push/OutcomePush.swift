@@ -65,12 +65,21 @@ public struct OutcomePush: Sendable {
 
     /// Queues the current outcome versions not queued yet, each under the identifier its
     /// outcome's earlier versions were queued under when there were any.
-    public func enqueue() throws(StoreError) -> Int {
-        let items = try export.observations(queued: outbox.outboxEntities()).map { item in
+    public func enqueue() throws(StoreError) -> Int { try queue().queued }
+
+    /// Queues what is new; returns how many, and the refusals dead-lettered at once (identifier, why).
+    func queue() throws(StoreError) -> (queued: Int, refused: [(identifier: String, error: String)]) {
+        let exported = try export.observations(queued: outbox.outboxEntities())
+        let items = exported.map { item in
             OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
                        payload: FHIRJSONWriter(pretty: false).write(item.observation))
         }
-        return try outbox.enqueue(items)
+        let queued = try outbox.enqueue(items)
+        // What cannot be sent waits as a dead letter for an operator (its payload says why, so
+        // one left queued by a crash here is dead-lettered when claimed).
+        let refused = exported.compactMap { item in item.refusal.map { OutboxDelivery.failed(item.outcomeVersion, error: $0, dead: true) } }
+        if !refused.isEmpty { try outbox.record(refused) }
+        return (queued, exported.compactMap { item in item.refusal.map { ("\(export.builder.identifierSystem)|\(item.identifier)", $0) } })
     }
 
     /// Queues what is new and sends what is queued, a claimed handful at a time (see
@@ -80,7 +89,9 @@ public struct OutcomePush: Sendable {
     public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
         var report = PushReport()
         if retryFailed && !dryRun { report.retriedFailed = try outbox.forgetFailed() }
-        report.newlyQueued = try enqueue()
+        let queued = try queue()
+        report.newlyQueued = queued.queued
+        report.failed += queued.refused
         if dryRun {
             report.planned = try outbox.queuedOutbox(limit: 100_000).compactMap(plannedAction)
             return report
@@ -114,6 +125,10 @@ public struct OutcomePush: Sendable {
         guard let resource = try? FHIRJSONReader().read(item.payload).resource else { return nil }
         let type = resource.resourceType ?? "Observation"
         let status = resource.string("status")
+        if type == "Bundle" {
+            let parts = resource.children(named: "entry").compactMap { $0["resource"]?.resourceType }
+            return "send in one transaction: \(parts.first ?? "QuestionnaireResponse") \(item.idempotencyKey) and \(parts.count - 1) extracted Observation\(parts.count == 2 ? "" : "s")"
+        }
         let action = ExportedObservation.isFirstVersion(resource) ? "create (unless an \(type) with its identifier exists)"
             : status == "entered-in-error" ? "mark entered-in-error" : status == "amended" ? "amend" : "create or update by identifier"
         return "\(action): \(type) \(item.idempotencyKey)"
@@ -128,8 +143,17 @@ public struct OutcomePush: Sendable {
             do {
                 var observation = try FHIRJSONReader().read(item.payload).resource
                 observation.removeChildren(named: "id")
-                let type = observation.resourceType ?? "Observation"
-                if strategies[type] == nil { strategies[type] = try Strategy(capabilities, type: type) }
+                if observation.resourceType == "OperationOutcome" {
+                    // A refused outcome left queued: it stays a dead letter.
+                    let why = observation.first("issue.diagnostics")?.value ?? "refused before sending"
+                    try outbox.markAttempt(item.versionUUID, error: why, dead: true)
+                    report.failed.append((item.idempotencyKey, why))
+                    continue
+                }
+                for type in Self.types(in: observation) where strategies[type] == nil {
+                    strategies[type] = try Strategy(capabilities, type: type, inTransaction: observation.resourceType == "Bundle")
+                }
+                if observation.resourceType == "Bundle" { observation = try SurveyTransaction.fitted(observation, to: strategies, base: client.base) }
                 ready.append((item, observation))
             } catch let error as FHIRClientError {
                 // The server cannot take this kind of resource at all: stop before sending anything.
@@ -143,9 +167,24 @@ public struct OutcomePush: Sendable {
         return ready
     }
 
-    /// Sends prepared items, in batches when the server takes conditional batches, else one by one.
+    /// The types a payload writes: its own, or a transaction's entries' and the transaction itself.
+    static func types(in payload: Element) -> [String] {
+        guard payload.resourceType == "Bundle" else { return [payload.resourceType ?? "Observation"] }
+        return ["Bundle"] + Set(payload.children(named: "entry").compactMap { $0["resource"]?.resourceType }).sorted()
+    }
+
+    /// Sends prepared items, in batches when the server takes conditional batches, else one by
+    /// one; a survey's transaction always goes on its own.
     func send(_ ready: [(item: OutboxItem, observation: Element)], strategies: [String: Strategy], done: Int, total: Int,
               failuresInARow: inout Int, report: inout PushReport) async throws {
+        let transactions = ready.filter { $0.observation.resourceType == "Bundle" }
+        if !transactions.isEmpty {
+            try await sendEach(transactions, strategies: strategies, done: done, total: total, failuresInARow: &failuresInARow, report: &report)
+            let rest = ready.filter { $0.observation.resourceType != "Bundle" }
+            try await send(rest, strategies: strategies.filter { $0.key != "Bundle" }, done: done + transactions.count, total: total,
+                           failuresInARow: &failuresInARow, report: &report)
+            return
+        }
         if batchSize > 1 && strategies.values.allSatisfy({ $0.batch && $0.conditionalCreate && $0.conditionalUpdate }) {
             var start = 0
             while start < ready.count && failuresInARow < maxConsecutiveFailures {
@@ -156,6 +195,12 @@ public struct OutcomePush: Sendable {
             }
             return
         }
+        try await sendEach(ready, strategies: strategies, done: done, total: total, failuresInARow: &failuresInARow, report: &report)
+    }
+
+    /// Sends prepared items one at a time.
+    func sendEach(_ ready: [(item: OutboxItem, observation: Element)], strategies: [String: Strategy], done: Int, total: Int,
+                  failuresInARow: inout Int, report: inout PushReport) async throws {
         for (i, (item, observation)) in ready.enumerated() where failuresInARow < maxConsecutiveFailures {
             progress?(done + i, total)
             let identifier = item.idempotencyKey
@@ -215,13 +260,43 @@ public struct OutcomePush: Sendable {
         var conditionalUpdate: Bool
         /// The server takes batch Bundles.
         var batch: Bool
+        /// Updates may create at the id the gateway picks.
+        var updateCreate = false
+        /// The server finds the type by identifier (what a conditional write asks it).
+        var searchable = true
+
+        init(conditionalCreate: Bool, conditionalUpdate: Bool, batch: Bool, updateCreate: Bool, searchable: Bool) {
+            (self.conditionalCreate, self.conditionalUpdate, self.batch, self.updateCreate, self.searchable) = (conditionalCreate, conditionalUpdate, batch, updateCreate, searchable)
+        }
+
+        /// In a survey's transaction, a type the statement does not list (some servers list only the
+        /// types they search) can be written only where the gateway picks its id, when the server
+        /// lets updates create as it does for Observations; the transaction is all or nothing.
+        init(_ capabilities: ServerCapabilities, type: String, inTransaction: Bool) throws(FHIRClientError) {
+            if inTransaction, type != "Bundle", capabilities.resources[type] == nil, let observations = capabilities.resources["Observation"] {
+                self.init(conditionalCreate: false, conditionalUpdate: false, batch: false, updateCreate: observations.updateCreate, searchable: false)
+                return
+            }
+            try self.init(capabilities, type: type)
+        }
 
         init(_ capabilities: ServerCapabilities, type: String) throws(FHIRClientError) {
             batch = capabilities.interactions.contains("batch")
+            if type == "Bundle" {
+                // A survey's response and Observations go together, or not at all.
+                guard capabilities.interactions.contains("transaction") else {
+                    throw .unsupported("take transaction Bundles (a survey's QuestionnaireResponse and its Observations are sent in one)")
+                }
+                conditionalCreate = true
+                conditionalUpdate = true
+                return
+            }
             guard let listed = capabilities.resources[type] else { throw .unsupported("store \(type)s (its CapabilityStatement does not list them)") }
             guard listed.interactions.contains("create") || listed.interactions.isEmpty else { throw .unsupported("create \(type)s") }
             conditionalCreate = listed.conditionalCreate
             conditionalUpdate = listed.conditionalUpdate
+            updateCreate = listed.updateCreate
+            searchable = listed.searchParameters.isEmpty || listed.searchParameters.contains("identifier") || capabilities.searchParameters.contains("identifier")
             if !conditionalCreate && !listed.searchParameters.isEmpty && !listed.searchParameters.contains("identifier") {
                 throw .unsupported("find \(type)s by identifier (neither conditional create nor an identifier search)")
             }
@@ -231,6 +306,10 @@ public struct OutcomePush: Sendable {
     /// Sends one resource; returns where the server keeps it.
     func deliver(_ observation: Element, key: String, strategy: Strategy) async throws(FHIRClientError) -> String? {
         let type = observation.resourceType ?? "Observation"
+        if type == "Bundle" {
+            // Every entry is conditional: a transaction resent after a lost answer creates nothing twice.
+            return FHIRRESTClient.entryOutcomes(try await client.transaction(observation)).first?.location
+        }
         let query = "identifier=" + (key.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "|&=+"))) ?? key)
         if ExportedObservation.isFirstVersion(observation) {
             if strategy.conditionalCreate {
@@ -257,7 +336,7 @@ public struct OutcomePush: Sendable {
         var p = Element(resourceType: "Provenance")
         for target in targets {
             let reference = target.components(separatedBy: "/_history/").first ?? target
-            let relative = ["Observation/", "MedicationAdministration/"].lazy.compactMap { reference.range(of: $0) }.first
+            let relative = ["Observation/", "MedicationAdministration/", "QuestionnaireResponse/"].lazy.compactMap { reference.range(of: $0) }.first
                 .map { String(reference[$0.lowerBound...]) } ?? reference
             p.append(Element(name: "target", type: "Reference", children: [Element(name: "reference", type: "string", value: relative)]))
         }

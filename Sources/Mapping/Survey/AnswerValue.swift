@@ -72,6 +72,24 @@ enum AnswerValue {
         throw .answer(linkId: item.linkId, "'\(coding.system.map { "\($0)|" } ?? "")\(coding.code)' is not one of the item's options")
     }
 
+    /// A response's Coding as the option it picks: with the option's extensions (its
+    /// `ordinalValue`), as a Coding recorded one answer per value gets them, so that both shapes
+    /// of answers score and read back alike. Any other value is kept as the response types it.
+    static func asOption(_ value: Element, of item: Questionnaire.Item) -> Element {
+        guard value.typeName == "Coding", let code = value.string("code") else { return value }
+        let system = value.string("system")
+        guard let option = item.options.first(where: { $0.typeName == "Coding" && $0.string("code") == code && (system == nil || $0.string("system") == system) }) else {
+            return value
+        }
+        var picked = value
+        let own = Set(value.children(named: "extension").compactMap { $0.string("url") })
+        for ext in option.children(named: "extension").reversed() where !own.contains(ext.string("url") ?? "") { picked.children.insert(ext, at: 0) }
+        if system == nil, let optionSystem = option.string("system") {
+            picked.children.insert(Element(name: "system", type: "uri", value: optionSystem), at: picked.children.firstIndex { $0.name != "extension" } ?? picked.children.count)
+        }
+        return picked
+    }
+
     /// The outcome value an app records for a FHIR answer: Codings as ResearchKitOnFHIR's JSON
     /// text, quantities as a double with their unit, dates as dates in `timeZone`.
     static func outcomeValue(_ answer: Element, kind: String, timeZone: TimeZone) -> OutcomeValue {

@@ -54,6 +54,16 @@ public struct Questionnaire: Sendable {
         self.ancestors = reader.ancestors
     }
 
+    /// An answer option's value, carrying the option's own extensions (a score's `ordinalValue`
+    /// or `itemWeight` sits on the option as often as on its Coding) unless it has its own.
+    static func optionValue(_ option: Element) -> Element? {
+        guard var value = option["value"] else { return nil }
+        for ext in option.children(named: "extension") where !value.children(named: "extension").contains(where: { $0.string("url") == ext.string("url") }) {
+            value.children.insert(ext, at: 0)
+        }
+        return value
+    }
+
     /// A ValueSet's listed codes as `valueCoding`s, each with its concept's extensions (an
     /// `ordinalValue`, what a score adds up): `compose.include` in order.
     static func codings(of valueSet: Element) -> [Element] {
@@ -189,7 +199,7 @@ public struct Questionnaire: Sendable {
             }
             let item = Item(linkId: linkId, text: element.string("text"), type: type, required: element.string("required") == "true",
                             repeats: element.string("repeats") == "true", maxLength: element.string("maxLength").flatMap { Int($0) },
-                            options: element.children(named: "answerOption").compactMap { $0["value"] }
+                            options: element.children(named: "answerOption").compactMap(Questionnaire.optionValue)
                                 + (element.string("answerValueSet").flatMap { valueSets[$0] } ?? []),
                             enableWhen: conditions, enableBehavior: element.string("enableBehavior") == "any" ? .any : .all,
                             items: children, element: element)

@@ -14,10 +14,14 @@ import Foundation
 public struct QuestionnaireResponseBuilder: Sendable {
     /// The form the response answers.
     public var form: Questionnaire
+    /// Refuse a response that leaves a required item (one enableWhen leaves on) unanswered: a
+    /// completed response must answer them; one in progress (what scores see) need not.
+    public var requiresAnswers = false
 
     /// A builder for responses to `form`.
-    public init(form: Questionnaire) {
+    public init(form: Questionnaire, requiresAnswers: Bool = false) {
         self.form = form
+        self.requiresAnswers = requiresAnswers
     }
 
     /// The whole response: `questionnaire` naming the form's `url|version`, the status, the
@@ -36,7 +40,7 @@ public struct QuestionnaireResponseBuilder: Sendable {
 
     /// The response's items for `answers`; every answer must land in one of them.
     public func items(_ answers: SurveyAnswers) throws(SurveyError) -> [Element] {
-        var walk = Walk(answers: answers)
+        var walk = Walk(answers: answers, requiresAnswers: requiresAnswers)
         let items = try walk.items(form.items, prefix: "")
         if let stray = Set(answers.answers.keys).subtracting(walk.placed).sorted().first {
             throw .answer(linkId: stray, "the answer has no place in the form (an occurrence of a group that is not there?)")
@@ -51,10 +55,18 @@ public struct QuestionnaireResponseBuilder: Sendable {
     /// One pass over the form, noting which answers were placed.
     struct Walk {
         let answers: SurveyAnswers
+        let requiresAnswers: Bool
         var placed: Set<String> = []
 
-        init(answers: SurveyAnswers) {
+        init(answers: SurveyAnswers, requiresAnswers: Bool) {
             self.answers = answers
+            self.requiresAnswers = requiresAnswers
+        }
+
+        /// A required item left without an answer, when answers are required.
+        func unanswered(_ definition: Questionnaire.Item) -> SurveyError? {
+            guard requiresAnswers, definition.required else { return nil }
+            return .answer(linkId: definition.linkId, "required, and not answered")
         }
 
         mutating func items(_ definitions: [Questionnaire.Item], prefix: String) throws(SurveyError) -> [Element] {
@@ -75,7 +87,7 @@ public struct QuestionnaireResponseBuilder: Sendable {
                     }
                 case .group:
                     let members = try items(definition.items, prefix: prefix)
-                    if !members.isEmpty { result.append(item(definition, children: members)) }
+                    if !members.isEmpty { result.append(item(definition, children: members)) } else if let missing = unanswered(definition) { throw missing }
                 default:
                     if let question = try question(definition, prefix: prefix) { result.append(question) }
                 }
@@ -90,6 +102,7 @@ public struct QuestionnaireResponseBuilder: Sendable {
             let followUps = try items(definition.items, prefix: prefix)
             guard !values.isEmpty else {
                 if !followUps.isEmpty { throw .answer(linkId: definition.linkId, "its follow-up questions are answered, but it is not") }
+                if let missing = unanswered(definition) { throw missing }
                 return nil
             }
             if values.count > 1 && !definition.repeats {

@@ -99,7 +99,7 @@ public struct SurveyAnswers: Sendable {
                 throw .answer(linkId: linkId, "the response has the item more than once here, and it is not a repeating group")
             }
             for answer in item.children(named: "answer") {
-                if let value = answer["value"] { answers[prefix + linkId, default: []].append(value) }
+                if let value = answer["value"] { answers[prefix + linkId, default: []].append(AnswerValue.asOption(value, of: definition)) }
                 try collect(answer.children(named: "item"), prefix: inner, form: form)
             }
             try collect(item.children(named: "item"), prefix: inner, form: form)
