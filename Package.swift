@@ -231,7 +231,7 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient", "Gateway"]
+            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient", "Gateway", "Mapping"]
         ),
     ]
 )

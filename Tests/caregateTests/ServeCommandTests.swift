@@ -1,5 +1,6 @@
 import FHIRClient
 import Foundation
+import Mapping
 import JSON
 import Testing
 
@@ -272,6 +273,18 @@ struct CareKitClientTests {
         let text = try String(contentsOf: file, encoding: .utf8)
         for route in ["carekit/v1/enroll", "carekit/v1/revisions?since=", "carekit/v1/revisions\")", "rel=\\\"next\\\"", "Bearer "] {
             #expect(text.contains(route), "the client does not use \(route)")
+        }
+    }
+
+    @Test("Clients/CareKit/CareGateSurveys.swift parses, fetches forms from the route the server serves and records answers in the shapes the export reads")
+    func surveysParse() async throws {
+        let file = CommandLineTests.projectRoot.appendingPathComponent("Clients/CareKit/CareGateSurveys.swift")
+        let run = try await CommandLineTests().run(["/usr/bin/env", "swiftc", "-parse", file.path])
+        #expect(run.status == 0, "\(run.stderr)")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        for used in ["carekit/v1/questionnaires", "\"url\"", "\"hash\"", "\"\(SurveyTask.questionnaireKey)\"", "\"\(SurveyTask.hashKey)\"",
+                     "\"\(SurveyAnswers.responseKind)\"", "Bearer "] {
+            #expect(text.contains(used), "the survey client does not use \(used)")
         }
     }
 }
