@@ -98,8 +98,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A patient's care as pages: the report, and the dashboard's patient pages.
-        .target(name: "CarePages", dependencies: ["JSON", "CareStore", "CareCharts"]),
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
@@ -108,6 +106,8 @@ let package = Package(
             // repository's Mappings/), so that commands work without them on disk.
             resources: [.embedInCode("BuiltIn/Mappings")]
         ),
+        // A patient's care as pages: the report, and the dashboard's patient pages (surveys scored through Mapping).
+        .target(name: "CarePages", dependencies: ["JSON", "FHIR", "CareStore", "CareCharts", "Mapping"]),
         // 6. FHIR REST over libcurl: auth (bearer, SMART Backend Services), paging, retries.
         .target(
             name: "FHIRClient",
@@ -223,7 +223,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CarePagesTests",
-            dependencies: ["CarePages", "CareCharts", "CareStore"]
+            dependencies: ["CarePages", "CareCharts", "CareStore", "Mapping"]
         ),
         .testTarget(
             name: "CareChartsTests",

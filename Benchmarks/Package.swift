@@ -73,6 +73,18 @@ let package = Package(
             plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
         ),
         .executableTarget(
+            name: "SurveyBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "package-benchmark"),
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "FHIR", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+            ],
+            path: "Benchmarks/SurveyBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "package-benchmark")]
+        ),
+        .executableTarget(
             name: "FHIRPathBenchmarks",
             dependencies: [
                 .product(name: "Benchmark", package: "package-benchmark"),

@@ -24,6 +24,7 @@ public struct CarePlanReport: Sendable {
         body += plans() + section("Adherence", charts.adherence())
         if let combined = charts.combined() { body += section("Adherence and measurements", combined) }
         for (title, html) in charts.measurements() { body += section(HTMLText.escaped(title), html) }
+        for (title, html) in charts.surveys() { body += section("Survey: " + HTMLText.escaped(title), html) }
         body += section("Every outcome", outcomeTable())
         return """
             <!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">\

@@ -49,6 +49,7 @@ public struct DashboardPages: Sendable {
         body += section("Adherence, last 30 days", charts.adherence())
         if let combined = charts.combined() { body += section("Adherence and measurements", combined) }
         body += charts.measurements().map { section($0.title, $0.html) }.joined()
+        body += charts.surveys().map { section("Survey: " + $0.title, $0.html) }.joined()
         body += section("Contacts", contacts(page.contacts))
         body += section("Task history", taskHistory(page.taskVersions))
         body += section("Devices", devices(page.devices, names: [:]))

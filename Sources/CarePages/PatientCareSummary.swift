@@ -1,5 +1,6 @@
 import CareStore
 import Foundation
+import Mapping
 
 /// What a patient's pages show, read from the store in one snapshot: the patient, their plans
 /// and tasks, each day's adherence, and every outcome of the range with its values.
@@ -38,6 +39,8 @@ public struct PatientCareSummary: Sendable {
     public var outcomes: [RecordedOutcome]
     /// Tasks that record numbers (measurements), with their values over the range.
     public var measured: [MeasuredTask]
+    /// Survey tasks, with their scores over the range and their latest answers.
+    public var surveys: [SurveyHistory]
 
     public init(patientID: String, range: DateInterval, calendar: Calendar, in store: any CarePlanReader) throws(PageError) {
         try self.init(patient: try Self.patient(patientID, in: store), range: range, calendar: calendar, in: store)
@@ -69,7 +72,10 @@ public struct PatientCareSummary: Sendable {
             guard let outcome = event.outcome, !outcome.values.isEmpty else { return nil }
             return RecordedOutcome(event: event.scheduleEvent.start, taskID: event.task.id, taskTitle: event.task.title ?? event.task.id, values: outcome.values)
         }
-        self.measured = Self.measurements(of: tasks, in: outcomes)
+        // A survey's numbers are its answers and scores, read against its form (`surveys`).
+        let surveyTasks = tasks.filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }
+        self.measured = Self.measurements(of: tasks.filter { $0.version.userInfo?[SurveyTask.questionnaireKey] == nil }, in: outcomes)
+        self.surveys = try SurveyHistory.histories(of: surveyTasks, patientID: patientID, outcomes: outcomes, calendar: calendar, in: store)
     }
 
     /// The numeric values of each task over the range, per value kind, worked out once: tasks in

@@ -52,6 +52,31 @@ public struct PatientCharts: Sendable {
         }
     }
 
+    /// One section per survey task: its scores and numeric answers over the range as a chart,
+    /// and its latest answers as a table.
+    public func surveys() -> [(title: String, html: String)] {
+        summary.surveys.enumerated().map { i, survey in
+            let task = survey.task
+            var html = ""
+            if !survey.series.isEmpty {
+                let chart = CartesianChart(title: task.title ?? task.id, subtitle: "Scores and answers, mean per \(axis.unit.rawValue)", axis: axis,
+                                           series: survey.series.map { .init(name: $0.kind, unit: $0.units ?? "", style: .line, values: axis.consolidate($0.values, .mean)) })
+                html += Self.drawn(chart, id: "survey-\(i)")
+            }
+            if let latest = survey.latest {
+                html += "<table class=\"survey\"><caption>Latest answers, \(HTMLText.escaped(CarePlanReport.dateTime(latest.date, summary.calendar)))</caption><tbody>"
+                for (question, answer) in latest.answers {
+                    html += "<tr><th scope=\"row\">\(HTMLText.escaped(question))</th><td>\(HTMLText.escaped(answer))</td></tr>"
+                }
+                html += "</tbody></table>"
+            } else if survey.problems.isEmpty {
+                html += "<p>No answers in this range.</p>"
+            }
+            for problem in survey.problems { html += "<p class=\"problem\">\(HTMLText.escaped(problem))</p>" }
+            return (task.title ?? task.id, html)
+        }
+    }
+
     /// A chart split where its scales cannot share, each part with its table.
     static func drawn(_ chart: CartesianChart, id: String) -> String {
         chart.separated().enumerated().map { i, part in part.svg(id: "\(id)-\(i)") + part.table() }.joined()

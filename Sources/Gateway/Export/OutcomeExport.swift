@@ -70,7 +70,7 @@ public struct OutcomeExport: Sendable {
         var tasks: [UUID: (task: CareTask, patientID: String?)] = [:]
         var patients: [String: Patient?] = [:]
         /// Survey forms read, by patient, url, version and hash.
-        var forms: [String: Result<Questionnaire, SurveyFormMissing>] = [:]
+        var forms: [String: Result<Questionnaire, StoredForms.Missing>?] = [:]
 
         mutating func record(_ outcome: Outcome) throws(StoreError) -> OutcomeRecord? {
             guard let (task, patientID) = try task(outcome.taskUUID) else { return nil }
@@ -87,27 +87,12 @@ public struct OutcomeExport: Sendable {
                                  amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
         }
 
-        /// The form a survey outcome answers, as the store keeps it for the outcome's patient: the
-        /// content the task names by hash, else the newest of its url and version; nil when the
-        /// outcome's task asks no form.
-        mutating func form(of record: OutcomeRecord) throws(StoreError) -> Result<Questionnaire, SurveyFormMissing>? {
-            guard let text = record.task.version.userInfo?[SurveyTask.questionnaireKey] else { return nil }
-            let hash = record.task.version.userInfo?[SurveyTask.hashKey]
-            let key = "\(record.patientID ?? "")|\(text)|\(hash ?? "")"
+        /// The form a survey outcome answers (`StoredForms`), read once per task version; nil
+        /// when the outcome's task asks no form.
+        mutating func form(of record: OutcomeRecord) throws(StoreError) -> Result<Questionnaire, StoredForms.Missing>? {
+            let key = "\(record.patientID ?? "")|\(record.task.version.userInfo?[SurveyTask.questionnaireKey] ?? "")|\(record.task.version.userInfo?[SurveyTask.hashKey] ?? "")"
             if let known = forms[key] { return known }
-            let found: Result<Questionnaire, SurveyFormMissing>
-            if let patientID = record.patientID, let canonical = Canonical(text) {
-                let kept = try reader.questionnaires(of: patientID, url: canonical.url, version: canonical.version)
-                if let stored = hash.flatMap({ hash in kept.first { $0.digest == hash } }) ?? kept.first {
-                    do { found = .success(try Questionnaire(FHIRJSONReader().read(stored.resource).resource)) } catch {
-                        found = .failure(SurveyFormMissing(reason: "the stored Questionnaire \(text) cannot be read: \(error)"))
-                    }
-                } else {
-                    found = .failure(SurveyFormMissing(reason: "the store keeps no Questionnaire \(text) for \(patientID)"))
-                }
-            } else {
-                found = .failure(SurveyFormMissing(reason: "the survey's task names no form the store keeps (\(text), of no patient)"))
-            }
+            let found = try StoredForms.form(of: record.task, patientID: record.patientID, in: reader)
             forms[key] = found
             return found
         }
@@ -230,7 +215,7 @@ public struct OutcomeExport: Sendable {
     /// A survey outcome as one transaction of its parts (the QuestionnaireResponse first, whose
     /// `fullUrl` is the outcome version's `urn:uuid`, then the extracted Observations); answers
     /// the form refuses, or a form the store lacks, give a refusal naming the outcome.
-    func survey(_ record: OutcomeRecord, form: Result<Questionnaire, SurveyFormMissing>) -> ExportedObservation {
+    func survey(_ record: OutcomeRecord, form: Result<Questionnaire, StoredForms.Missing>) -> ExportedObservation {
         let identifier = builder.identifierValue(record)
         let refused = { (why: String) in
             let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of \(record.task.id)): \(why)"
@@ -249,7 +234,7 @@ public struct OutcomeExport: Sendable {
         } catch let error as SurveyError {
             return refused("\(error)")
         } catch {
-            return refused((error as? SurveyFormMissing)?.reason ?? "\(error)")
+            return refused("\(error)")
         }
     }
 
@@ -302,9 +287,4 @@ public struct OutcomeExport: Sendable {
         allowed.insert(charactersIn: "-._~:/")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
-}
-
-/// Why a survey outcome's form could not be had from the store.
-struct SurveyFormMissing: Error {
-    let reason: String
 }

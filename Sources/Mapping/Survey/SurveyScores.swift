@@ -47,6 +47,9 @@ public struct SurveyScores: Sendable {
         return (scored, notes)
     }
 
+    /// The items this form computes (outside repeating groups), in order: its scores.
+    public var computedItems: [Questionnaire.Item] { Self.calculated(form.items) }
+
     /// The form's items with a calculatedExpression, outside repeating groups, in order.
     static func calculated(_ items: [Questionnaire.Item]) -> [Questionnaire.Item] {
         items.flatMap { item -> [Questionnaire.Item] in
