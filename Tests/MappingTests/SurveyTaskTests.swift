@@ -166,6 +166,22 @@ struct SurveyTaskTests {
         #expect(error.message.contains("cannot be read: item '/69725-0'"), "\(error)")
     }
 
+    @Test("caregate validate checks a rule's questionnaire: a CodeableConcept is refused at its line, a canonical or a Reference passes")
+    func validated() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-survey-rule-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let check = { (expression: String) throws -> [String] in
+            let path = folder.appendingPathComponent("careplan.yaml").path
+            try "caregate-mapping: 1\nresource: CarePlan\nextends: builtin:careplan.yaml\ntasks:\n  - name: activity-detail\n    questionnaire: \(expression)\n"
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            return MappingValidator().check(path: path).diagnostics.filter { $0.severity == .error }.map { "\($0.location.line): \($0.message)" }
+        }
+        #expect(try check("detail.code") == ["6: this must give a canonical or a Reference to a Questionnaire, not CodeableConcept"])
+        #expect(try check("detail.instantiatesCanonical").isEmpty)
+        #expect(try check("detail.extension.where(url = 'https://clinic.example.org/form').value.ofType(Reference)").isEmpty)
+    }
+
     static func sharedForms(suffix: String) -> [URL] {
         SharedData.files("fhir-r4/questionnaires/\(suffix == ".json" ? "json" : "xml")", suffix: suffix).filter { $0.lastPathComponent.hasPrefix("Questionnaire-") }
     }

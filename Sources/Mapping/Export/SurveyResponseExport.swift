@@ -23,7 +23,8 @@ extension ObservationBuilder {
     /// `observationExtract`, each `derivedFrom` the response (`urn:uuid:` of the outcome version,
     /// the response's `fullUrl` in the transaction that carries them). Everything is checked
     /// first: an answer the form refuses or a required item left unanswered throws, naming the
-    /// linkId, and nothing is built. A CQL score is left out with a note.
+    /// linkId, and nothing is built; so does a part that would not be valid R4. A CQL score is
+    /// left out with a note.
     public func surveyResponse(_ record: OutcomeRecord, form: Questionnaire) throws(SurveyError) -> (parts: [ExportedPart], notes: [String]) {
         let outcome = record.outcome
         let (answers, notes) = try SurveyScores(form: form).apply(to: try SurveyAnswers(values: outcome.values, form: form, timeZone: timeZone))
@@ -47,6 +48,13 @@ extension ObservationBuilder {
             if let observation = extractedObservation(record, item: item, place: place, answers: answers.answers[place] ?? [], authored: authored,
                                                       subject: subject, notes: &extractNotes) {
                 parts.append(ExportedPart(resource: observation, identifier: "\(identifierValue(record))/\(place)"))
+            }
+        }
+        // What leaves is valid R4 (cardinalities, required elements and bindings), or nothing does.
+        let validator = ResourceValidator()
+        for part in parts {
+            if let issue = validator.validate(part.resource).first {
+                throw .form(linkId: nil, "the \(part.resource.resourceType ?? "resource") built would not be valid R4: \(issue)")
             }
         }
         return (parts, extractNotes)
