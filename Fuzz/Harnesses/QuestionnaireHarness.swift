@@ -30,6 +30,13 @@ public enum QuestionnaireHarness: FuzzHarness {
             guard json(again) == json(once) else {
                 throw PropertyFailure("a built response is not a fixed point:\n\(json(again))\n\(json(once))")
             }
+            // Exported as the EHR gets it: refused with a SurveyError, or a valid response with the same items.
+            let values = try answersOf(once, form: form).outcomeValues(timeZone: zone)
+            let exported = try ObservationBuilder(codes: [:], timeZone: zone).surveyResponse(record(values), form: form).parts
+            let items = exported[0].resource.children(named: "item")
+            guard json(items) == json(try builder.items(SurveyAnswers(values: values, form: form, timeZone: zone).scored(by: form))) else {
+                throw PropertyFailure("the exported response's items are not the built ones:\n\(json(items))")
+            }
         } catch let error as SurveyError {
             try check(error)
         } catch let failure as PropertyFailure {
@@ -37,6 +44,14 @@ public enum QuestionnaireHarness: FuzzHarness {
         } catch {
             throw PropertyFailure("an error that is not a SurveyError: \(error)")
         }
+    }
+
+    /// An outcome of a survey task recording `values`.
+    static func record(_ values: [OutcomeValue]) -> OutcomeRecord {
+        let schedule = try! Schedule.dailyAtTime(hour: 9, minutes: 0, start: Date(timeIntervalSinceReferenceDate: 815_202_000), timeZone: zone)
+        let task = CareTask(id: "survey", title: "Survey", carePlanUUID: nil, schedule: schedule, impactsAdherence: true, timezone: zone)
+        let outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: values, effectiveDate: Date(timeIntervalSinceReferenceDate: 815_202_000), timezone: zone)
+        return OutcomeRecord(outcome: outcome, task: task, patient: nil, patientID: "Patient/fuzz", amended: false, deleted: false)
     }
 
     static func answersOf(_ items: [Element], form: Questionnaire) throws -> SurveyAnswers {
@@ -58,4 +73,9 @@ public enum QuestionnaireHarness: FuzzHarness {
             throw PropertyFailure("a refusal without a one-line reason: \(text.debugDescription)")
         }
     }
+}
+
+extension SurveyAnswers {
+    /// The answers with the form's scores worked out (what an export builds from).
+    func scored(by form: Questionnaire) throws(SurveyError) -> SurveyAnswers { try SurveyScores(form: form).apply(to: self).answers }
 }

@@ -101,7 +101,8 @@ struct DevicesTry: AsyncParsableCommand {
             that token. It pulls the patient's versions into a store in memory, records an outcome \
             for each event of the last --days days that has none (missing every --skip-th, as \
             patients do), and pushes them through POST /carekit/v1/revisions. A task's values \
-            come from --value for its group, else its target values, else `true`.
+            come from --value for its group, else its target values, else `true`. Survey tasks \
+            (those naming a Questionnaire) are left to the app.
             """)
 
     @Option(help: ArgumentHelp("The gateway's address.", valueName: "url"))
@@ -163,6 +164,8 @@ struct DevicesTry: AsyncParsableCommand {
             let outcomes = try Self.recorded(values).outcomes(for: try local.events(from: start, to: now, tasks: EntityQuery()), skip: skip, calendar: calendar)
             let answer = try await device.push(outcomes, knowing: knowledge, clock: 1)
             print("recorded \(outcomes.count) outcomes over \(days) days; the gateway merged \(answer["merged"]?.numberValue.map { Int($0) } ?? 0)")
+            let surveys = Set(try local.fetchTasks().filter(RecordedValues.isSurvey).map { $0.title ?? $0.id }).sorted()
+            if !surveys.isEmpty { print("left the survey tasks to the app (their answers are a form's): \(surveys.joined(separator: ", "))") }
         } catch let error as CareKitDeviceError {
             throw CommandError.message(error.description)
         } catch let error as StoreError {

@@ -66,6 +66,18 @@ struct SurveyImportTests {
         #expect(kept.first?.digest == after.version.userInfo?[SurveyTask.hashKey], "newest first")
     }
 
+    @Test("caregate devices try leaves survey tasks to the app: no outcome of `true` for a form it would not answer")
+    func tryingDevicesSkipSurveys() throws {
+        let store = try temporaryStore()
+        _ = try Self.surveyImporter(store).run([Self.bundle])
+        _ = try importer(store).run([demoBundle])
+        let events = try store.events(from: local("2026-11-02"), to: local("2026-11-09"), tasks: EntityQuery())
+        #expect(events.contains { RecordedValues.isSurvey($0.task) } && events.contains { !RecordedValues.isSurvey($0.task) })
+        let outcomes = RecordedValues().outcomes(for: events, skip: 0, calendar: Schedule.calendar(newYork))
+        let surveyTasks = Set(events.filter { RecordedValues.isSurvey($0.task) }.map(\.task.uuid))
+        #expect(!outcomes.isEmpty && outcomes.allSatisfy { !surveyTasks.contains($0.taskUUID) })
+    }
+
     @Test("a staged import finds forms among the files it reads, as a whole-run import does")
     func stagedFindsForms() async throws {
         let staged = try temporaryStore(), whole = try temporaryStore()

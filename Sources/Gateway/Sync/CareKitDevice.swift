@@ -1,6 +1,7 @@
 import CareStore
 import FHIRClient
 import Foundation
+import Mapping
 import JSON
 
 /// A CareKit app's side of `caregate serve`'s sync API, for trying a gateway or a deployment
@@ -120,6 +121,9 @@ public struct RecordedValues: Sendable {
         self.byGroup = byGroup
     }
 
+    /// Whether a task is a survey (it names its form: `SurveyTask.questionnaireKey`).
+    public static func isSurvey(_ task: CareTask) -> Bool { task.version.userInfo?[SurveyTask.questionnaireKey] != nil }
+
     /// The values of the `day`th day's event.
     public func values(for event: TaskEvent, day: Int) -> [OutcomeValue] {
         guard let measured = event.task.groupIdentifier.flatMap({ byGroup[$0] }) else {
@@ -139,10 +143,12 @@ public struct RecordedValues: Sendable {
     }
 
     /// Outcomes for the events without one, skipping every `skip`th (a patient misses some).
+    /// Survey tasks are left alone: their answers are a form's (a `true` would be refused as not
+    /// answering it, and wait in the dead letters).
     public func outcomes(for events: [TaskEvent], skip: Int, calendar: Calendar) -> [Outcome] {
         let first = events.map(\.scheduleEvent.start).min() ?? Date()
         return events.enumerated().compactMap { i, event in
-            guard event.outcome == nil, skip < 1 || i % skip != skip - 1 else { return nil }
+            guard event.outcome == nil, skip < 1 || i % skip != skip - 1, !Self.isSurvey(event.task) else { return nil }
             let day = calendar.dateComponents([.day], from: calendar.startOfDay(for: first), to: event.scheduleEvent.start).day ?? 0
             var outcome = Outcome(taskUUID: event.task.uuid, taskOccurrenceIndex: event.occurrence, values: values(for: event, day: day),
                                   effectiveDate: event.scheduleEvent.start, timezone: calendar.timeZone)
