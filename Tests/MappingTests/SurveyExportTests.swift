@@ -103,6 +103,32 @@ struct SurveyExportTests {
         #expect(voided.map { $0.resource.string("status") } == ["entered-in-error"] + Array(repeating: "entered-in-error", count: 3))
     }
 
+    @Test("SDC extraction: a flag on a group reaches its items, a false turns a branch off, a flagged Coding alone is the code, the nearest category wins, each answer of a repeating item is one Observation")
+    func extractionRules() throws {
+        let flag = { (on: Bool) in #"{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract", "valueBoolean": \#(on)}"# }
+        let category = #"{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observation-extract-category", "valueCodeableConcept": {"coding": [{"system": "http://terminology.hl7.org/CodeSystem/observation-category", "code": "vital-signs"}]}}"#
+        let code = { (c: String) in #"[{"system": "http://loinc.org", "code": "\#(c)"}]"# }
+        let form = try Questionnaire(FHIRJSONReader().read(#"""
+            {"resourceType": "Questionnaire", "url": "https://clinic.example.org/fhir/Questionnaire/rules", "status": "active", "item": [
+              {"linkId": "vitals", "type": "group", "extension": [\#(flag(true)), \#(category)], "item": [
+                {"linkId": "pulse", "type": "integer", "code": \#(code("8867-4"))},
+                {"linkId": "skip", "type": "integer", "code": \#(code("9279-1")), "extension": [\#(flag(false))]},
+                {"linkId": "temps", "type": "decimal", "repeats": true, "code": \#(code("8310-5"))}]},
+              {"linkId": "mood", "type": "integer", "code": [{"system": "http://loinc.org", "code": "x-1"},
+                 {"extension": [\#(flag(true))], "system": "http://loinc.org", "code": "x-2"}]},
+              {"linkId": "note", "type": "string", "code": \#(code("n-1"))}]}
+            """#).resource)
+        let values = [OutcomeValue(.integer(72), kind: "pulse"), OutcomeValue(.integer(18), kind: "skip"), OutcomeValue(.double(36.6), kind: "temps"),
+                      OutcomeValue(.double(37.1), kind: "temps"), OutcomeValue(.integer(4), kind: "mood"), OutcomeValue(.text("fine"), kind: "note")]
+        let record = Self.record(try Self.task("44249-1"), values)
+        let parts = Array(try Self.builder.surveyResponse(record, form: form).parts.dropFirst())
+        #expect(parts.map { $0.resource.first("code.coding.code")?.value } == ["8867-4", "8310-5", "8310-5", "x-2"])
+        #expect(parts.map { String($0.identifier.split(separator: "/").last!) } == ["pulse", "temps", "temps[2]", "mood"])
+        #expect(parts.map { $0.resource.first("category.coding.code")?.value } == ["vital-signs", "vital-signs", "vital-signs", "survey"])
+        #expect(parts.last?.resource.first("code")?.children(named: "coding").count == 1)
+        #expect(parts.allSatisfy { $0.resource.first("basedOn.reference")?.value == "CarePlan/sam-rivera-wellbeing" })
+    }
+
     @Test("answers the form refuses name their linkId: a required item unanswered, a code not among the options, a linkId the form lacks, a wrong type")
     func refusals() throws {
         let task = try Self.task("44249-1")

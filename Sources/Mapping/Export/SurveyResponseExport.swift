@@ -15,6 +15,8 @@ public struct ExportedPart: Sendable {
 extension ObservationBuilder {
     /// The SDC extension marking an item, or the whole form, for observation-based extraction.
     public static let observationExtract = "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract"
+    /// The SDC extension giving extracted Observations' category (on the form or an item; the nearest wins).
+    public static let extractCategory = "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observation-extract-category"
     /// The core extension giving a decimal item's unit.
     static let questionnaireUnit = "http://hl7.org/fhir/StructureDefinition/questionnaire-unit"
 
@@ -44,10 +46,15 @@ extension ObservationBuilder {
         }
         var parts = [ExportedPart(resource: response, identifier: identifierValue(record))]
         var extractNotes = notes
-        for (place, item) in Self.extracted(form, answers) {
-            if let observation = extractedObservation(record, item: item, place: place, answers: answers.answers[place] ?? [], authored: authored,
-                                                      subject: subject, notes: &extractNotes) {
-                parts.append(ExportedPart(resource: observation, identifier: "\(identifierValue(record))/\(place)"))
+        let extractable = Self.extractable(form)
+        for place in answers.answers.keys.sorted(by: { Self.order(of: $0, in: extractable) < Self.order(of: $1, in: extractable) }) {
+            guard let extract = extractable.first(where: { $0.item.linkId == SurveyAnswers.split(place).linkId }) else { continue }
+            for (n, answer) in (answers.answers[place] ?? []).enumerated() {
+                // One Observation per answer (a repeating question's second is `…/linkId[2]`).
+                let identifier = "\(identifierValue(record))/\(place)" + (n == 0 ? "" : "[\(n + 1)]")
+                if let observation = extractedObservation(record, extract: extract, identifier: identifier, answer: answer, response: response, notes: &extractNotes) {
+                    parts.append(ExportedPart(resource: observation, identifier: identifier))
+                }
             }
         }
         // What leaves is valid R4 (cardinalities, required elements and bindings), or nothing does.
@@ -60,56 +67,87 @@ extension ObservationBuilder {
         return (parts, extractNotes)
     }
 
-    /// The answered places of items marked for extraction (on the item, or on the whole form), in
-    /// the form's order.
-    static func extracted(_ form: Questionnaire, _ answers: SurveyAnswers) -> [(place: String, item: Questionnaire.Item)] {
-        let whole = isMarked(form.resource)
-        func walk(_ items: [Questionnaire.Item]) -> [Questionnaire.Item] {
-            items.flatMap { item in ((whole || isMarked(item.element)) && item.type != .group && item.type != .display ? [item] : []) + walk(item.items) }
-        }
-        let marked = walk(form.items)
-        return answers.answers.keys.sorted().compactMap { place in
-            let linkId = SurveyAnswers.split(place).linkId
-            return marked.first { $0.linkId == linkId }.map { (place, $0) }
-        }.sorted { a, b in
-            (marked.firstIndex { $0.linkId == a.item.linkId } ?? 0, a.place) < (marked.firstIndex { $0.linkId == b.item.linkId } ?? 0, b.place)
-        }
+    /// An item SDC's observation-based extraction takes: its codes (those flagged, when any
+    /// Coding is) and the category the nearest level gives.
+    struct Extract {
+        var item: Questionnaire.Item
+        var codes: [Element]
+        var category: Element?
     }
 
-    static func isMarked(_ element: Element) -> Bool {
-        element.children(named: "extension").contains { $0.string("url") == observationExtract && $0.first("value")?.value == "true" }
+    /// The items to extract, in the form's order: an item is when it, its nearest ancestor that
+    /// says, or the form says `observationExtract` true (or one of its Codings does) and it has a
+    /// code; a `false` turns it and what is under it off, until something under it says true.
+    static func extractable(_ form: Questionnaire) -> [Extract] {
+        func walk(_ items: [Questionnaire.Item], on inherited: Bool, category: Element?) -> [Extract] {
+            items.flatMap { item -> [Extract] in
+                let codes = item.element.children(named: "code")
+                let flagged = codes.filter { flag($0) == true }
+                let on = flag(item.element) ?? (flagged.isEmpty ? inherited : true)
+                let here = categoryOf(item.element) ?? category
+                let own = on && !codes.isEmpty && item.type != .group && item.type != .display
+                    ? [Extract(item: item, codes: flagged.isEmpty ? codes : flagged, category: here)] : []
+                return own + walk(item.items, on: on, category: here)
+            }
+        }
+        return walk(form.items, on: flag(form.resource) ?? false, category: categoryOf(form.resource))
     }
 
-    /// The Observation one extracted answer gives: the item's code, category `survey`, the
-    /// answer as its value, when the response was authored.
-    func extractedObservation(_ record: OutcomeRecord, item: Questionnaire.Item, place: String, answers: [Element], authored: String,
-                              subject: String?, notes: inout [String]) -> Element? {
-        let codes = item.element.children(named: "code")
-        guard !codes.isEmpty else {
-            notes.append("item '\(item.linkId)' is marked for extraction but has no code: no Observation")
+    static func flag(_ element: Element) -> Bool? {
+        element.children(named: "extension").first { $0.string("url") == observationExtract }?.first("value")?.value.map { $0 == "true" }
+    }
+
+    static func categoryOf(_ element: Element) -> Element? {
+        element.children(named: "extension").first { $0.string("url") == extractCategory }?.first("value")
+    }
+
+    /// A place's position in the form's order of extractable items (then by place).
+    static func order(of place: String, in extractable: [Extract]) -> (Int, String) {
+        let linkId = SurveyAnswers.split(place).linkId
+        return (extractable.firstIndex { $0.item.linkId == linkId } ?? Int.max, place)
+    }
+
+    /// The Observation one extracted answer gives: the item's code, the category the form gives
+    /// (else `survey`), the answer as its value, the response's subject, author, `authored` and
+    /// `basedOn`, and `derivedFrom` the response.
+    func extractedObservation(_ record: OutcomeRecord, extract: Extract, identifier: String, answer: Element, response: Element,
+                              notes: inout [String]) -> Element? {
+        let item = extract.item
+        guard let value = observationValue(answer, item: item) else {
+            notes.append("item '\(item.linkId)': a \(answer.typeName ?? "?") answer has no Observation value; not extracted")
             return nil
         }
-        guard let answer = answers.first, let value = observationValue(answer, item: item) else {
-            notes.append("item '\(item.linkId)': a \(answers.first?.typeName ?? "missing") answer has no Observation value; not extracted")
-            return nil
-        }
-        if answers.count > 1 { notes.append("item '\(item.linkId)': \(answers.count) answers, the first is extracted") }
         var o = Element(resourceType: "Observation")
         o.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID("\(record.outcome.id)-\(item.linkId)")))
         o.append(Element(name: "identifier", type: "Identifier", children: [
-            Element(name: "system", type: "uri", value: identifierSystem),
-            Element(name: "value", type: "string", value: "\(identifierValue(record))/\(place)"),
+            Element(name: "system", type: "uri", value: identifierSystem), Element(name: "value", type: "string", value: identifier),
         ]))
+        for basedOn in response.children(named: "basedOn") { o.append(basedOn) }
         o.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : record.amended ? "amended" : "final"))
-        o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
-            system: "http://terminology.hl7.org/CodeSystem/observation-category", code: "survey", display: nil))]))
-        var code = Element(name: "code", type: "CodeableConcept", children: codes.map { var c = $0; c.name = "coding"; return c })
+        if var category = extract.category {
+            category.name = "category"
+            o.append(category)
+        } else {
+            o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
+                system: "http://terminology.hl7.org/CodeSystem/observation-category", code: "survey", display: nil))]))
+        }
+        var code = Element(name: "code", type: "CodeableConcept", children: extract.codes.map { c in
+            var coding = c
+            coding.name = "coding"
+            coding.children.removeAll { $0.name == "extension" && $0.string("url") == Self.observationExtract }
+            return coding
+        })
         if let text = item.text { code.append(Element(name: "text", type: "string", value: text)) }
         o.append(code)
-        if let subject { o.append(reference("subject", subject)) }
-        o.append(Element(name: "effective", type: "dateTime", value: authored))
-        o.append(Element(name: "issued", type: "instant", value: instant(record.outcome.version.createdDate ?? record.outcome.effectiveDate)))
-        if let subject { o.append(reference("performer", subject)) }
+        if let subject = response["subject"] { o.append(subject) }
+        if let authored = response.string("authored") {
+            o.append(Element(name: "effective", type: "dateTime", value: authored))
+            o.append(Element(name: "issued", type: "instant", value: instant(FHIRDateTime(authored)?.start(in: timeZone) ?? record.outcome.effectiveDate)))
+        }
+        if var author = response["author"] {
+            author.name = "performer"
+            o.append(author)
+        }
         o.append(value)
         o.append(reference("derivedFrom", "urn:uuid:\(record.outcome.uuid.uuidString.lowercased())"))
         return o
