@@ -33,6 +33,9 @@ struct StoreCopyTests {
         try store.scheduleRefreshes([EnrolledPatient(storeID: "Patient/maria-lopez", ehrID: "maria-lopez")], now: refreshed)
         let claim = try #require(try store.claimRefresh(worker: "w", lease: 60, now: refreshed))
         try store.finishRefresh(claim, worker: "w", next: refreshed.addingTimeInterval(900), succeeded: true)
+        // A survey form kept for her (bytes that are not UTF-8 too: kept as they are).
+        try store.keep([StoredQuestionnaire(patientID: "Patient/maria-lopez", url: "https://clinic.example.org/fhir/Questionnaire/phq-9", version: "2.0",
+                                            digest: "d1", title: "PHQ-9", resource: [0x7B, 0xFF, 0x7D], storedAt: refreshed)])
         return (device, outcome.uuid)
     }
 
@@ -65,6 +68,8 @@ struct StoreCopyTests {
             #expect(try store.outboxCounts() == OutboxCounts(queued: 1, pushed: 1, failed: 0))
             #expect(try store.lastPushed(entityIDs: ["Patient/maria-lopez/old"]).count == 1)
             #expect(try store.nextRefreshDue() == refreshed.addingTimeInterval(900))
+            #expect(try store.questionnaires(of: "Patient/maria-lopez", url: "https://clinic.example.org/fhir/Questionnaire/phq-9", version: nil)
+                .map { "\($0.version ?? "-") \($0.digest) \($0.title ?? "-") \($0.resource) \($0.storedAt == refreshed)" } == ["2.0 d1 PHQ-9 [123, 255, 125] true"])
             // What a device that synced against the source would pull next: nothing new.
             let knowledge = try a.patientKnowledge("Patient/maria-lopez", upTo: nil)
             #expect(try store.patientVersions("Patient/maria-lopez", notCoveredBy: knowledge, upTo: nil).versions.isEmpty)
