@@ -99,6 +99,14 @@ struct QuestionnaireResponseTests {
             let whole = OutcomeValue(.text(FHIRJSONWriter(pretty: false).string(original)), kind: SurveyAnswers.responseKind)
             let fromWhole = try QuestionnaireResponseBuilder(form: form).items(SurveyAnswers(values: [whole], form: form, timeZone: zone))
             #expect(Self.itemsJSON(fromWhole) == Self.itemsJSON(original.children(named: "item")), "\(response).\(format), as one value")
+            // Exported as the EHR gets it (checked, scored, validated): the same items again.
+            let schedule = try Schedule.dailyAtTime(hour: 9, minutes: 0, start: Date(timeIntervalSinceReferenceDate: 815_202_000), timeZone: zone)
+            let task = CareTask(id: "survey", title: "Survey", carePlanUUID: nil, schedule: schedule, timezone: zone)
+            let record = OutcomeRecord(outcome: Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: [whole], effectiveDate: Date(), timezone: zone),
+                                       task: task, patient: nil, patientID: "Patient/example", amended: false, deleted: false)
+            let exported = try ObservationBuilder(codes: [:], timeZone: zone).surveyResponse(record, form: form).parts[0].resource
+            #expect(Self.itemsJSON(exported.children(named: "item")) == Self.itemsJSON(original.children(named: "item")), "\(response).\(format), exported")
+            #expect(exported.string("status") == "completed" && ResourceValidator().validate(exported).isEmpty)
         }
         #expect(answered == 3, "the gcs example's answers went round: \(answered)")
     }
