@@ -42,4 +42,18 @@ extension ISO8601DateFormatter {
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return f
     }
+
+    @Test("a date read and written again is the same date, before the Gregorian reform too (found by fuzzing: 1013-11-29 came back 1013-12-05)")
+    func proleptic() throws {
+        for zone in ["America/New_York", "Asia/Kolkata", "UTC"].compactMap(TimeZone.init(identifier:)) {
+            for text in ["0001-01-01", "1013-11-29", "1582-10-04", "1582-10-10", "1582-10-15", "1583-01-01", "1900-03-01", "2026-03-08", "2026-11-01"] {
+                let read = try #require(FHIRDateTime(text)).start(in: zone)
+                #expect(FHIRDateTime.lexical(read, in: zone).prefix(10) == text, "\(text) in \(zone.identifier)")
+            }
+        }
+        for n in stride(from: -800_000, through: 800_000, by: 997) {
+            let (y, m, d) = FHIRDateTime.civilDate(daysSince1970: n)
+            #expect(FHIRDateTime.daysSince1970(year: y, month: m, day: d) == n)
+        }
+    }
 }

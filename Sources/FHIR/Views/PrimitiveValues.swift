@@ -96,10 +96,20 @@ public struct FHIRDateTime: Sendable, Hashable, CustomStringConvertible, Compara
         components.minute = minute ?? 0
         let whole = second.map { Int($0) } ?? 0
         components.second = whole
+        let zone = utcOffset.flatMap { TimeZone(secondsFromGMT: $0) } ?? timeZone
+        // Foundation's Gregorian calendar counts days before 15 October 1582 as Julian; FHIR's
+        // dates (and `lexical`) are proleptic Gregorian. Those days are counted here, where no
+        // zone has daylight saving: the zone's offset then is fixed.
+        if year < 1583 {
+            let local = Double(Self.daysSince1970(year: year, month: month ?? 1, day: day ?? 1) * 86_400 + (hour ?? 0) * 3600 + (minute ?? 0) * 60) + (second ?? 0)
+            return Date(timeIntervalSince1970: local - Double(zone.secondsFromGMT(for: Date(timeIntervalSince1970: local)) / 60 * 60))
+        }
         var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = utcOffset.flatMap { TimeZone(secondsFromGMT: $0) } ?? timeZone
+        calendar.timeZone = zone
         let date = calendar.date(from: components) ?? Date(timeIntervalSince1970: 0)
-        return date.addingTimeInterval((second ?? 0) - Double(whole))
+        // A local mean time's seconds (+05:53:28) are dropped, as `lexical` writes the offset.
+        let dropped = zone.secondsFromGMT(for: date) % 60
+        return date.addingTimeInterval((second ?? 0) - Double(whole) + Double(dropped))
     }
 
     public var description: String { lexical }
@@ -151,6 +161,16 @@ extension FHIRDateTime {
         let day = dayOfYear - (153 * mp + 2) / 5 + 1
         let month = mp < 10 ? mp + 3 : mp - 9
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// The day number (days since 1970-01-01) of a proleptic Gregorian date: `civilDate` backwards.
+    public static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
     }
 
     /// The lexical dateTime (or, with `fractionalSeconds`, instant) of `date` as clock time in
