@@ -217,11 +217,16 @@ public enum SurveyError: Error, Sendable, Equatable, CustomStringConvertible {
     /// answer to a disabled item.
     case answer(linkId: String, String)
 
-    /// The problem with its item: `item '1.1': the linkId is used by two items`.
+    /// The problem with its item, on one line (control characters a form or an answer carries
+    /// are written escaped): `item '1.1': the linkId is used by two items`.
     public var description: String {
-        switch self {
+        let text = switch self {
         case .form(let linkId?, let message), .answer(let linkId, let message): "item '\(linkId)': \(message)"
         case .form(nil, let message): message
         }
+        guard text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.flatMap { scalar -> [Unicode.Scalar] in
+            scalar.properties.generalCategory == .control ? Array(scalar.escaped(asASCII: true).unicodeScalars) : [scalar]
+        }))
     }
 }
