@@ -93,3 +93,31 @@ struct SurveyPushTests {
         #expect(totalAfter?.first("value")?.value == "12" && totalAfter?.string("status") == "amended")
     }
 }
+
+/// The export of a survey outcome reads only its own patient's forms.
+@Suite("Survey export stays within its patient")
+struct SurveyExportBoundaryTests {
+    @Test("another patient's survey task naming the first patient's form by url and hash is refused, never answered with that form", arguments: Backend.allCases)
+    func otherPatientsForm(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        _ = try SurveyImportTests.surveyImporter(store).run([SurveyImportTests.bundle])
+        let phq = try #require(try store.fetchTasks().first { $0.id.hasSuffix("44249-1") })
+        // Another patient, with a task the gateway wrote naming Sam's form, url and content.
+        let start = local("2026-11-02")
+        let other = Patient(id: "Patient/other", name: PersonName(givenName: "Other"), effectiveDate: start, timezone: newYork)
+        let plan = CarePlan(id: "plan", title: "Mood", patientUUID: other.uuid, effectiveDate: start, timezone: newYork)
+        var task = CareTask(id: "phq", title: "PHQ-9", carePlanUUID: plan.uuid, schedule: phq.schedule, timezone: newYork)
+        task.effectiveDate = start
+        task.version.userInfo = phq.version.userInfo
+        task.version.source = VersionInfo.importedFromEHR
+        try store.add([.patient(other), .carePlan(plan), .task(task)])
+        try store.add([.outcome(Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: SurveyPushTests.phqValues([1, 1, 1, 1, 1, 1, 1, 1, 1]),
+                                        effectiveDate: local("2026-11-02 09:30"), timezone: newYork))])
+        let exported = try OutcomeExport(store: store, builder: try builder()).observations()
+        let theirs = try #require(exported.first)
+        #expect(exported.count == 1)
+        #expect(theirs.refusal?.contains("the store keeps no Questionnaire https://clinic.example.org/fhir/Questionnaire/phq-9|2.0 for Patient/other") == true,
+                "\(theirs.refusal ?? "no refusal")")
+        #expect(OutcomeExport(store: store, builder: try builder()).bundleEntries(theirs).isEmpty)
+    }
+}
