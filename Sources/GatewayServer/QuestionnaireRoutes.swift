@@ -18,8 +18,6 @@ struct QuestionnaireRoutes: Sendable {
     let server: GatewayServer
     let sync: CareKitSyncRoutes
 
-    var enrollment: DeviceEnrollment { DeviceEnrollment(store: server.store) }
-
     func register(on router: Router<GatewayRequestContext>) {
         router.get("carekit/v1/questionnaires") { request, _ in try await sync.perToken(request, questionnaire) }
     }
@@ -32,7 +30,7 @@ struct QuestionnaireRoutes: Sendable {
         let hash = query.get("hash")
         let asked = query.get("url").flatMap { $0.utf8.count <= Self.longestURL ? Canonical($0) : nil }
         enum Answer: Sendable { case unauthorized, found(StoredQuestionnaire), missing }
-        let answer = try await Blocking.run { [enrollment, store = server.store] () throws -> Answer in
+        let answer = try await Blocking.run { [enrollment = sync.enrollment, store = server.store] () throws -> Answer in
             guard let device = try enrollment.authenticate(token: token) else { return .unauthorized }
             guard let asked, (hash?.utf8.count ?? 0) <= Self.longestHash else { return .missing }
             let kept = try store.questionnaires(of: device.patientID, url: asked.url, version: asked.version)

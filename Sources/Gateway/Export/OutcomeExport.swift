@@ -231,8 +231,6 @@ public struct OutcomeExport: Sendable {
                                                               identifier: part.identifier, notes: [])))
             }
             return ExportedObservation(observation: bundle, outcomeVersion: record.outcome.uuid, identifier: identifier, notes: notes)
-        } catch let error as SurveyError {
-            return refused("\(error)")
         } catch {
             return refused("\(error)")
         }

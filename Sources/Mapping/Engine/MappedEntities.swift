@@ -18,8 +18,13 @@ public struct SourceRecord: Sendable, Hashable {
 
     /// FNV-1a 64 of a resource's compact JSON, hex.
     public static func contentHash(of resource: Element) -> String {
+        contentHash(ofJSON: FHIRJSONWriter(pretty: false).write(resource))
+    }
+
+    /// FNV-1a 64 of a resource's compact JSON already written, hex.
+    public static func contentHash(ofJSON bytes: [UInt8]) -> String {
         var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in FHIRJSONWriter(pretty: false).write(resource) { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01b3 }
+        for b in bytes { fnv = (fnv ^ UInt64(b)) &* 0x100_0000_01b3 }
         return String(fnv, radix: 16)
     }
 

@@ -65,8 +65,9 @@ extension MappingEngine.Run {
         }
         let canonical = questionnaire.url.map { Canonical(url: $0, version: questionnaire.version) }
             ?? Canonical(url: asked.url, version: questionnaire.version ?? asked.version)
-        let form = MappedQuestionnaire(canonical: canonical, title: questionnaire.title, digest: SourceRecord.contentHash(of: source.resource),
-                                       json: FHIRJSONWriter(pretty: false).write(source.resource), origin: source.origin)
+        let json = FHIRJSONWriter(pretty: false).write(source.resource)
+        let form = MappedQuestionnaire(canonical: canonical, title: questionnaire.title, digest: SourceRecord.contentHash(ofJSON: json), json: json,
+                                       origin: source.origin)
         return .found(form, questionnaire)
     }
 

@@ -203,14 +203,23 @@ public struct ObservationBuilder: Sendable {
     }
 
     /// A new resource with the outcome's id and the gateway's stable identifier.
-    func identified(_ type: String, _ record: OutcomeRecord) -> Element {
+    /// `part` names one of several resources an outcome gives (an extracted item): the id and the
+    /// identifier go on with it.
+    func identified(_ type: String, _ record: OutcomeRecord, part: String? = nil) -> Element {
         var resource = Element(resourceType: type)
-        resource.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(record.outcome.id)))
+        resource.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID(record.outcome.id + (part.map { "-\($0)" } ?? ""))))
         resource.append(Element(name: "identifier", type: "Identifier", children: [
             Element(name: "system", type: "uri", value: identifierSystem),
-            Element(name: "value", type: "string", value: identifierValue(record)),
+            Element(name: "value", type: "string", value: identifierValue(record) + (part.map { "/\($0)" } ?? "")),
         ]))
         return resource
+    }
+
+    /// The status of a record's resource from the outcome's history: `first` for its first
+    /// version (`final`, or a response's `completed`), `amended` after a change,
+    /// `entered-in-error` once deleted.
+    static func status(_ record: OutcomeRecord, first: String = "final") -> String {
+        record.deleted ? "entered-in-error" : record.amended ? "amended" : first
     }
 
     /// The Observation, and notes on what had to be approximated.
@@ -222,7 +231,7 @@ public struct ObservationBuilder: Sendable {
         if let source = task.version.remoteID, source.contains("/") {
             o.append(reference("basedOn", source))
         }
-        o.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : record.amended ? "amended" : "final"))
+        o.append(Element(name: "status", type: "code", value: Self.status(record)))
         let entry = task.version.groupIdentifier.flatMap { codes[$0] }
             ?? task.healthKitLinkage.flatMap { healthKitCodes[$0.quantityIdentifier] }.flatMap { codes[$0] }
         if let category = entry?.category {

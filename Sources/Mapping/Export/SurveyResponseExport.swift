@@ -30,9 +30,10 @@ extension ObservationBuilder {
     public func surveyResponse(_ record: OutcomeRecord, form: Questionnaire) throws(SurveyError) -> (parts: [ExportedPart], notes: [String]) {
         let outcome = record.outcome
         let (answers, notes) = try SurveyScores(form: form).apply(to: try SurveyAnswers(values: outcome.values, form: form, timeZone: timeZone))
-        let status = record.deleted ? "entered-in-error" : record.amended ? "amended" : "completed"
+        let status = Self.status(record, first: "completed")
         let subject = record.patient.map { $0.version.remoteID ?? $0.id }
-        let authored = dateTime(outcome.values.compactMap(\.createdDate).max() ?? outcome.version.createdDate ?? outcome.effectiveDate)
+        let authoredAt = outcome.values.compactMap(\.createdDate).max() ?? outcome.version.createdDate ?? outcome.effectiveDate
+        let authored = dateTime(authoredAt)
         // A response is based on a CarePlan or ServiceRequest (R4); an SDC Task's is its output instead.
         let basedOn = [record.task.version.remoteID].compactMap { $0 }.filter { $0.hasPrefix("CarePlan/") || $0.hasPrefix("ServiceRequest/") }
         let built = try QuestionnaireResponseBuilder(form: form, requiresAnswers: !record.deleted)
@@ -51,9 +52,10 @@ extension ObservationBuilder {
             guard let extract = extractable.first(where: { $0.item.linkId == SurveyAnswers.split(place).linkId }) else { continue }
             for (n, answer) in (answers.answers[place] ?? []).enumerated() {
                 // One Observation per answer (a repeating question's second is `…/linkId[2]`).
-                let identifier = "\(identifierValue(record))/\(place)" + (n == 0 ? "" : "[\(n + 1)]")
-                if let observation = extractedObservation(record, extract: extract, identifier: identifier, answer: answer, response: response, notes: &extractNotes) {
-                    parts.append(ExportedPart(resource: observation, identifier: identifier))
+                let part = place + (n == 0 ? "" : "[\(n + 1)]")
+                if let observation = extractedObservation(record, extract: extract, part: part, answer: answer, response: response, issued: authoredAt,
+                                                          notes: &extractNotes) {
+                    parts.append(ExportedPart(resource: observation, identifier: "\(identifierValue(record))/\(part)"))
                 }
             }
         }
@@ -110,20 +112,16 @@ extension ObservationBuilder {
     /// The Observation one extracted answer gives: the item's code, the category the form gives
     /// (else `survey`), the answer as its value, the response's subject, author, `authored` and
     /// `basedOn`, and `derivedFrom` the response.
-    func extractedObservation(_ record: OutcomeRecord, extract: Extract, identifier: String, answer: Element, response: Element,
+    func extractedObservation(_ record: OutcomeRecord, extract: Extract, part: String, answer: Element, response: Element, issued: Date,
                               notes: inout [String]) -> Element? {
         let item = extract.item
         guard let value = observationValue(answer, item: item) else {
             notes.append("item '\(item.linkId)': a \(answer.typeName ?? "?") answer has no Observation value; not extracted")
             return nil
         }
-        var o = Element(resourceType: "Observation")
-        o.append(Element(name: "id", type: "id", value: ObservationBuilder.resourceID("\(record.outcome.id)-\(item.linkId)")))
-        o.append(Element(name: "identifier", type: "Identifier", children: [
-            Element(name: "system", type: "uri", value: identifierSystem), Element(name: "value", type: "string", value: identifier),
-        ]))
+        var o = identified("Observation", record, part: part)
         for basedOn in response.children(named: "basedOn") { o.append(basedOn) }
-        o.append(Element(name: "status", type: "code", value: record.deleted ? "entered-in-error" : record.amended ? "amended" : "final"))
+        o.append(Element(name: "status", type: "code", value: Self.status(record)))
         if var category = extract.category {
             category.name = "category"
             o.append(category)
@@ -142,7 +140,7 @@ extension ObservationBuilder {
         if let subject = response["subject"] { o.append(subject) }
         if let authored = response.string("authored") {
             o.append(Element(name: "effective", type: "dateTime", value: authored))
-            o.append(Element(name: "issued", type: "instant", value: instant(FHIRDateTime(authored)?.start(in: timeZone) ?? record.outcome.effectiveDate)))
+            o.append(Element(name: "issued", type: "instant", value: instant(issued)))
         }
         if var author = response["author"] {
             author.name = "performer"
