@@ -1,6 +1,7 @@
 /// A chart over a time axis in the manner of CareKit's `OCKCartesianChartView`: bar, line or
 /// scatter series, a title and subtitle, the time unit under the axis, each unit named once on its
-/// value axis, and a target range drawn as a band behind its series. Series of very different
+/// value axis, a target range drawn as a band behind its series, and a score's labelled bands
+/// (a PHQ-9's "Mild" to "Severe") behind it, marked on its axis. Series of very different
 /// size are never drawn on one scale: a second scale goes on a right-hand axis, and a chart
 /// whose series need more than two scales is split (`separated()`).
 ///
@@ -25,18 +26,43 @@ public struct CartesianChart: Sendable {
         public var target: ClosedRange<Double>?
         /// A count (tasks done): its axis is marked in whole numbers.
         public var counts: Bool
+        /// How the values read (a score's severity bands), lowest first; the axis is marked at
+        /// their edges and reaches the top one.
+        public var bands: [Band]
 
-        public init(name: String, unit: String, style: Style, values: [Double?], target: ClosedRange<Double>? = nil, counts: Bool = false) {
+        public init(name: String, unit: String, style: Style, values: [Double?], target: ClosedRange<Double>? = nil, counts: Bool = false,
+                    bands: [Band] = []) {
             self.name = name
             self.unit = unit
             self.style = style
             self.values = values
             self.target = target
             self.counts = counts
+            self.bands = bands.sorted { $0.range.lowerBound < $1.range.lowerBound }
         }
 
-        /// The largest value or target bound: what the series' scale must reach.
-        var peak: Double { max(values.compactMap { $0 }.max() ?? 0, target?.upperBound ?? 0) }
+        /// The largest value, target bound or band top: what the series' scale must reach.
+        var peak: Double {
+            max(values.compactMap { $0 }.max() ?? 0, target?.upperBound ?? 0, bands.last?.range.upperBound ?? 0)
+        }
+    }
+
+    /// A labelled range of values: what a score between its bounds means.
+    public struct Band: Sendable, Equatable {
+        public var label: String
+        /// Inclusive at both ends, as scores' bands are written (0–4, 5–9).
+        public var range: ClosedRange<Double>
+
+        public init(label: String, range: ClosedRange<Double>) {
+            self.label = label
+            self.range = range
+        }
+
+        /// The band among `bands` a value falls in; a value between two whole-number bands (a
+        /// mean of 4.5 between 0–4 and 5–9) falls in the lower.
+        public static func of(_ value: Double, in bands: [Band]) -> Band? {
+            bands.last { $0.range.contains(value) } ?? bands.last { $0.range.lowerBound <= value && value < $0.range.upperBound + 1 }
+        }
     }
 
     public var title: String

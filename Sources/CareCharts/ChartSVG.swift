@@ -21,6 +21,7 @@ extension CartesianChart {
         let frame = Frame(left: 56, right: Frame.width - (scales.count > 1 ? 56 : 16))
         let maxima = scales.map { group in
             let peak = group.map { series[$0].peak }.max() ?? 0
+            if group.contains(where: { !series[$0].bands.isEmpty }) { return peak > 0 ? peak : 1 }
             return group.allSatisfy { series[$0].counts } ? Self.wholeCeiling(peak) : Self.niceCeiling(peak)
         }
         var scaleOf: [Int: Int] = [:]
@@ -31,10 +32,14 @@ extension CartesianChart {
         out += ##"<text x="0" y="36" class="chart-subtitle" font-size="12" fill="#6b6b70">\##(HTMLText.escaped(subtitle))</text>"##
         out += legend()
         for (s, group) in scales.enumerated() {
-            out += valueAxis(series[group[0]].unit, ceiling: maxima[s], right: s == 1, frame: frame)
+            let bands = group.flatMap { series[$0].bands }
+            let marks = bands.isEmpty ? (0...4).map { maxima[s] * Double($0) / 4 } : Set(bands.map(\.range.lowerBound) + [0, maxima[s]]).sorted()
+            out += valueAxis(series[group[0]].unit, marks: marks, ceiling: maxima[s], right: s == 1, frame: frame)
         }
         for (i, item) in series.enumerated() {
-            if let target = item.target, let s = scaleOf[i] { out += band(target, ceiling: maxima[s], tint: Self.tints[i % Self.tints.count], frame: frame) }
+            guard let s = scaleOf[i] else { continue }
+            out += scoreBands(item.bands, ceiling: maxima[s], tint: Self.tints[i % Self.tints.count], frame: frame)
+            if let target = item.target { out += band(target, ceiling: maxima[s], tint: Self.tints[i % Self.tints.count], frame: frame) }
         }
         out += timeAxis(frame)
         let bars = series.indices.filter { series[$0].style == .bar && scaleOf[$0] != nil }
@@ -58,13 +63,12 @@ extension CartesianChart {
         return out
     }
 
-    func valueAxis(_ unit: String, ceiling: Double, right: Bool, frame: Frame) -> String {
+    func valueAxis(_ unit: String, marks: [Double], ceiling: Double, right: Bool, frame: Frame) -> String {
         let x = right ? frame.right : frame.left
         let anchor = right ? "start" : "end"
         let labelX = right ? x + 6 : x - 6
         var out = ##"<text x="\##(labelX)" y="\##(Frame.top - 12)" text-anchor="\##(anchor)" font-size="11" class="axis-unit">\##(HTMLText.escaped(unit))</text>"##
-        for step in 0...4 {
-            let value = ceiling * Double(step) / 4
+        for value in marks {
             let y = frame.y(value, ceiling: ceiling)
             if !right { out += ##"<line x1="\##(frame.left)" x2="\##(frame.right)" y1="\##(y)" y2="\##(y)" stroke="#e5e5ea"/>"## }
             out += ##"<text x="\##(labelX)" y="\##(y + 4)" text-anchor="\##(anchor)" font-size="11" fill="#6b6b70">\##(Self.number(value))</text>"##
@@ -75,6 +79,29 @@ extension CartesianChart {
     func band(_ target: ClosedRange<Double>, ceiling: Double, tint: String, frame: Frame) -> String {
         let top = frame.y(target.upperBound, ceiling: ceiling), bottom = frame.y(target.lowerBound, ceiling: ceiling)
         return ##"<rect class="target" x="\##(frame.left)" y="\##(top)" width="\##(frame.plotWidth)" height="\##(bottom - top)" fill="\##(tint)" fill-opacity="0.12"/>"##
+    }
+
+    /// A score's bands, shaded in turn from its lowest, each named at its left edge. A band is
+    /// drawn up to where the next begins when the two are whole numbers apart (0–4 then 5–9),
+    /// so that the scale has no gaps.
+    func scoreBands(_ bands: [Band], ceiling: Double, tint: String, frame: Frame) -> String {
+        var out = ""
+        for (n, item) in bands.enumerated() {
+            let next = n + 1 < bands.count ? bands[n + 1].range.lowerBound : nil
+            let upper = next.map { $0 > item.range.upperBound && $0 - item.range.upperBound <= 1 ? $0 : item.range.upperBound } ?? item.range.upperBound
+            let top = frame.y(upper, ceiling: ceiling), bottom = frame.y(item.range.lowerBound, ceiling: ceiling)
+            guard bottom > top else { continue }
+            out += ##"<rect class="score-band" x="\##(frame.left)" y="\##(top)" width="\##(frame.plotWidth)" height="\##(bottom - top)" fill="\##(tint)" fill-opacity="\##(n % 2 == 0 ? "0.05" : "0.11")"><title>\##(HTMLText.escaped(Self.bandText(item)))</title></rect>"##
+            if bottom - top >= 12 {
+                out += ##"<text x="\##(frame.left + 4)" y="\##(top + 11)" font-size="10" fill="#48484a" class="score-band-label">\##(HTMLText.escaped(item.label))</text>"##
+            }
+        }
+        return out
+    }
+
+    /// A band in words: `Mild depression (5–9)`.
+    static func bandText(_ band: Band) -> String {
+        "\(band.label) (\(number(band.range.lowerBound))–\(number(band.range.upperBound)))"
     }
 
     func timeAxis(_ frame: Frame) -> String {
@@ -131,11 +158,19 @@ extension CartesianChart {
             out += ##"<tr><th scope="row">\##(HTMLText.escaped(label))</th>"##
             for item in series {
                 let value = bucket < item.values.count ? item.values[bucket] : nil
-                out += "<td>\(value.map(Self.number) ?? "–")</td>"
+                out += "<td>\(value.map { Self.number($0) + (Band.of($0, in: item.bands).map { " (\(HTMLText.escaped($0.label)))" } ?? "") } ?? "–")</td>"
             }
             out += "</tr>"
         }
-        return out + "</tbody></table>"
+        out += "</tbody>"
+        let banded = series.filter { !$0.bands.isEmpty }
+        if !banded.isEmpty {
+            out += ##"<tfoot><tr><td colspan="\##(series.count + 1)">"##
+            out += banded.map { item in "\(HTMLText.escaped(item.name)): " + item.bands.map { HTMLText.escaped(Self.bandText($0)) }.joined(separator: "; ") }
+                .joined(separator: ". ")
+            out += "</td></tr></tfoot>"
+        }
+        return out + "</table>"
     }
 
     /// The smallest 1, 2, 2.5 or 5 × 10ⁿ at or above `value` (1 for nothing to show).

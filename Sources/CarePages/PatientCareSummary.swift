@@ -1,3 +1,4 @@
+import CareCharts
 import CareStore
 import Foundation
 import Mapping
@@ -131,6 +132,8 @@ extension PatientCareSummary {
         public var values: [(date: Date, value: Double)]
         /// The task's target range for this kind, from its schedule's target values.
         public var target: ClosedRange<Double>?
+        /// How a survey's score reads (its form's bands), lowest first.
+        public var bands: [CartesianChart.Band] = []
     }
 
     /// A task whose outcomes carry numbers, and its series.

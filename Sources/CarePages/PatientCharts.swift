@@ -60,7 +60,9 @@ public struct PatientCharts: Sendable {
             var html = ""
             if !survey.series.isEmpty {
                 let chart = CartesianChart(title: task.title ?? task.id, subtitle: "Scores and answers, mean per \(axis.unit.rawValue)", axis: axis,
-                                           series: survey.series.map { .init(name: $0.kind, unit: $0.units ?? "", style: .line, values: axis.consolidate($0.values, .mean)) })
+                                           series: survey.series.map {
+                    .init(name: $0.kind, unit: $0.units ?? "", style: .line, values: axis.consolidate($0.values, .mean), bands: $0.bands)
+                })
                 html += Self.drawn(chart, id: "survey-\(i)")
             }
             if let latest = survey.latest {

@@ -1,3 +1,4 @@
+import CareCharts
 import CareStore
 import Foundation
 import FHIR
@@ -39,6 +40,9 @@ public struct SurveyHistory: Sendable {
         let charted = (scores.computedItems + Self.numericQuestions(form.items)).reduce(into: [Questionnaire.Item]()) { list, item in
             if !list.contains(where: { $0.linkId == item.linkId }) { list.append(item) }
         }
+        let scales = Dictionary(charted.compactMap { item in form.scoreScale(of: item).map { (item.linkId, $0) } }) { first, _ in first }
+        for scale in scales.values { problems += scale.problems }
+        let bands = scales.mapValues { $0.bands.map { CartesianChart.Band(label: $0.label, range: $0.low...$0.high) } }
         for outcome in outcomes {
             let answers: SurveyAnswers
             do { answers = try scores.apply(to: SurveyAnswers(values: outcome.values, form: form, timeZone: calendar.timeZone)).answers } catch {
@@ -51,11 +55,14 @@ public struct SurveyHistory: Sendable {
                 if let i = series.firstIndex(where: { $0.kind == name }) {
                     series[i].values.append((outcome.event, number))
                 } else {
-                    series.append(PatientCareSummary.Measurement(kind: name, units: nil, values: [(outcome.event, number)]))
+                    series.append(PatientCareSummary.Measurement(kind: name, units: nil, values: [(outcome.event, number)], bands: bands[item.linkId] ?? []))
                 }
             }
             latest = (outcome.event, Self.flattened(form.items).compactMap { item in
-                answers.answers[item.linkId].map { (item.text ?? item.linkId, $0.map(Self.words).joined(separator: ", ")) }
+                answers.answers[item.linkId].map { given in
+                    let band = given.count == 1 ? Self.number(given[0]).flatMap { CartesianChart.Band.of($0, in: bands[item.linkId] ?? []) } : nil
+                    return (item.text ?? item.linkId, given.map(Self.words).joined(separator: ", ") + (band.map { " (\($0.label))" } ?? ""))
+                }
             })
         }
     }

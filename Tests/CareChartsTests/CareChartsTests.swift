@@ -123,6 +123,34 @@ struct CareChartsTests {
         #expect(CartesianChart.wholeCeiling(0) == 4 && CartesianChart.wholeCeiling(3) == 4 && CartesianChart.wholeCeiling(9) == 12 && CartesianChart.wholeCeiling(15) == 20)
     }
 
+    @Test("a score's bands tile its scale behind the line, named; the axis is marked at their edges and ends at the top one; the table names each value's band")
+    func scoreBands() {
+        let axis = TimeBuckets(from: day("2026-11-22"), to: day("2026-11-25"), calendar: calendar)
+        let bands = [CartesianChart.Band(label: "Severe <b>", range: 20...27), .init(label: "None to minimal", range: 0...4), .init(label: "Mild", range: 5...9),
+                     .init(label: "Moderate", range: 10...14), .init(label: "Moderately severe", range: 15...19)]
+        let chart = CartesianChart(title: "PHQ-9", subtitle: "", axis: axis, series: [.init(name: "Total score", unit: "", style: .line, values: [8, nil, 12], bands: bands)])
+        let svg = chart.svg(id: "phq")
+        #expect(count(#"class="score-band""#, in: svg) == 5)
+        let markers = svg.components(separatedBy: ##"fill="#6b6b70">"##).dropFirst().map { String($0.prefix { $0 != "<" }) }.filter { Double($0) != nil }
+        #expect(markers == ["0", "5", "10", "15", "20", "27"], "\(markers)")
+        // The bands tile: each one's top is the next one's bottom (4 → 5 has no gap), the last reaches the ceiling.
+        let rects = svg.components(separatedBy: #"<rect class="score-band""#).dropFirst().map { rect -> (y: Double, height: Double) in
+            func attribute(_ name: String) -> Double { Double(rect.components(separatedBy: " \(name)=\"")[1].prefix { $0 != "\"" })! }
+            return (attribute("y"), attribute("height"))
+        }
+        for (lower, upper) in zip(rects, rects.dropFirst()) { #expect(abs(upper.y + upper.height - lower.y) < 0.001) }
+        #expect(abs(rects.last!.y - CartesianChart.Frame.top) < 0.001, "the top band ends at the scale's ceiling, 27, not a rounded 50")
+        #expect(svg.contains("<title>None to minimal (0–4)</title>") && svg.contains("Severe &lt;b&gt;") && !svg.contains("<b>"))
+        let table = chart.table()
+        #expect(table.contains("<td>8 (Mild)</td>") && table.contains("<td>12 (Moderate)</td>") && table.contains("<td>–</td>"))
+        #expect(table.contains("<tfoot>") && table.contains("Total score: None to minimal (0–4); Mild (5–9)"))
+        // A mean between two whole-number bands reads in the lower; a chart without bands keeps its round steps and no footer.
+        #expect(CartesianChart.Band.of(4.5, in: chart.series[0].bands)?.label == "None to minimal")
+        #expect(CartesianChart.Band.of(28, in: chart.series[0].bands) == nil)
+        let plain = CartesianChart(title: "", subtitle: "", axis: axis, series: [.init(name: "Pain", unit: "", style: .line, values: [8, nil, 12])])
+        #expect(!plain.svg(id: "p").contains("score-band") && !plain.table().contains("<tfoot>"))
+    }
+
     @Test("every text a person or an EHR typed is escaped: titles, series names, labels, ring summaries")
     func escaping() {
         let hostile = "<script>alert(1)</script> & \"quotes\" 'too'"

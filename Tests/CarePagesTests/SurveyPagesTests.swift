@@ -1,4 +1,5 @@
 import CareStore
+import FHIR
 import Foundation
 import Mapping
 import Testing
@@ -56,9 +57,51 @@ struct SurveyPagesTests {
         #expect(survey.series.map(\.kind) == ["Total score"])
         #expect(survey.series.first?.values.map(\.value) == [10, 12])
         #expect(survey.latest?.answers.first.map { "\($0.question): \($0.answer)" } == "Little interest or pleasure in doing things: LA6571-9")
-        #expect(survey.latest?.answers.last.map { "\($0.question): \($0.answer)" } == "Total score: 12")
+        // The form's bands (a contained ObservationDefinition coded 44261-6) name the score and shade its chart.
+        #expect(survey.latest?.answers.last.map { "\($0.question): \($0.answer)" } == "Total score: 12 (Moderate depression)")
+        #expect(survey.series.first?.bands.map(\.label) == ["None to minimal depression", "Mild depression", "Moderate depression",
+                                                              "Moderately severe depression", "Severe depression"])
+        #expect(survey.series.first?.bands.last?.range == 20...27)
         let html = CarePlanReport(summary).html()
         #expect(html.contains("<h2>Survey: PHQ-9</h2>") && html.contains("Latest answers") && html.contains("Feeling down, depressed, or hopeless"))
+        #expect(html.components(separatedBy: #"class="score-band""#).count - 1 == 5)
+        #expect(html.contains("<td>10 (Moderate depression)</td>") && html.contains("Severe depression (20–27)"))
+    }
+
+    @Test("a form's bands that cannot be read are named as problems and left out; the rest still shade the chart")
+    func unreadableBands() throws {
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: Self.forms.appendingPathComponent("Questionnaire-phq-9.json"))) as? [String: Any])
+        var contained = try #require(json["contained"] as? [[String: Any]])
+        var intervals = try #require(contained[0]["qualifiedInterval"] as? [[String: Any]])
+        // Mild's low above its high; Moderate without a name.
+        intervals[2]["range"] = ["low": ["value": 9], "high": ["value": 5]]
+        intervals[3]["condition"] = nil
+        contained[0]["qualifiedInterval"] = intervals
+        json["contained"] = contained
+        let form = try FHIRJSONReader().read(Array(try JSONSerialization.data(withJSONObject: json))).resource
+        let questionnaire = try Questionnaire(form)
+        let total = try #require(questionnaire.item(linkId: "/44261-6"))
+        let scale = try #require(questionnaire.scoreScale(of: total))
+        #expect(scale.bands.map(\.label) == ["None to minimal depression", "Moderately severe depression", "Severe depression"])
+        #expect(scale.bounds == 0...27)
+        #expect(scale.problems == ["item '/44261-6': the ObservationDefinition's qualifiedInterval[2] has its low (9.0) above its high (5.0); left out",
+                                   "item '/44261-6': the ObservationDefinition's qualifiedInterval[3] has no condition or context to name it; left out"], "\(scale.problems)")
+        // An item coded otherwise has no scale.
+        let question = try #require(questionnaire.item(linkId: "/44250-9"))
+        #expect(questionnaire.scoreScale(of: question) == nil)
+    }
+
+    @Test("the importing guide's score-band example reads as the bands it says")
+    func guideExample() throws {
+        let guide = try String(contentsOf: Self.forms.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("docs/importing.md"), encoding: .utf8)
+        let block = try #require(guide.components(separatedBy: "**Score bands.**").dropFirst().first?
+            .components(separatedBy: "```json\n").dropFirst().first?.components(separatedBy: "\n```").first)
+        let text = #"{"resourceType":"Questionnaire","status":"active",\#(block),"item":[{"linkId":"total","type":"integer","code":[{"system":"http://loinc.org","code":"44261-6"}]}]}"#
+        let form = try Questionnaire(try FHIRJSONReader().read(Array(text.utf8)).resource)
+        let total = try #require(form.item(linkId: "total"))
+        let scale = try #require(form.scoreScale(of: total))
+        #expect(scale.bands.map(\.label) == ["None to minimal depression", "Mild depression"] && scale.bounds == 0...27 && scale.problems.isEmpty)
     }
 
     @Test("another patient's survey reads only the forms kept for that patient: the same url and hash find nothing of p1's")
