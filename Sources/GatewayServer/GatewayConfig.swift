@@ -425,17 +425,13 @@ struct ConfigReader {
 }
 
 extension GatewayConfig.EHR {
-    /// The scopes the workers need under SMART Backend Services.
-    public static let scope = "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs "
-        + "system/Practitioner.rs system/PractitionerRole.rs system/Observation.cru system/MedicationAdministration.cru system/Provenance.c"
-
     /// The workers' link to this EHR over `store`: the mappings loaded (`root`: where they may
     /// read), the client made, the notification token read. Throws the mapping files' findings
     /// or the client's error.
     public func link(store: any CarePlanStore & DeviceRegistry & Outbox & ImportLog & RefreshSchedule, root: String, environment: [String: String] = [:],
                      warn: (String) -> Void = { _ in }) throws -> EHRLink {
         let mappings = try MappingSet.load(site: self.mappings, root: root)
-        let client = try connection.client(defaultScope: Self.scope, environment: environment, warn: warn)
+        let client = try connection.client(defaultScope: SMARTScopes.serve, environment: environment, warn: warn)
         let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize

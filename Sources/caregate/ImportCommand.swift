@@ -192,7 +192,7 @@ struct ImportCommand: AsyncParsableCommand {
 
     /// `--from`: the patients pulled from the server, imported as files would be.
     func pullImport(_ from: String, importer: FHIRImporter, started: Date, progress: @escaping @Sendable (ImportProgress) -> Void) async throws -> ImportReport {
-        var pull = PatientPull(client: try server.client(from, defaultScope: "system/Patient.rs system/CarePlan.rs system/CareTeam.rs system/MedicationRequest.rs system/ServiceRequest.rs system/Practitioner.rs system/PractitionerRole.rs system/Task.rs system/Questionnaire.rs"))
+        var pull = PatientPull(client: try server.client(from, defaultScope: SMARTScopes.pull))
         pull.formsAsked = importer.missingQuestionnaires
         let pulled: PatientPull.Result
         do { pulled = try await pull.pull(patients: patient) } catch {

@@ -149,7 +149,7 @@ struct PushCommand: AsyncParsableCommand {
         let bar = ProgressBar()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
         export.progress = { bar.update("exporting", done: $0, total: $1) }
-        var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: "system/Observation.cru system/Provenance.c"))
+        var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: SMARTScopes.push))
         push.batchSize = batchSize
         push.lease = TimeInterval(leaseSeconds)
         push.progress = { bar.update("pushing", done: $0, total: $1) }

@@ -121,5 +121,36 @@ struct SurveyImportTests {
         let surveys = try store.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }
         #expect(surveys.map(\.id).sorted() == ["CarePlan/sam-rivera-wellbeing/29463-7", "CarePlan/sam-rivera-wellbeing/44249-1"])
         #expect(try store.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: "2.0").first?.title == "PHQ-9: depression screening")
+        // What the pull read, SMART's default scope for it grants.
+        let read = Set(pulled.requests.compactMap { $0.split(separator: " ").last?.split(whereSeparator: { "/?".contains($0) }).first.map(String.init) })
+        #expect(read.isSuperset(of: ["Patient", "CarePlan", "ServiceRequest", "Questionnaire"]), "\(read)")
+        #expect(read.allSatisfy { SMARTScopes.pull.split(separator: " ").contains("system/\($0).rs") }, "\(read) against \(SMARTScopes.pull)")
+    }
+
+    @Test("pulled from an EHR, an SDC Task fulfilling a ServiceRequest brings the request it focuses on, and the request's form")
+    func fulfilTaskFromTheEHR() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        let resources = try [
+            #"{"resourceType": "Patient", "id": "kai-fulfil", "name": [{"family": "Ito", "given": ["Kai"]}]}"#,
+            #"{"resourceType": "CarePlan", "id": "kai-plan", "status": "active", "intent": "plan", "subject": {"reference": "Patient/kai-fulfil"}, "title": "Mood", "activity": [{"reference": {"reference": "Task/kai-task"}}]}"#,
+            #"{"resourceType": "Task", "id": "kai-task", "status": "requested", "intent": "order", "for": {"reference": "Patient/kai-fulfil"}, "code": {"coding": [{"system": "http://hl7.org/fhir/CodeSystem/task-code", "code": "fulfill"}]}, "focus": {"reference": "ServiceRequest/kai-phq"}}"#,
+            #"{"resourceType": "ServiceRequest", "id": "kai-phq", "status": "active", "intent": "order", "subject": {"reference": "Patient/kai-fulfil"}, "occurrenceTiming": {"repeat": {"frequency": 1, "period": 2, "periodUnit": "wk", "boundsPeriod": {"start": "2026-11-02"}}}, "extension": [{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-servicerequest-questionnaire", "valueCanonical": "https://clinic.example.org/fhir/Questionnaire/phq-9|2.0"}]}"#,
+        ].map { try FHIRJSONReader().read(Array($0.utf8)).resource } + [FHIRDocument.read(contentsOf: Self.forms + "/Questionnaire-phq-9.json").resource]
+        _ = try await client.transaction(seedTransaction(resources: resources, base: server.base))
+        let store = try temporaryStore()
+        let importer = try importer(store)
+        var pull = PatientPull(client: client)
+        pull.formsAsked = importer.missingQuestionnaires
+        let pulled = try await pull.pull(patient: "kai-fulfil")
+        #expect(pulled.requests.contains("GET Task/kai-task") && pulled.requests.contains("GET ServiceRequest/kai-phq"), "\(pulled.requests)")
+        var report = ImportReport()
+        report.notes = pulled.notes
+        report = importer.run(resources: pulled.resources, report: report)
+        // (A fortnightly schedule without a weekday is a loss of its own, not the survey's.)
+        #expect(!report.notes.contains { $0.kind == .error || $0.message.contains("Questionnaire") }, "\(report.notes)")
+        let survey = try #require(try store.fetchTasks().first { $0.id == "ServiceRequest/kai-phq" })
+        #expect(survey.version.userInfo?[SurveyTask.questionnaireKey] == Self.phq + "|2.0")
+        #expect(try store.questionnaires(of: "Patient/kai-fulfil", url: Self.phq, version: "2.0").count == 1)
     }
 }

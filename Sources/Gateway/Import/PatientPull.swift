@@ -201,15 +201,20 @@ public struct PatientPull: Sendable {
             }
         case "PractitionerRole":
             if let reference = resource.first("practitioner.reference")?.value { found.append(("practitioner", reference)) }
+        case "Task":
+            // An SDC Task fulfilling a ServiceRequest: the request names the form and the schedule.
+            if let reference = resource.first("focus.reference")?.value { found.append(("focus", reference)) }
         default:
             break
         }
         return found.filter { (_, reference) in
-            let type = reference.split(separator: "/").dropLast().last.map(String.init) ?? ""
-            return ["MedicationRequest", "ServiceRequest", "CareTeam", "Practitioner", "PractitionerRole", "Appointment",
-                    "CommunicationRequest", "DeviceRequest", "NutritionOrder", "Task", "VisionPrescription", "RequestGroup"].contains(type)
+            followedTypes.contains(reference.split(separator: "/").dropLast().last.map(String.init) ?? "")
         }
     }
+
+    /// The types a pull reads by reference: what plans' activities, teams and SDC Tasks name.
+    public static let followedTypes = ["MedicationRequest", "ServiceRequest", "CareTeam", "Practitioner", "PractitionerRole", "Appointment",
+                                       "CommunicationRequest", "DeviceRequest", "NutritionOrder", "Task", "VisionPrescription", "RequestGroup"]
 
     /// `Type/id` for a reference this server can give: relative, or absolute under its base.
     /// Contained (`#x`), versioned (`/_history/`) parts and other servers' URLs are left alone.
