@@ -73,6 +73,7 @@ public struct GatewayConfig: Sendable {
     ///   token-file: secrets/ehr.token        # or token-env: NAME, or smart: {client-id, key-file, key-id}
     ///   ca-bundle: /etc/caregate/ehr-ca.pem  # client-cert, client-key for mutual TLS
     ///   mappings: [site-mappings]            # over the built-in ones
+    ///   questionnaires: [forms]              # survey forms, looked up before the EHR
     ///   time-zone: America/New_York
     ///   push-seconds: 60
     ///   push-lease-seconds: 600              # a dead instance's claimed outcomes go back to the queue after this
@@ -85,6 +86,9 @@ public struct GatewayConfig: Sendable {
     public struct EHR: Sendable, Equatable {
         public var connection: FHIRServerConnection
         public var mappings: [String] = []
+        /// Folders and files of Questionnaires the refresh finds survey activities' forms in
+        /// before it asks the EHR (`import --questionnaires`), read once when serving starts.
+        public var questionnaires: [String] = []
         public var timeZone = TimeZone.current
         public var pushSeconds = 60
         /// How long a push worker's claim holds (`OutcomePush.lease`): with several instances,
@@ -145,6 +149,10 @@ public struct GatewayConfig: Sendable {
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
         config.resolvePaths(against: folder)
         reader.checkSecrets(config.ehr, environment: environment)
+        for folder in config.ehr?.questionnaires ?? [] where !FileManager.default.fileExists(atPath: folder) {
+            reader.error(reader.ehrLocations["questionnaires"] ?? SourceLocation(file: path, line: 1, column: 1),
+                         "ehr.questionnaires: \(folder) does not exist (a folder or file of Questionnaires)")
+        }
         if let admin = config.adminToken {
             reader.checkGuard(admin, "dashboard: admin token", at: reader.dashboardLocation ?? SourceLocation(file: path, line: 1, column: 1),
                               environment: environment)
@@ -172,6 +180,7 @@ public struct GatewayConfig: Sendable {
         if case .file(let file) = adminToken { adminToken = .file(absolute(file)) }
         guard var ehr else { return }
         ehr.mappings = ehr.mappings.map(absolute)
+        ehr.questionnaires = ehr.questionnaires.map(absolute)
         ehr.connection.tls.caBundle = ehr.connection.tls.caBundle.map(absolute)
         ehr.connection.tls.clientCertificate = ehr.connection.tls.clientCertificate.map(absolute)
         ehr.connection.tls.clientKey = ehr.connection.tls.clientKey.map(absolute)
@@ -266,7 +275,7 @@ struct ConfigReader {
     }
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
-                          "mappings", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
+                          "mappings", "questionnaires", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
                           "allow-plain-http"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
@@ -291,6 +300,7 @@ struct ConfigReader {
             case "client-key": ehr.connection.tls.clientKey = text(value)
             case "insecure": if let flag = boolean(value) { ehr.connection.tls.verify = !flag }
             case "mappings": ehr.mappings = list(value)
+            case "questionnaires": ehr.questionnaires = list(value)
             case "time-zone":
                 if let name = text(value) {
                     if let zone = TimeZone(identifier: name) { ehr.timeZone = zone } else {
@@ -436,10 +446,27 @@ extension GatewayConfig.EHR {
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize
         push.lease = TimeInterval(pushLeaseSeconds)
-        var refresh = PatientRefresh(client: client, importer: FHIRImporter(mappings: mappings, store: store, timeZone: timeZone), devices: store)
+        var importer = FHIRImporter(mappings: mappings, store: store, timeZone: timeZone)
+        let forms = importer.files.questionnaires(questionnaires)
+        if let unreadable = forms.problems.first(where: { $0.kind == .error }) { throw EHRSettingError.questionnaires(unreadable.description) }
+        for problem in forms.problems { warn(problem.description) }
+        importer.questionnaires = forms.catalog
+        var refresh = PatientRefresh(client: client, importer: importer, devices: store)
         refresh.log = store
         return EHRLink(push: push, refresh: refresh, schedule: store, pushInterval: TimeInterval(pushSeconds),
                        refreshInterval: TimeInterval(refreshSeconds), refreshLease: TimeInterval(refreshLeaseSeconds),
                        notifyToken: notifyToken?.read(environment: environment))
+    }
+}
+
+/// A setting of the `ehr:` section that cannot be used when serving starts.
+public enum EHRSettingError: Error, Sendable, CustomStringConvertible {
+    /// A `questionnaires:` folder or file that cannot be read: what and why.
+    case questionnaires(String)
+
+    public var description: String {
+        switch self {
+        case .questionnaires(let problem): "ehr.questionnaires: \(problem)"
+        }
     }
 }

@@ -29,6 +29,40 @@ extension GatewayServerSuites {
             return found
         }
 
+        @Test("ehr.questionnaires: forms the EHR lacks are found in the configured folder; without it they are losses; a folder that does not exist stops the start at its line")
+        func formsFolderSetting() async throws {
+            guard let ehr = await LocalFHIRServer() else { return }
+            let client = FHIRRESTClient(base: ehr.base, retry: RetryPolicy(maxAttempts: 4, baseDelay: 0.05, maxDelay: 0.5, maxTotal: 20), timeout: 20)
+            let bundle = try FHIRDocument.read(contentsOf: Self.samples.appendingPathComponent("sam-rivera-surveys-bundle.json").path).resource
+            for resource in bundle.children(named: "entry").compactMap({ $0["resource"] }) { _ = try await client.update(resource, at: resource.relativeReference!) }
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-forms-setting-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder.appendingPathComponent("forms"), withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            for name in ["phq-9", "gad-7", "weight-height"] {
+                try FileManager.default.copyItem(at: Self.samples.appendingPathComponent("questionnaires/Questionnaire-\(name).json"),
+                                                 to: folder.appendingPathComponent("forms/\(name).json"))
+            }
+            func refreshed(_ forms: String?) async throws -> (tasks: [CareTask], notes: [ImportNote]) {
+                let path = folder.appendingPathComponent("gateway.yaml").path
+                try "store: store.sqlite\nehr:\n  base: \(ehr.base)\n  time-zone: America/New_York\n\(forms.map { "  questionnaires: [\($0)]\n" } ?? "")".write(toFile: path, atomically: true, encoding: .utf8)
+                let settings = try #require(try GatewayConfig.load(path: path).ehr)
+                let store = try SQLiteCarePlanStore(inMemory: ())
+                guard case .imported(let report) = try await settings.link(store: store, root: folder.path).refresh
+                    .refresh(EnrolledPatient(storeID: "Patient/sam-rivera", ehrID: "sam-rivera"), since: nil) else { throw CancellationError() }
+                return (try store.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }, report.notes)
+            }
+            let configured = try await refreshed("forms")
+            #expect(configured.tasks.count == 3 && !configured.notes.contains { $0.kind == .loss }, "\(configured.notes)")
+            let without = try await refreshed(nil)
+            #expect(without.tasks.isEmpty && without.notes.filter { $0.kind == .loss && $0.message.contains("Questionnaire") }.count == 3, "\(without.notes)")
+            do {
+                _ = try await refreshed("no-such-forms")
+                Issue.record("a questionnaires folder that does not exist was accepted")
+            } catch let error as MappingError {
+                #expect(error.description.contains("gateway.yaml:5") && error.description.contains("no-such-forms does not exist"), "\(error)")
+            }
+        }
+
         @Test("plan and forms from the EHR, survey tasks to the device, its answers in both shapes back as one response each with its score, once", arguments: Backend.allCases)
         func surveyLoop(backend: Backend) async throws {
             guard let ehr = await LocalFHIRServer() else { return }
