@@ -202,6 +202,49 @@ struct BulkImportTests {
         #expect(try store.lastTransactionTime(source: first.source) == next.manifest.transactionTime)
     }
 
+    @Test("a Bulk export holds no forms (they are no patient's): the survey activities' forms are fetched from the server once each, a form it lacks is a loss per patient")
+    func formsForAnExport() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        let surveys = projectRoot.appendingPathComponent("FHIRSamples/surveys")
+        let bundle = try Data(contentsOf: surveys.appendingPathComponent("sam-rivera-surveys-bundle.json"))
+        // Sam and a second patient with the same plan; the server has the PHQ-9 and the weight form, not the GAD-7.
+        var resources: [Element] = []
+        for text in [String(decoding: bundle, as: UTF8.self), String(decoding: bundle, as: UTF8.self).replacingOccurrences(of: "sam-rivera", with: "sky-rivera")] {
+            resources += try FHIRJSONReader().read(Array(text.utf8)).resource.children(named: "entry").compactMap { $0["resource"] }
+        }
+        resources += try ["phq-9", "weight-height"].map { try FHIRDocument.read(contentsOf: surveys.appendingPathComponent("questionnaires/Questionnaire-\($0).json").path).resource }
+        _ = try await client.transaction(seedTransaction(resources: resources, base: server.base))
+        let store = try temporaryStore()
+        let fetch = fetcher(client, store)
+        let fetched = try await fetch.fetch(BulkExportRequest(level: .patients))
+        #expect(!fetched.manifest.output.contains { $0.type == "Questionnaire" })
+        let report = try await fetch.importFetched(fetched, into: try importer(store), staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(report.failedPatients.isEmpty && !report.notes.contains { $0.kind == .error }, "\(report.notes)")
+        let tasks = try store.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }
+        #expect(tasks.count == 4, "\(tasks.map(\.id))")
+        for patient in ["Patient/sam-rivera", "Patient/sky-rivera"] {
+            #expect(try store.questionnaires(of: patient, url: "https://clinic.example.org/fhir/Questionnaire/phq-9", version: "2.0").count == 1)
+        }
+        #expect(report.notes.filter { $0.kind == .loss && $0.message.contains("Questionnaire/gad-7") }.count == 2, "\(report.notes)")
+        #expect(report.notes.filter { $0.message.contains("the server has no Questionnaire https://clinic.example.org/fhir/Questionnaire/gad-7") }.count == 1)
+
+        // Each form is asked for once in a run, however many patients' activities ask for it.
+        let asked = Locked([Canonical]())
+        let pull = PatientPull(client: client)
+        var staged = StagedImport(importer: try importer(try temporaryStore()), window: 2)
+        staged.formSource = { canonicals in
+            asked.withLock { $0 += canonicals }
+            return await pull.forms(canonicals)
+        }
+        let again = try await staged.run(fetched.files, staging: try SQLiteImportStaging(inMemory: ()))
+        #expect(again.notes.filter { $0.kind == .loss }.count == 2)
+        let names = asked.withLock { $0.map(\.description) }
+        #expect(names.sorted() == ["https://clinic.example.org/fhir/Questionnaire/gad-7", "https://clinic.example.org/fhir/Questionnaire/phq-9|2.0",
+                                   "https://clinic.example.org/fhir/Questionnaire/weight-height"], "\(names)")
+        _ = await fetch.finish(fetched)
+    }
+
     @Test("a manifest without transactionTime, or with an output entry without url, is refused naming the status URL")
     func manifestRefusals() throws {
         #expect(throws: FHIRClientError.self) { try BulkManifest.read(Array(#"{"output":[]}"#.utf8), url: "http://x/status") }

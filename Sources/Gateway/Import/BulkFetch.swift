@@ -148,7 +148,11 @@ public struct BulkExportFetch: Sendable {
                               spill: SpilledNotes? = nil, progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(BulkFetchError) -> ImportReport {
         var report: ImportReport
         if fetched.since == nil {
-            do { report = try await StagedImport(importer: importer).run(fetched.files, staging: staging, dryRun: dryRun, spill: spill, progress: progress) } catch {
+            var staged = StagedImport(importer: importer)
+            // Forms are no patient's data, so an export leaves them out: the server gives them.
+            let pull = PatientPull(client: bulk.client)
+            staged.formSource = { await pull.forms($0) }
+            do { report = try await staged.run(fetched.files, staging: staging, dryRun: dryRun, spill: spill, progress: progress) } catch {
                 throw BulkFetchError(step: "store", cause: error.description)
             }
         } else {

@@ -169,6 +169,17 @@ public struct PatientPull: Sendable {
         }
     }
 
+    /// Survey forms fetched by canonical, outside a pull (a staged import's `formSource`): the
+    /// forms found, a note for each the server lacks, and one naming the forms a failure left unfetched.
+    public func forms(_ canonicals: [Canonical]) async -> (forms: [SourcedResource], notes: [ImportNote]) {
+        var result = Result()
+        do throws(FHIRClientError) { try await fetchForms(canonicals, into: &result) } catch {
+            result.notes.append(ImportNote(kind: .warning, resource: "Questionnaire", path: nil, origin: client.base,
+                                           message: "the forms \(canonicals.map(\.description).joined(separator: ", ")) could not all be fetched: \(error)"))
+        }
+        return (result.resources, result.notes)
+    }
+
     /// What a search by the patient gave, without the CarePlans and CareTeams of other patients
     /// (a server that ignores a parameter it does not know answers for every patient), each left
     /// out with a warning; resources the search included alongside pass.

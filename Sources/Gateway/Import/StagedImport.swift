@@ -16,6 +16,10 @@ public struct StagedImport: Sendable {
     public var importer: FHIRImporter
     /// Patients mapped at once (each mapped on its own task; the store has one writer).
     public var window: Int
+    /// Where forms the staged files lack come from (a Bulk export's server: `PatientPull.forms`):
+    /// a patient whose survey activities ask for one is mapped again with what it found, each
+    /// form asked once per run. Nil: such activities are losses, as in a whole-run import.
+    public var formSource: (@Sendable ([Canonical]) async -> (forms: [SourcedResource], notes: [ImportNote]))?
 
     /// A staged import, mapping `window` patients at once (one per core by default).
     public init(importer: FHIRImporter, window: Int = max(1, ProcessInfo.processInfo.activeProcessorCount)) {
@@ -48,7 +52,7 @@ public struct StagedImport: Sendable {
         async let stored = store(from: queue, into: report, dryRun: dryRun, spill: spill, total: groups.count, progress: progress)
         let mapped: Double
         do {
-            mapped = try await mapGroups(groups, staging: staging, engine: engine) { await queue.give($0) }
+            mapped = try await mapGroups(groups, staging: staging, engine: Locked(engine)) { await queue.give($0) }
         } catch {
             await queue.finish()
             _ = await stored
@@ -284,19 +288,26 @@ public struct StagedImport: Sendable {
         var notes: [ImportNote]
     }
 
-    /// Maps the groups, `window` at a time, handing each result to `store` in group order.
-    func mapGroups(_ groups: [String], staging: any ImportStaging, engine: MappingEngine,
+    /// Maps the groups, `window` at a time, handing each result to `store` in group order. The
+    /// engine is shared: forms fetched for one group (`formSource`) serve the groups mapped after.
+    func mapGroups(_ groups: [String], staging: any ImportStaging, engine: Locked<MappingEngine>,
                    store: (MappedGroup) async -> Void) async throws(StoreError) -> Double {
         let clock = ContinuousClock()
         var mappingTime = Duration.zero
         var pending = groups[...]
+        var asked: Set<Canonical> = []
         try await Self.inOrder(window: window, next: { pending.popFirst() }, work: { group in
             let start = clock.now
-            let result = Result(catching: { () throws(StoreError) -> MappedGroup in try Self.map(group, staging: staging, engine: engine) })
+            let current = engine.withLock { $0 }
+            let result = Result(catching: { () throws(StoreError) -> MappedGroup in try Self.map(group, staging: staging, engine: current) })
             return (result, clock.now - start)
         }) { (mapped: Result<MappedGroup, StoreError>, took: Duration) throws(StoreError) in
             mappingTime += took
-            await store(try mapped.get())
+            var group = try mapped.get()
+            if let formSource, !group.output.missingQuestionnaires.isEmpty {
+                group = try await withForms(group, asking: formSource, asked: &asked, staging: staging, engine: engine)
+            }
+            await store(group)
         }
         // Mapping time per core in use: the wall-clock share of the mapping.
         return mappingTime.seconds / Double(max(1, min(window, ProcessInfo.processInfo.activeProcessorCount)))
@@ -336,6 +347,27 @@ public struct StagedImport: Sendable {
             return .success(())
         }
         try result.get()
+    }
+
+    /// A group whose survey activities ask for forms the run lacks, mapped again when the forms
+    /// (fetched now, or by a group before it while it was being mapped) are in the shared engine;
+    /// the fetch's notes go with the group that asked.
+    func withForms(_ group: MappedGroup, asking source: @Sendable ([Canonical]) async -> (forms: [SourcedResource], notes: [ImportNote]),
+                   asked: inout Set<Canonical>, staging: any ImportStaging, engine: Locked<MappingEngine>) async throws(StoreError) -> MappedGroup {
+        var notes: [ImportNote] = []
+        let new = group.output.missingQuestionnaires.filter { asked.insert($0).inserted }
+        if !new.isEmpty {
+            let fetched = await source(new)
+            notes = fetched.notes
+            engine.withLock { engine in for form in fetched.forms { engine.questionnaires.add(form) } }
+        }
+        let current = engine.withLock { $0 }
+        var result = group
+        if group.output.missingQuestionnaires.contains(where: { current.questionnaires.find($0) != nil }) {
+            result = try Self.map(group.name, staging: staging, engine: current)
+        }
+        result.notes = notes + result.notes
+        return result
     }
 
     /// Reads a group back with the shared resources it refers to (and those they refer to), and
