@@ -223,7 +223,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CarePagesTests",
-            dependencies: ["CarePages", "CareCharts", "CareStore", "Mapping"]
+            dependencies: ["CarePages", "CareCharts", "CareStore", "FHIR", "Mapping"]
         ),
         .testTarget(
             name: "CareChartsTests",

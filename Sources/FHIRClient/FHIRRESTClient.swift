@@ -227,6 +227,17 @@ public struct FHIRRESTClient: Sendable {
         return bundle
     }
 
+    /// A value set's expansion by the server (`GET [base]/ValueSet/$expand?url=…`): what a set
+    /// defined by filters or other sets holds, listed.
+    public func expand(valueSet url: String, version: String? = nil) async throws(FHIRClientError) -> Element {
+        let page = searchURL("ValueSet/$expand", [("url", url)] + (version.map { [("valueSetVersion", $0)] } ?? []))
+        let answer = try await execute("GET", page)
+        guard let resource = answer.resource, resource.resourceType == "ValueSet" else {
+            throw .invalidResponse(url: page, reason: "the answer is not a ValueSet")
+        }
+        return resource
+    }
+
     /// Creates a resource; with `ifNoneExist` (a search query), only when nothing matches it.
     public func create(_ resource: Element, ifNoneExist: String? = nil) async throws(FHIRClientError) -> Answer {
         var headers: [(String, String)] = []

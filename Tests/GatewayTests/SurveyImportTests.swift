@@ -83,8 +83,11 @@ struct SurveyImportTests {
         let staged = try temporaryStore(), whole = try temporaryStore()
         let report = try await StagedImport(importer: try importer(staged)).run([Self.surveys.path], staging: try SQLiteImportStaging(inMemory: ()))
         _ = try importer(whole).run([Self.surveys.path])
-        #expect(try staged.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }.count == 3)
-        #expect(report.unmapped["Questionnaire"] == nil)
+        // Sam's three, and Ana's mood check-in (its form's answer set from the same bundle).
+        #expect(try staged.fetchTasks().filter { $0.version.userInfo?[SurveyTask.questionnaireKey] != nil }.count == 4)
+        #expect(report.unmapped["Questionnaire"] == nil && report.unmapped["ValueSet"] == nil, "\(report.unmapped)")
+        let mood = try #require(try staged.questionnaires(of: "Patient/ana-mood", url: "https://clinic.example.org/fhir/Questionnaire/mood", version: "1.0").first)
+        #expect(try FHIRJSONReader().read(mood.resource).resource.children(named: "contained").first?.string("url") == "http://loinc.org/vs/LL358-3")
         #expect(try StoreSnapshot.json(staged, notes: [], timeZone: newYork) == StoreSnapshot.json(whole, notes: [], timeZone: newYork))
         #expect(try staged.questionnaires(of: "Patient/sam-rivera", url: Self.phq, version: nil).count == 1)
     }
@@ -127,26 +130,56 @@ struct SurveyImportTests {
         #expect(read.allSatisfy { SMARTScopes.pull.split(separator: " ").contains("system/\($0).rs") }, "\(read) against \(SMARTScopes.pull)")
     }
 
+    /// `resources` on a fresh sekmet-fhir, `patient` pulled from it (forms asked as `import --from`
+    /// asks them) and imported into a fresh store.
+    static func pulledAndImported(_ resources: [Element], patient: String, from server: LocalFHIRServer) async throws
+        -> (store: SQLiteCarePlanStore, pulled: PatientPull.Result, report: ImportReport) {
+        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
+        _ = try await client.transaction(seedTransaction(resources: resources, base: server.base))
+        let store = try temporaryStore()
+        let importer = try importer(store)
+        var pull = PatientPull(client: client)
+        pull.formsAsked = importer.missingQuestionnaires
+        let pulled = try await pull.pull(patient: patient)
+        var report = ImportReport()
+        report.notes = pulled.notes
+        return (store, pulled, importer.run(resources: pulled.resources, report: report))
+    }
+
+    @Test("pulled from an EHR, a form's answer value sets come with it: one the server lists is contained in the kept form, one it cannot list is a warning")
+    func answerSetsFromTheEHR() async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        let resources = try [
+            #"{"resourceType": "Patient", "id": "ana-sets"}"#,
+            #"{"resourceType": "CarePlan", "id": "ana-plan", "status": "active", "intent": "plan", "subject": {"reference": "Patient/ana-sets"}, "activity": [{"detail": {"status": "scheduled", "code": {"text": "Mood"}, "instantiatesCanonical": ["http://example.org/Questionnaire/mood"], "scheduledString": "weekly"}}]}"#,
+            #"{"resourceType": "Questionnaire", "id": "mood", "url": "http://example.org/Questionnaire/mood", "status": "active", "item": [{"linkId": "often", "type": "choice", "answerValueSet": "http://example.org/vs/frequency"}, {"linkId": "kind", "type": "choice", "answerValueSet": "http://example.org/vs/filtered"}]}"#,
+            #"{"resourceType": "ValueSet", "id": "frequency", "url": "http://example.org/vs/frequency", "status": "active", "compose": {"include": [{"system": "http://loinc.org", "concept": [{"code": "LA6568-5"}, {"code": "LA6569-3"}]}]}}"#,
+            #"{"resourceType": "ValueSet", "id": "filtered", "url": "http://example.org/vs/filtered", "status": "active", "compose": {"include": [{"system": "http://snomed.info/sct", "filter": [{"property": "concept", "op": "is-a", "value": "404684003"}]}]}}"#,
+        ].map { try FHIRJSONReader().read(Array($0.utf8)).resource }
+        let (store, pulled, report) = try await Self.pulledAndImported(resources, patient: "ana-sets", from: server)
+        #expect(pulled.requests.contains("GET ValueSet?url=http://example.org/vs/frequency") && pulled.requests.contains("GET ValueSet/$expand?url=http://example.org/vs/filtered"),
+                "\(pulled.requests)")
+        #expect(pulled.notes.contains { $0.message.contains("no listed ValueSet http://example.org/vs/filtered") }, "\(pulled.notes)")
+        #expect(report.notes.contains { $0.kind == .warning && $0.message.contains("item 'kind'") }, "\(report.notes)")
+        let kept = try #require(try store.questionnaires(of: "Patient/ana-sets", url: "http://example.org/Questionnaire/mood", version: nil).first)
+        let form = try Questionnaire(try FHIRJSONReader().read(kept.resource).resource)
+        #expect(form.item(linkId: "often")?.options.map { $0.string("code") } == ["LA6568-5", "LA6569-3"])
+        #expect(form.item(linkId: "kind")?.options.isEmpty == true)
+        // SMART's default scope for a pull grants the ValueSet reads.
+        #expect(SMARTScopes.pull.split(separator: " ").contains("system/ValueSet.rs"))
+    }
+
     @Test("pulled from an EHR, an SDC Task fulfilling a ServiceRequest brings the request it focuses on, and the request's form")
     func fulfilTaskFromTheEHR() async throws {
         guard let server = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: server.base, retry: quickRetry, timeout: 20)
         let resources = try [
             #"{"resourceType": "Patient", "id": "kai-fulfil", "name": [{"family": "Ito", "given": ["Kai"]}]}"#,
             #"{"resourceType": "CarePlan", "id": "kai-plan", "status": "active", "intent": "plan", "subject": {"reference": "Patient/kai-fulfil"}, "title": "Mood", "activity": [{"reference": {"reference": "Task/kai-task"}}]}"#,
             #"{"resourceType": "Task", "id": "kai-task", "status": "requested", "intent": "order", "for": {"reference": "Patient/kai-fulfil"}, "code": {"coding": [{"system": "http://hl7.org/fhir/CodeSystem/task-code", "code": "fulfill"}]}, "focus": {"reference": "ServiceRequest/kai-phq"}}"#,
             #"{"resourceType": "ServiceRequest", "id": "kai-phq", "status": "active", "intent": "order", "subject": {"reference": "Patient/kai-fulfil"}, "occurrenceTiming": {"repeat": {"frequency": 1, "period": 2, "periodUnit": "wk", "boundsPeriod": {"start": "2026-11-02"}}}, "extension": [{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-servicerequest-questionnaire", "valueCanonical": "https://clinic.example.org/fhir/Questionnaire/phq-9|2.0"}]}"#,
         ].map { try FHIRJSONReader().read(Array($0.utf8)).resource } + [FHIRDocument.read(contentsOf: Self.forms + "/Questionnaire-phq-9.json").resource]
-        _ = try await client.transaction(seedTransaction(resources: resources, base: server.base))
-        let store = try temporaryStore()
-        let importer = try importer(store)
-        var pull = PatientPull(client: client)
-        pull.formsAsked = importer.missingQuestionnaires
-        let pulled = try await pull.pull(patient: "kai-fulfil")
+        let (store, pulled, report) = try await Self.pulledAndImported(resources, patient: "kai-fulfil", from: server)
         #expect(pulled.requests.contains("GET Task/kai-task") && pulled.requests.contains("GET ServiceRequest/kai-phq"), "\(pulled.requests)")
-        var report = ImportReport()
-        report.notes = pulled.notes
-        report = importer.run(resources: pulled.resources, report: report)
         // (A fortnightly schedule without a weekday is a loss of its own, not the survey's.)
         #expect(!report.notes.contains { $0.kind == .error || $0.message.contains("Questionnaire") }, "\(report.notes)")
         let survey = try #require(try store.fetchTasks().first { $0.id == "ServiceRequest/kai-phq" })

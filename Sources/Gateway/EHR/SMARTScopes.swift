@@ -3,7 +3,7 @@
 /// granted here, in one place, or a SMART EHR refuses it.
 public enum SMARTScopes {
     /// The types a pull reads: the patient, plans and teams, what they reference, the forms surveys ask.
-    public static let pulledTypes = ["Patient", "CarePlan", "Questionnaire"] + PatientPull.followedTypes
+    public static let pulledTypes = ["Patient", "CarePlan", "Questionnaire", "ValueSet"] + PatientPull.followedTypes
     /// The types a push writes: what patients did (a survey's response and its Observations in one transaction).
     public static let pushedTypes = ["Observation", "MedicationAdministration", "QuestionnaireResponse"]
 

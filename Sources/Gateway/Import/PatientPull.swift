@@ -142,6 +142,7 @@ public struct PatientPull: Sendable {
     /// id, any other canonical searched by url (and version). A form the server does not have is
     /// a note, and the mapping reports the activity it leaves out.
     func fetchForms(_ canonicals: [Canonical], into result: inout Result) async throws(FHIRClientError) {
+        var forms: [Element] = []
         for canonical in canonicals {
             var found: [Element] = []
             var asked: String
@@ -166,6 +167,41 @@ public struct PatientPull: Sendable {
                                                message: "the server has no Questionnaire \(canonical) (\(asked))"))
             }
             result.resources += found.map { SourcedResource(resource: $0, origin: client.url($0.relativeReference ?? "Questionnaire")) }
+            forms += found
+        }
+        try await fetchAnswerSets(forms.flatMap(Questionnaire.externalAnswerSets(in:)), into: &result)
+    }
+
+    /// Fetches the value sets fetched forms name by url (`answerValueSet`): searched by url (and
+    /// version); one the search does not give listed is asked of `ValueSet/$expand`. One the
+    /// server cannot give listed is a note (its answers are then taken as given).
+    func fetchAnswerSets(_ named: [String], into result: inout Result) async throws(FHIRClientError) {
+        for text in Set(named).sorted() {
+            guard let canonical = Canonical(text) else { continue }
+            var parameters = [("url", canonical.url)]
+            if let version = canonical.version { parameters.append(("version", version)) }
+            result.requests.append("GET ValueSet?" + parameters.map { "\($0.0)=\($0.1)" }.joined(separator: "&"))
+            var found = try await client.search("ValueSet", parameters).last { set in
+                set.resourceType == "ValueSet" && set.string("url") == canonical.url && (canonical.version == nil || set.string("version") == canonical.version)
+            }
+            if found.flatMap(QuestionnaireCatalog.listedCodes) == nil {
+                result.requests.append("GET ValueSet/$expand?url=\(text)")
+                do throws(FHIRClientError) {
+                    var expanded = try await client.expand(valueSet: canonical.url, version: canonical.version)
+                    // Indexed by the url asked, whatever the expansion says of itself.
+                    expanded.setValue(canonical.url, for: "url")
+                    if let version = canonical.version { expanded.setValue(version, for: "version") }
+                    if QuestionnaireCatalog.listedCodes(expanded) != nil { found = expanded }
+                } catch .http {
+                    // A server without the operation (404, 501) or that cannot expand this set: noted below.
+                }
+            }
+            guard let found, QuestionnaireCatalog.listedCodes(found) != nil else {
+                result.notes.append(ImportNote(kind: .warning, resource: "ValueSet", path: nil, origin: client.base,
+                                               message: "the server gives no listed ValueSet \(text) (searched, then $expand): answers to the items naming it are taken as given"))
+                continue
+            }
+            result.resources.append(SourcedResource(resource: found, origin: client.url(found.relativeReference ?? "ValueSet")))
         }
     }
 

@@ -78,7 +78,7 @@ public struct StagedImport: Sendable {
     struct ParsedUnit: Sendable {
         var items: [StagedItem]
         var problems: [ImportNote]
-        /// The unit's Questionnaires: forms for every patient's survey tasks.
+        /// The unit's Questionnaires and ValueSets: forms (and their answers) for every patient's survey tasks.
         var forms: [SourcedResource] = []
     }
 
@@ -114,7 +114,7 @@ public struct StagedImport: Sendable {
         var parsed = ParsedUnit(items: [], problems: [])
         parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
             let identity = source.resource.relativeReference
-            if source.resource.resourceType == "Questionnaire" { parsed.forms.append(source) }
+            if QuestionnaireCatalog.types.contains(source.resource.resourceType ?? "") { parsed.forms.append(source) }
             var group = group(of: source, identity: identity, fullURL: fullURL)
             if identity == nil, group.isEmpty { group = "~\(source.origin)" }
             parsed.items.append(StagedItem(group: group, identity: identity, fullURL: fullURL, container: source.container == nil ? 0 : file + 1,
@@ -133,7 +133,7 @@ public struct StagedImport: Sendable {
                 guard let identity = item.identity, let earlier = try writer.item(identity: identity) else {
                     // Shared resources (always with an identity: those without get a group of
                     // their own) are counted here, once; in each patient's mapping they are context.
-                    if item.group.isEmpty, let type = Self.type(of: item), type != "Questionnaire" { unmapped[type, default: 0] += 1 }
+                    if item.group.isEmpty, let type = Self.type(of: item), !QuestionnaireCatalog.types.contains(type) { unmapped[type, default: 0] += 1 }
                     try writer.insert(item)
                     continue
                 }
@@ -170,7 +170,7 @@ public struct StagedImport: Sendable {
     /// the elements naming their patient. Their text is staged as the file has it, unvalidated:
     /// they are read again (leniently) only when a mapped resource refers to them.
     var skim: ParseOptions.Skim {
-        ParseOptions.Skim(wholeTypes: Set(importer.mappings.files.keys).union(["Questionnaire"]),
+        ParseOptions.Skim(wholeTypes: Set(importer.mappings.files.keys).union(QuestionnaireCatalog.types),
                           keptElements: Set(Self.patientReferencePaths.map { String($0.prefix { $0 != "." }) }), root: false)
     }
 

@@ -117,8 +117,8 @@ public struct MappingEngine: Sendable {
             for source in resources {
                 guard let type = source.resource.resourceType else { continue }
                 guard let file = mappings.files[type] else {
-                    // A Questionnaire is a survey task's form (`QuestionnaireCatalog`), not left over.
-                    if type != "Questionnaire" { output.unmapped[type, default: 0] += 1 }
+                    // A Questionnaire is a survey task's form (`QuestionnaireCatalog`), not left over; so is a ValueSet of its answers.
+                    if !QuestionnaireCatalog.types.contains(type) { output.unmapped[type, default: 0] += 1 }
                     continue
                 }
                 if let key = source.key, delegated.contains(key) { continue }

@@ -57,15 +57,20 @@ extension MappingEngine.Run {
     }
 
     /// Reads a found form; one that cannot be read is reported and the item left out.
+    /// Its external answerValueSets are contained when the run has them (`containingAnswerSets`).
     mutating func read(_ source: SourcedResource, asked: Canonical, _ context: MappingContext, at: String) -> SurveyLookup {
+        let (kept, unlisted) = scope.questionnaires.containingAnswerSets(source.resource)
         let questionnaire: Questionnaire
-        do { questionnaire = try Questionnaire(source.resource) } catch {
+        do { questionnaire = try Questionnaire(kept) } catch {
             notes.add(.error, context.source, at, "the Questionnaire \(asked) (\(source.origin)) cannot be read: \(error); the activity is not imported")
             return .missing
         }
+        for set in unlisted {
+            notes.add(.warning, context.source, at, "the Questionnaire \(asked) item '\(set.linkId)': its answerValueSet \(set.canonical) \(set.reason): its answers are taken as given")
+        }
         let canonical = questionnaire.url.map { Canonical(url: $0, version: questionnaire.version) }
             ?? Canonical(url: asked.url, version: questionnaire.version ?? asked.version)
-        let json = FHIRJSONWriter(pretty: false).write(source.resource)
+        let json = FHIRJSONWriter(pretty: false).write(kept)
         let form = MappedQuestionnaire(canonical: canonical, title: questionnaire.title, digest: SourceRecord.contentHash(ofJSON: json), json: json,
                                        origin: source.origin)
         return .found(form, questionnaire)

@@ -41,7 +41,7 @@ public struct Questionnaire: Sendable {
         }
         var reader = ItemReader()
         for contained in resource.children(named: "contained") where contained.resourceType == "ValueSet" {
-            if let id = contained.string("id") { reader.valueSets["#" + id] = Self.codings(of: contained) }
+            if let id = contained.string("id") { reader.valueSets["#" + id] = QuestionnaireCatalog.listedCodes(contained) ?? [] }
         }
         self.items = try resource.children(named: "item").enumerated().map { index, element throws(SurveyError) in
             try reader.item(element, path: "item[\(index)]", parents: [])
@@ -64,8 +64,9 @@ public struct Questionnaire: Sendable {
         return value
     }
 
-    /// A ValueSet's listed codes as `valueCoding`s, each with its concept's extensions (an
-    /// `ordinalValue`, what a score adds up): `compose.include` in order.
+    /// A ValueSet's composed codes as `valueCoding`s, each with its concept's extensions (an
+    /// `ordinalValue`, what a score adds up): `compose.include` in order (what
+    /// `QuestionnaireCatalog.listedCodes` reads when the set has no expansion).
     static func codings(of valueSet: Element) -> [Element] {
         valueSet.children(named: "compose").flatMap { $0.children(named: "include") }.flatMap { include in
             include.children(named: "concept").compactMap { concept -> Element? in

@@ -31,13 +31,20 @@ public struct Canonical: Sendable, Hashable, CustomStringConvertible {
 /// The Questionnaires an import finds survey forms in: those it read (the same Bundle or files),
 /// a `--questionnaires` folder's, and those fetched from the EHR. A form is found by its
 /// canonical url (the version asked for, else the latest) or, for a relative canonical such as
-/// `Questionnaire/phq-9`, by its id.
+/// `Questionnaire/phq-9`, by its id. The ValueSets among them answer the forms' answerValueSets
+/// (`containingAnswerSets`).
 public struct QuestionnaireCatalog: Sendable {
     var byURL: [String: [SourcedResource]] = [:]
     var byKey: [String: SourcedResource] = [:]
     /// Other definitions read with a url (an ActivityDefinition, a PlanDefinition), by url and
     /// type: a canonical naming one of them asks for no survey.
     var definitions: [String: String] = [:]
+    /// ValueSets by url, as forms' `answerValueSet`s name them.
+    var valueSets: [String: [SourcedResource]] = [:]
+
+    /// The types a catalog keeps (forms and their answer sets): an import reads them whole as
+    /// context for survey tasks, never counts them as left unmapped.
+    public static let types: Set<String> = ["Questionnaire", "ValueSet"]
 
     /// A catalog of the Questionnaires among `sources` (other resources are passed over).
     public init(_ sources: [SourcedResource] = []) {
@@ -48,6 +55,11 @@ public struct QuestionnaireCatalog: Sendable {
     /// any other definition.
     public mutating func add(_ source: SourcedResource) {
         let resource = source.resource
+        if resource.resourceType == "ValueSet", let url = resource.string("url") {
+            let version = resource.string("version")
+            if !valueSets[url, default: []].contains(where: { $0.resource.string("version") == version }) { valueSets[url, default: []].append(source) }
+            return
+        }
         guard resource.resourceType == "Questionnaire" else {
             if let type = resource.resourceType, let url = resource.string("url") { definitions[url] = definitions[url] ?? type }
             return
@@ -64,6 +76,7 @@ public struct QuestionnaireCatalog: Sendable {
         for sources in other.byURL.values { for source in sources { add(source) } }
         for source in other.byKey.values { add(source) }
         for (url, type) in other.definitions where definitions[url] == nil { definitions[url] = type }
+        for sources in other.valueSets.values { for source in sources { add(source) } }
     }
 
     /// How many Questionnaires the catalog holds.
@@ -84,6 +97,13 @@ public struct QuestionnaireCatalog: Sendable {
               let form = byKey[key] else { return nil }
         if let version = canonical.version, form.resource.string("version") != version { return nil }
         return form
+    }
+
+    /// The ValueSet `canonical` names: the version it pins, else the latest.
+    public func valueSet(_ canonical: Canonical) -> SourcedResource? {
+        guard let sets = valueSets[canonical.url] else { return nil }
+        if let version = canonical.version { return sets.first { $0.resource.string("version") == version } }
+        return sets.max { Self.isOlder($0.resource, than: $1.resource) }
     }
 
     /// The type of a definition other than a Questionnaire that `canonical` names, if one was read.
