@@ -16,8 +16,11 @@ public enum QuestionnaireHarness: FuzzHarness {
         guard let parsed = try? FHIRJSONReader(options: ParseOptions(maximumDocumentSize: 1 << 20, lenient: true)).read(input).resource else { return }
         let resources = parsed.resourceType == "Bundle" ? parsed.children(named: "entry").compactMap { $0["resource"] } : [parsed]
         guard let first = resources.first else { return }
+        // The other entries answer the form's answerValueSets, as an import's resources do.
+        let kept = try answerSets(of: first, among: Array(resources.dropFirst()))
         let form: Questionnaire
-        do { form = try Questionnaire(first) } catch { return try check(error) }
+        do { form = try Questionnaire(kept) } catch { return try check(error) }
+        try checkScales(form.items, of: form)
         guard resources.count > 1 else { return }
         do {
             let answers = try SurveyAnswers(response: resources[1], form: form)
@@ -43,6 +46,33 @@ public enum QuestionnaireHarness: FuzzHarness {
             throw failure
         } catch {
             throw PropertyFailure("an error that is not a SurveyError: \(error)")
+        }
+    }
+
+    /// The form with the sets it names contained: every set it still names by url was reported
+    /// unlisted, and no two contained resources share an id.
+    static func answerSets(of form: Element, among others: [Element]) throws(PropertyFailure) -> Element {
+        let catalog = QuestionnaireCatalog(others.map { SourcedResource(resource: $0, origin: "fuzz") })
+        let (kept, unlisted) = catalog.containingAnswerSets(form)
+        guard Set(Questionnaire.externalAnswerSets(in: kept)) == Set(unlisted.map(\.canonical)) else {
+            throw PropertyFailure("sets named by url \(Questionnaire.externalAnswerSets(in: kept)) are not those reported unlisted \(unlisted.map(\.canonical))")
+        }
+        let ids = kept.children(named: "contained").compactMap { $0.string("id") }
+        guard kept.children(named: "contained").count == form.children(named: "contained").count || Set(ids).count == ids.count else {
+            throw PropertyFailure("contained answer sets share an id: \(ids)")
+        }
+        return kept
+    }
+
+    /// Every score scale read has its bands in order, each low at or under its high.
+    static func checkScales(_ items: [Questionnaire.Item], of form: Questionnaire) throws(PropertyFailure) {
+        for item in items {
+            if let scale = form.scoreScale(of: item) {
+                guard scale.bands.allSatisfy({ $0.low <= $0.high }), zip(scale.bands, scale.bands.dropFirst()).allSatisfy({ $0.low <= $1.low }) else {
+                    throw PropertyFailure("item '\(item.linkId)': bands out of order or inverted: \(scale.bands)")
+                }
+            }
+            try checkScales(item.items, of: form)
         }
     }
 

@@ -173,7 +173,7 @@ public struct PatientPull: Sendable {
     }
 
     /// Fetches the value sets fetched forms name by url (`answerValueSet`): searched by url (and
-    /// version); one the search does not give listed is asked of `ValueSet/$expand`. One the
+    /// version, first page only); one the search does not give listed is asked of `ValueSet/$expand`. One the
     /// server cannot give listed is a note (its answers are then taken as given).
     func fetchAnswerSets(_ named: [String], into result: inout Result) async throws(FHIRClientError) {
         for text in Set(named).sorted() {
@@ -181,8 +181,14 @@ public struct PatientPull: Sendable {
             var parameters = [("url", canonical.url)]
             if let version = canonical.version { parameters.append(("version", version)) }
             result.requests.append("GET ValueSet?" + parameters.map { "\($0.0)=\($0.1)" }.joined(separator: "&"))
-            var found = try await client.search("ValueSet", parameters).last { set in
-                set.resourceType == "ValueSet" && set.string("url") == canonical.url && (canonical.version == nil || set.string("version") == canonical.version)
+            // One page: a server that ignores `url` would otherwise list every set it has.
+            var found: Element?
+            do throws(FHIRClientError) {
+                found = try await client.firstPage("ValueSet", parameters + [("_count", "50")]).last { set in
+                    set.resourceType == "ValueSet" && set.string("url") == canonical.url && (canonical.version == nil || set.string("version") == canonical.version)
+                }
+            } catch .http {
+                // A server that does not search ValueSets (or will not here): $expand is asked next.
             }
             if found.flatMap(QuestionnaireCatalog.listedCodes) == nil {
                 result.requests.append("GET ValueSet/$expand?url=\(text)")
