@@ -111,6 +111,8 @@ struct SurveyPagesTests {
         let survey = try #require(summary.surveys.first)
         let html = CarePlanReport(summary).html()
         #expect(!html.contains("Little interest or pleasure") && !html.contains("Total score"), "p1's form showed on p2's report")
+        // Nor do p1's form's score bands (its contained ObservationDefinition) shade p2's charts or name p2's scores.
+        #expect(!html.contains("score-band") && !html.contains("depression"), "p1's score bands showed on p2's report")
         // p2's own form (kept under the same url, another hash) is what its answers are read against, and refuses them.
         #expect(survey.problems == ["Nov 16, 2026 09:00: item '/44250-9': a integer item cannot take a text value"], "\(survey.problems)")
         #expect(html.contains("a integer item cannot take a text value"))
