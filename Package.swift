@@ -83,6 +83,7 @@ let package = Package(
                 "JSON",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // 4b. The store protocols on PostgreSQL (postgres-nio), beside the SQLite store: several
@@ -231,7 +232,8 @@ let package = Package(
         ),
         .testTarget(
             name: "caregateTests",
-            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient", "Gateway", "Mapping"]
+            dependencies: ["caregate", "FHIR", "CareStore", "PostgresStore", .product(name: "PostgresNIO", package: "postgres-nio"), "JSON", "FHIRClient", "Gateway", "Mapping",
+                           .product(name: "GRDB", package: "GRDB.swift")]
         ),
     ]
 )

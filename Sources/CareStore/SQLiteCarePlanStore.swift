@@ -209,6 +209,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         registerAccessLedger(&migrator)
         registerRefreshSchedule(&migrator)
         registerQuestionnaires(&migrator)
+        registerAuditTrail(&migrator)
         return migrator
     }
 

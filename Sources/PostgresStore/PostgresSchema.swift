@@ -24,6 +24,8 @@ public enum PostgresSchema {
     /// The first half of the two-key advisory locks a client's attempt reservations take (the
     /// second is the client's hash).
     static let attemptLockSpace: Int32 = 0x4347_6174
+    /// The advisory lock every audit append takes: one chain in one order across instances.
+    static let auditLockKey: Int64 = 0x4347_6175_6469_7400
 
     static let migrations: [Migration] = [
         Migration(name: "v1-gateway-tables", sql: """
@@ -154,6 +156,26 @@ public enum PostgresSchema {
                 resource bytea NOT NULL,
                 PRIMARY KEY (patient_id, url, digest)
             )
+            """),
+        // Every access to a patient's data, chained by hash (`AuditTrail`), and the last append.
+        Migration(name: "v8-audit-trail", sql: """
+            CREATE TABLE audit_entry (
+                sequence bigint PRIMARY KEY,
+                recorded double precision NOT NULL,
+                actor_kind text NOT NULL,
+                actor_id text NOT NULL,
+                action text NOT NULL,
+                event text NOT NULL,
+                patient_id text,
+                entities text NOT NULL,
+                source text,
+                outcome text NOT NULL,
+                detail text,
+                previous_hash text NOT NULL,
+                hash text NOT NULL
+            );
+            CREATE INDEX audit_entry_patient ON audit_entry (patient_id, sequence);
+            CREATE TABLE audit_head (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL)
             """),
     ]
 

@@ -23,7 +23,7 @@ struct CareGate: AsyncParsableCommand {
               caregate serve --config gateway.yaml
             """,
         version: "caregate \(CareGate.version) (FHIR R4 4.0.1)",
-        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, ReportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self, EnrollCommand.self, DevicesCommand.self, ServeCommand.self, SubscribeCommand.self]
+        subcommands: [Version.self, Convert.self, FHIRPathCommand.self, ValidateCommand.self, MappingsCommand.self, ImportCommand.self, ExportCommand.self, ReportCommand.self, PushCommand.self, StatusCommand.self, TestCommand.self, Store.self, EnrollCommand.self, DevicesCommand.self, ServeCommand.self, SubscribeCommand.self, AuditCommand.self]
     )
 }
 

@@ -4,7 +4,7 @@ import Foundation
 import PostgresStore
 
 /// Everything the gateway keeps, whichever backend keeps it.
-typealias GatewayStore = any CarePlanStore & Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger & RefreshSchedule
+typealias GatewayStore = any CarePlanStore & Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger & RefreshSchedule & AuditTrail
 
 /// Where a store is: an SQLite file (the embedded default), or a PostgreSQL database named by a
 /// `postgres://user@host:port/database` URL whose password comes from a file or

@@ -10,7 +10,7 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case sqlite, postgres
     var testDescription: String { rawValue }
 
-    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger & RefreshSchedule
+    typealias GatewayTables = Outbox & DeviceRegistry & ImportLog & BulkFetchLog & AccessLedger & RefreshSchedule & AuditTrail
     /// Everything the gateway keeps, as `GatewayServer.Store` needs it.
     typealias Store = any CarePlanStore & GatewayTables
 

@@ -1,0 +1,72 @@
+import CareStore
+import Foundation
+import PostgresNIO
+
+/// The audit trail on PostgreSQL: one chain for every instance. Each append takes a
+/// transaction-scoped advisory lock, reads the last append (`audit_head`) and chains on it, so
+/// instances appending at once take turns and the chain has one order.
+extension PostgresCarePlanStore: AuditTrail {
+    public func record(_ entries: [AuditEntry]) throws(StoreError) {
+        guard !entries.isEmpty else { return }
+        try transaction { session in
+            try session.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.auditLockKey))")
+            let head = try session.query("SELECT sequence, hash FROM audit_head").first.map { row in
+                let (sequence, hash) = try row.decode((Int64, String).self)
+                return (sequence: sequence, hash: hash)
+            }
+            let chained = AuditChain.chained(entries, after: head)
+            for row in chained {
+                let e = row.entry
+                try session.run("""
+                    INSERT INTO audit_entry (sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash)
+                    VALUES (\(row.sequence), \(e.recorded.storeSeconds), \(e.actor.kind.rawValue), \(e.actor.id), \(e.action.rawValue), \(e.event), \(e.patientID),
+                            \(AuditRows.entities(e.entities)), \(e.source), \(e.outcome.rawValue), \(e.detail), \(row.previousHash), \(row.hash))
+                    """)
+            }
+            let last = chained[chained.count - 1]
+            try session.run("""
+                INSERT INTO audit_head (one, sequence, hash) VALUES (1, \(last.sequence), \(last.hash))
+                ON CONFLICT (one) DO UPDATE SET sequence = excluded.sequence, hash = excluded.hash
+                """)
+        }
+    }
+
+    public func auditEntries(_ query: AuditQuery) throws(StoreError) -> [ChainedAuditEntry] {
+        try session { session in
+            try session.query("""
+                SELECT \(unescaped: Self.auditColumns) FROM audit_entry
+                WHERE (\(query.patientID)::text IS NULL OR patient_id = \(query.patientID))
+                  AND (\(query.actorID)::text IS NULL OR actor_id = \(query.actorID))
+                  AND (\(query.since?.storeSeconds)::double precision IS NULL OR recorded >= \(query.since?.storeSeconds))
+                  AND (\(query.until?.storeSeconds)::double precision IS NULL OR recorded < \(query.until?.storeSeconds))
+                ORDER BY sequence DESC LIMIT \(query.limit)
+                """).map(Self.auditEntry).reversed()
+        }
+    }
+
+    public func auditChain(from sequence: Int64, limit: Int) throws(StoreError) -> [ChainedAuditEntry] {
+        try session { session in
+            try session.query("SELECT \(unescaped: Self.auditColumns) FROM audit_entry WHERE sequence >= \(sequence) ORDER BY sequence LIMIT \(limit)")
+                .map(Self.auditEntry)
+        }
+    }
+
+    public func auditHead() throws(StoreError) -> (sequence: Int64, hash: String)? {
+        try session { session in
+            try session.query("SELECT sequence, hash FROM audit_head").first.map { row in
+                let (sequence, hash) = try row.decode((Int64, String).self)
+                return (sequence, hash)
+            }
+        }
+    }
+
+    static let auditColumns = "sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash"
+
+    static func auditEntry(_ row: PostgresRow) throws -> ChainedAuditEntry {
+        let (sequence, recorded, kind, actor, action, event, patient, entities, source, outcome, detail, previous, hash) =
+            try row.decode((Int64, Double, String, String, String, String, String?, String, String?, String, String?, String, String).self)
+        let entry = try AuditRows.entry(recorded: Date(timeIntervalSinceReferenceDate: recorded), actorKind: kind, actorID: actor, action: action, event: event,
+                                        patientID: patient, entities: entities, source: source, outcome: outcome, detail: detail)
+        return ChainedAuditEntry(sequence: sequence, entry: entry, previousHash: previous, hash: hash)
+    }
+}

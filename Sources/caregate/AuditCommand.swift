@@ -1,0 +1,108 @@
+import ArgumentParser
+import CareStore
+import Foundation
+
+/// `caregate audit ...`: the store's trail of accesses to patients' data.
+struct AuditCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Read the store's audit trail of accesses to patients' data, and check that it was not changed.",
+        discussion: """
+            Every entry is chained to the one before by SHA-256, so an entry changed, removed or \
+            inserted after the fact breaks the chain where it happened.
+
+            Examples:
+              caregate audit list --patient Patient/maria-lopez --since 2026-11-01T00:00:00Z
+              caregate audit list --actor device-7f3a --json
+              caregate audit verify
+            """,
+        subcommands: [AuditList.self, AuditVerify.self],
+        defaultSubcommand: AuditList.self)
+}
+
+struct AuditList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List audit entries, oldest first: by patient, actor and time.")
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(help: "Only entries naming this patient (the store's id, Patient/…).")
+    var patient: String?
+
+    @Option(help: "Only entries by this actor (a device id, an operator fingerprint, an OS user, an EHR base URL).")
+    var actor: String?
+
+    @Option(help: "Only entries at or after this instant (2026-11-01T00:00:00Z).")
+    var since: String?
+
+    @Option(help: "Only entries before this instant.")
+    var until: String?
+
+    @Option(help: "At most this many entries (the newest).")
+    var limit = 1_000
+
+    @Flag(help: "One JSON object per line instead of text.")
+    var json = false
+
+    func validate() throws {
+        for (name, value) in [("--since", since), ("--until", until)] where value.flatMap(Self.instant) == nil && value != nil {
+            throw ValidationError("\(name) must be an instant with a time zone (2026-11-01T00:00:00Z)")
+        }
+        guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
+    }
+
+    func run() throws {
+        let store = try options.open()
+        let query = AuditQuery(patientID: patient, actorID: actor, since: since.flatMap(Self.instant), until: until.flatMap(Self.instant), limit: limit)
+        let entries: [ChainedAuditEntry]
+        do { entries = try store.auditEntries(query) } catch { throw CommandError.store(error) }
+        for row in entries { print(json ? Self.json(row) : Self.text(row)) }
+        if entries.isEmpty && !json { StandardError.print("no audit entries match") }
+    }
+
+    static func instant(_ text: String) -> Date? { ISO8601DateFormatter().date(from: text) }
+
+    /// `#12 2026-11-28T18:00:00Z device device-7f3a R carekit.pull Patient/maria-lopez from 203.0.113.9: success (41 versions)`
+    static func text(_ row: ChainedAuditEntry) -> String {
+        let e = row.entry
+        var line = "#\(row.sequence) \(ISO8601DateFormatter().string(from: e.recorded)) \(e.actor.kind.rawValue) \(e.actor.id) \(e.action.rawValue) \(e.event)"
+        line += " \(e.patientID ?? "(no patient)")"
+        if !e.entities.isEmpty { line += " [\(e.entities.joined(separator: ", "))]" }
+        if let source = e.source { line += " from \(source)" }
+        line += ": \(e.outcome.rawValue)" + (e.detail.map { " (\($0))" } ?? "")
+        return TerminalText.escaped(line)
+    }
+
+    static func json(_ row: ChainedAuditEntry) -> String {
+        let e = row.entry
+        var object: [String: Any] = ["sequence": row.sequence, "recorded": ISO8601DateFormatter().string(from: e.recorded), "actorKind": e.actor.kind.rawValue,
+                                     "actor": e.actor.id, "action": e.action.rawValue, "event": e.event, "entities": e.entities, "outcome": e.outcome.rawValue,
+                                     "hash": row.hash, "previousHash": row.previousHash]
+        object["patient"] = e.patientID
+        object["source"] = e.source
+        object["detail"] = e.detail
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+struct AuditVerify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Walk the whole audit chain; exit 1 naming the first entry changed, removed or inserted.")
+
+    @OptionGroup var options: StoreOptions
+
+    func run() throws {
+        let store = try options.open()
+        let result: (checked: Int, break: AuditChain.Break?)
+        do { result = try AuditChain.verify(store) } catch { throw CommandError.store(error) }
+        if let found = result.break {
+            StandardError.print("the audit trail does not hold after \(result.checked) entries: \(found)")
+            throw ExitCode(1)
+        }
+        let head = (try? store.auditHead())?.map { " (last: entry \($0.sequence), \($0.hash))" } ?? ""
+        print("the audit trail holds: \(result.checked) entries\(head)")
+    }
+}

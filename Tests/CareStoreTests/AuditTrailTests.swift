@@ -1,0 +1,74 @@
+import CareStore
+import Foundation
+import GRDB
+import PostgresNIO
+import PostgresStore
+import Testing
+
+/// The audit trail on both backends: appended in one chain, read back by patient, actor and
+/// time, and any entry changed, removed or inserted afterwards found by `AuditChain.verify`.
+@Suite("Audit trail")
+struct AuditTrailTests {
+    static let start = Date(timeIntervalSinceReferenceDate: 817_000_000.125)
+
+    static func entry(_ n: Int, patient: String? = "Patient/p1", actor: String = "device-1") -> AuditEntry {
+        AuditEntry(recorded: start.addingTimeInterval(Double(n)), actor: .init(kind: .device, id: actor), action: n % 2 == 0 ? .read : .update,
+                   event: n % 2 == 0 ? "carekit.pull" : "carekit.push", patientID: patient, entities: n == 3 ? ["Task/a", "Outcome/b"] : [],
+                   source: "203.0.113.\(n)", outcome: n == 4 ? .refused : .success, detail: n == 5 ? "12 versions" : nil)
+    }
+
+    /// Runs SQL on the store's own database behind its back, as someone with the file or the role would.
+    static func tamper(_ store: Backend.Store, _ sql: String) throws {
+        if let sqlite = store as? SQLiteCarePlanStore {
+            try DatabaseQueue(path: sqlite.path).write { try $0.execute(sql: sql) }
+        } else {
+            let postgres = try #require(store as? PostgresCarePlanStore)
+            try postgres.database.withSession { _ = try $0.query(PostgresQuery(unsafeSQL: sql)) }
+        }
+    }
+
+    @Test("entries come back as recorded, in order, by patient, actor and time; the chain verifies", arguments: Backend.allCases)
+    func recordAndRead(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        #expect(try AuditChain.verify(store) == (0, nil), "an empty trail holds")
+        try store.record((1...4).map { Self.entry($0) })
+        try store.record([Self.entry(5, patient: "Patient/p2", actor: "device-2"), Self.entry(6, patient: nil, actor: "device-9")])
+        let all = try store.auditEntries(AuditQuery())
+        #expect(all.map(\.sequence) == [1, 2, 3, 4, 5, 6])
+        #expect(all.map(\.entry) == (1...4).map { Self.entry($0) } + [Self.entry(5, patient: "Patient/p2", actor: "device-2"), Self.entry(6, patient: nil, actor: "device-9")])
+        #expect(all.first?.previousHash == AuditChain.genesis && zip(all, all.dropFirst()).allSatisfy { $1.previousHash == $0.hash })
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p2")).map(\.sequence) == [5])
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p1", since: Self.start.addingTimeInterval(2), until: Self.start.addingTimeInterval(4))).map(\.sequence) == [2, 3])
+        #expect(try store.auditEntries(AuditQuery(actorID: "device-9")).map(\.sequence) == [6])
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p1", limit: 2)).map(\.sequence) == [3, 4], "the newest, oldest first")
+        #expect(try AuditChain.verify(store, page: 4) == (6, nil))
+    }
+
+    @Test("an entry changed, removed or inserted, or entries cut from the end, are found where it happened", arguments: Backend.allCases)
+    func tampering(backend: Backend) throws {
+        let cases: [(sql: String, sequence: Int64, says: String)] = [
+            ("UPDATE audit_entry SET patient_id = 'Patient/p9' WHERE sequence = 3", 3, "do not give its hash"),
+            ("DELETE FROM audit_entry WHERE sequence = 4", 5, "removed"),
+            ("UPDATE audit_entry SET sequence = sequence + 100 WHERE sequence >= 4; UPDATE audit_entry SET sequence = sequence - 99 WHERE sequence >= 104; "
+                + "INSERT INTO audit_entry SELECT 4, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash FROM audit_entry WHERE sequence = 3", 4, "previous hash"),
+            ("DELETE FROM audit_entry WHERE sequence >= 5", 5, "entries removed from the end"),
+        ]
+        for (sql, sequence, says) in cases {
+            guard let store = try backend.freshStore() else { return }
+            try store.record((1...6).map { Self.entry($0) })
+            for statement in sql.components(separatedBy: "; ") { try Self.tamper(store, statement) }
+            let (_, found) = try AuditChain.verify(store)
+            #expect(found?.sequence == sequence && found?.description.contains(says) == true, "\(sql): \(String(describing: found))")
+        }
+    }
+
+    @Test("appends from two handles at once (two instances) make one chain with no gaps", arguments: Backend.allCases)
+    func concurrentAppends(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let other = try Backend.reopen(store)
+        _ = try concurrently(16) { i in try (i % 2 == 0 ? store : other).record([Self.entry(i), Self.entry(i + 100)]) }
+        #expect(try AuditChain.verify(store) == (32, nil))
+        #expect(try store.auditHead()?.sequence == 32)
+    }
+}
+

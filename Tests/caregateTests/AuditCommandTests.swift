@@ -1,0 +1,54 @@
+import CareStore
+import Foundation
+import GRDB
+import Testing
+
+/// `caregate audit list` and `caregate audit verify` over a store's trail, as an auditor runs them.
+@Suite("caregate audit")
+struct AuditCommandTests {
+    let cli = CommandLineTests()
+    static let start = Date(timeIntervalSinceReferenceDate: 817_000_000)
+
+    func store() throws -> (SQLiteCarePlanStore, String) {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-audit-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteCarePlanStore(path: path)
+        try store.record([
+            AuditEntry(recorded: Self.start, actor: .init(kind: .device, id: "device-7f3a"), action: .read, event: "carekit.pull", patientID: "Patient/maria-lopez",
+                       source: "203.0.113.9", outcome: .success, detail: "41 versions"),
+            AuditEntry(recorded: Self.start.addingTimeInterval(60), actor: .init(kind: .device, id: "device-0b1c"), action: .update, event: "carekit.push",
+                       patientID: "Patient/sam-rivera", entities: ["Outcome/1"], source: "198.51.100.2", outcome: .refused, detail: "another patient's task\u{1B}[2J"),
+            AuditEntry(recorded: Self.start.addingTimeInterval(120), actor: .init(kind: .command, id: "nurse"), action: .read, event: "command.report",
+                       patientID: "Patient/maria-lopez", outcome: .success),
+        ])
+        return (store, path)
+    }
+
+    @Test("list filters by patient, actor and time, as text (control characters escaped) or JSON lines")
+    func list() async throws {
+        let (_, path) = try store()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let maria = try await cli.caregate(["audit", "list", "--store", path, "--patient", "Patient/maria-lopez"])
+        #expect(maria.status == 0)
+        #expect(maria.stdout.split(separator: "\n").map { $0.split(separator: " ").prefix(5).joined(separator: " ") }
+                == ["#1 2026-11-22T00:26:40Z device device-7f3a R", "#3 2026-11-22T00:28:40Z command nurse R"], "\(maria.stdout)")
+        #expect(maria.stdout.contains("carekit.pull Patient/maria-lopez from 203.0.113.9: success (41 versions)"))
+        let sam = try await cli.caregate(["audit", "--store", path, "--actor", "device-0b1c"])
+        #expect(sam.stdout.contains("Patient/sam-rivera [Outcome/1] from 198.51.100.2: refused") && !sam.stdout.contains("\u{1B}"), "\(sam.stdout)")
+        let late = try await cli.caregate(["audit", "list", "--store", path, "--since", "2026-11-22T00:27:00Z", "--json"])
+        let objects = try late.stdout.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
+        #expect(objects.map { $0["sequence"] as? Int } == [2, 3] && objects.first?["patient"] as? String == "Patient/sam-rivera")
+        let bad = try await cli.caregate(["audit", "list", "--store", path, "--since", "yesterday"])
+        #expect(bad.status != 0 && bad.stderr.contains("--since must be an instant"))
+    }
+
+    @Test("verify says the trail holds, and after an entry is edited behind the store's back exits 1 naming it")
+    func verify() async throws {
+        let (_, path) = try store()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let holds = try await cli.caregate(["audit", "verify", "--store", path])
+        #expect(holds.status == 0 && holds.stdout.hasPrefix("the audit trail holds: 3 entries"), "\(holds.stdout)\(holds.stderr)")
+        try await DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE audit_entry SET outcome = 'success' WHERE sequence = 2") }
+        let broken = try await cli.caregate(["audit", "verify", "--store", path])
+        #expect(broken.status == 1 && broken.stderr.contains("does not hold after 1 entries: entry 2: its fields do not give its hash"), "\(broken.stderr)")
+    }
+}
