@@ -144,8 +144,13 @@ public struct OutboxOverview: Sendable {
     /// Finds each item's outcome version, its task, plan and patient (in a store read of its
     /// own: the outbox's reads are done by then).
     public mutating func naming(in store: any CarePlanReader) throws(PageError) {
-        let versions = (failed + queued + pushed).map(\.versionUUID)
-        guard !versions.isEmpty else { return }
+        owners = try Self.owners(of: (failed + queued + pushed).map(\.versionUUID), in: store)
+    }
+
+    /// Each outcome version's patient (id and name) and task title: what a page names an outbox
+    /// item by, and whose data an operator's retry touches.
+    public static func owners(of versions: [UUID], in store: any CarePlanReader) throws(PageError) -> [UUID: (patientID: String, patient: String, task: String)] {
+        guard !versions.isEmpty else { return [:] }
         let outcomes = try PageError.reading { try store.fetchOutcomes(EntityQuery(versions: .history, uuids: versions)) }
         let tasks = try PageError.reading { try store.fetchTasks(EntityQuery(versions: .history, uuids: Array(Set(outcomes.map(\.taskUUID))))) }
         let taskByUUID = Dictionary(tasks.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
@@ -153,10 +158,12 @@ public struct OutboxOverview: Sendable {
         let patientOfPlan = Dictionary(plans.map { ($0.uuid, $0.patientUUID) }, uniquingKeysWith: { a, _ in a })
         let patients = try PageError.reading { try store.fetchPatients(EntityQuery(versions: .history, uuids: Array(Set(plans.compactMap(\.patientUUID))))) }
         let patientByUUID = Dictionary(patients.map { ($0.uuid, $0) }, uniquingKeysWith: { a, _ in a })
+        var owners: [UUID: (patientID: String, patient: String, task: String)] = [:]
         for outcome in outcomes {
             guard let task = taskByUUID[outcome.taskUUID], let plan = task.carePlanUUID, let patientUUID = patientOfPlan[plan] ?? nil,
                   let patient = patientByUUID[patientUUID] else { continue }
             owners[outcome.uuid] = (patient.id, patient.name.displayName, task.title ?? task.id)
         }
+        return owners
     }
 }

@@ -81,7 +81,8 @@ public struct AuditEntry: Sendable, Hashable {
     /// What else an auditor needs: counts, the command line, a failure's kind.
     public var detail: String?
 
-    /// An entry as an access records it.
+    /// An entry as an access records it (entity names cut to 256 characters, control characters
+    /// in them replaced: they are kept one per line).
     public init(recorded: Date, actor: Actor, action: Action, event: String, patientID: String?, entities: [String] = [],
                 source: String? = nil, outcome: Outcome, detail: String? = nil) {
         self.recorded = recorded
@@ -89,7 +90,10 @@ public struct AuditEntry: Sendable, Hashable {
         self.action = action
         self.event = event
         self.patientID = patientID
-        self.entities = entities
+        // One per line as kept: a line break (or any control character) in a name from a request is not kept.
+        self.entities = entities.map { entity in
+            String(String.UnicodeScalarView(entity.unicodeScalars.prefix(256).map { $0.properties.generalCategory == .control ? "\u{FFFD}" : $0 }))
+        }
         self.source = source
         self.outcome = outcome
         self.detail = detail

@@ -21,9 +21,9 @@ struct CareKitSyncRoutes: Sendable {
 
     func register(on router: Router<GatewayRequestContext>) {
         router.post("carekit/v1/enroll") { request, context in try await enroll(request, context) }
-        router.get("carekit/v1/revisions") { request, _ in try await perToken(request, pull) }
-        router.post("carekit/v1/revisions") { request, _ in
-            try await perToken(request) { request, token in
+        router.get("carekit/v1/revisions") { request, context in try await perToken(request, context, event: AuditEvent.pull) { try await pull($0, $1, context) } }
+        router.post("carekit/v1/revisions") { request, context in
+            try await perToken(request, context, event: AuditEvent.push) { request, token in
                 // Authenticated before the body is read: a stranger's body is never read. The
                 // device's slot is taken before it too: a stalled body holds one on every gateway.
                 let calls = server.deviceCalls
@@ -31,10 +31,13 @@ struct CareKitSyncRoutes: Sendable {
                     guard let device = try enrollment.authenticate(token: token) else { return nil }
                     return (device, try calls.enter(device))
                 }
-                guard let (device, slot) = entered else { return Self.unauthorized }
-                guard let slot else { return calls.busy }
+                guard let (device, slot) = entered else { return refusedToken(context, event: AuditEvent.push) }
+                guard let slot else {
+                    audit(context, device, .update, AuditEvent.push, .refused, detail: "busy: another call of this device in flight")
+                    return calls.busy
+                }
                 defer { Task { await Blocking.run { calls.leave(slot) } } }
-                return try await push(request, device)
+                return try await push(request, device, context)
             }
         }
     }
@@ -44,6 +47,8 @@ struct CareKitSyncRoutes: Sendable {
     func enroll(_ request: Request, _ context: GatewayRequestContext) async throws -> Response {
         // The attempt is taken before the body is read, and given back only for a right code.
         if let wait = try await server.throttle.reserve(context.client) {
+            server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused,
+                                    detail: "too many wrong codes or tokens from this address"))
             return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
                                   headers: [.retryAfter: String(wait)])
         }
@@ -53,13 +58,17 @@ struct CareKitSyncRoutes: Sendable {
         case .failure(let refusal): return refusal.response
         }
         guard let code = body["code"]?.stringValue, code.count <= 64 else {
+            server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused, detail: "no code in the body"))
             return JSONBody.error(.badRequest, "expected {\"code\": \"<the code caregate enroll printed>\"}")
         }
         do {
             let (device, token) = try await Blocking.run { try enrollment.redeem(code: code) }
             try await server.throttle.succeeded(context.client)
+            audit(context, device, .create, AuditEvent.enroll, .success, detail: "enrolled")
             return JSONBody.response(.ok, "{\"token\":\(JSONBody.quoted(token)),\"deviceID\":\(JSONBody.quoted(device.id)),\"patientID\":\(JSONBody.quoted(device.patientID))}")
         } catch EnrollmentError.invalidCode {
+            server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused,
+                                    detail: EnrollmentError.invalidCode.description))
             return JSONBody.error(.unauthorized, EnrollmentError.invalidCode.description)
         }
     }
@@ -68,9 +77,32 @@ struct CareKitSyncRoutes: Sendable {
 
     /// A sync call with its bearer token, counted against that token's requests in flight (so
     /// counting needs no store read; the handler authenticates).
-    func perToken(_ request: Request, _ handler: (Request, String) async throws -> Response) async throws -> Response {
-        guard let token = Self.bearerToken(request) else { return Self.unauthorized }
+    func perToken(_ request: Request, _ context: GatewayRequestContext, event: String,
+                  _ handler: (Request, String) async throws -> Response) async throws -> Response {
+        guard let token = Self.bearerToken(request) else { return refusedToken(context, event: event) }
         return try await server.perDevice.run(token, what: "device") { try await handler(request, token) }
+    }
+
+    // MARK: Audit
+
+    /// An entry of this request: from the client's address (after the trusted-proxy rule).
+    func entry(_ context: GatewayRequestContext, actor: AuditEntry.Actor, _ action: AuditEntry.Action, _ event: String, patientID: String?,
+               _ outcome: AuditEntry.Outcome, entities: [String] = [], detail: String? = nil) -> AuditEntry {
+        AuditEntry(recorded: Date(), actor: actor, action: action, event: event, patientID: patientID, entities: entities,
+                   source: context.client, outcome: outcome, detail: detail)
+    }
+
+    /// Notes a device's access to its patient's data.
+    func audit(_ context: GatewayRequestContext, _ device: Device, _ action: AuditEntry.Action, _ event: String, _ outcome: AuditEntry.Outcome,
+               entities: [String] = [], detail: String? = nil) {
+        server.audit.note(entry(context, actor: .device(device.id), action, event, patientID: device.patientID, outcome, entities: entities, detail: detail))
+    }
+
+    /// A sync call without a valid token: noted (no patient is known) and answered 401.
+    func refusedToken(_ context: GatewayRequestContext, event: String) -> Response {
+        server.audit.note(entry(context, actor: .device("(no valid token)"), event == AuditEvent.push ? .update : .read, event, patientID: nil, .refused,
+                                detail: "no valid device token"))
+        return Self.unauthorized
     }
 
     /// What a pull asks for, read from its query.
@@ -100,19 +132,19 @@ struct CareKitSyncRoutes: Sendable {
     /// The token checked and the page read in one trip to a blocking thread (an up-to-date
     /// device, the common case, costs two indexed reads, or one statement on PostgreSQL): 401
     /// before any complaint about the query.
-    func pull(_ request: Request, _ token: String) async throws -> Response {
+    func pull(_ request: Request, _ token: String, _ context: GatewayRequestContext) async throws -> Response {
         let asked = pullQuery(request)
-        enum Answer: Sendable { case unauthorized, refused(Refusal), busy, page(Device, CareKitSync.PullPage, limit: Int) }
+        enum Answer: Sendable { case unauthorized, refused(Device, Refusal), busy(Device), page(Device, CareKitSync.PullPage, limit: Int) }
         let answer = try await Blocking.run { [sync, enrollment, calls = server.deviceCalls] () throws -> Answer in
             let since = if case .success(let query) = asked, query.cursor == nil { query.since } else { KnowledgeVector?.none }
             guard let (device, upToDate) = try enrollment.authenticate(token: token, since: since) else { return .unauthorized }
             switch asked {
-            case .failure(let refusal): return .refused(refusal)
+            case .failure(let refusal): return .refused(device, refusal)
             case .success(let query):
                 // Up to date: answered already, nothing held. Otherwise the pull holds a slot while it reads.
                 var slot: CallSlot?
                 if upToDate == nil {
-                    guard let taken = try calls.enter(device) else { return .busy }
+                    guard let taken = try calls.enter(device) else { return .busy(device) }
                     slot = taken
                 }
                 defer { if let slot { calls.leave(slot) } }
@@ -122,11 +154,16 @@ struct CareKitSyncRoutes: Sendable {
         }
         let (device, page, limit): (Device, CareKitSync.PullPage, Int)
         switch answer {
-        case .unauthorized: return Self.unauthorized
-        case .busy: return server.deviceCalls.busy
-        case .refused(let refusal): return refusal.response
+        case .unauthorized: return refusedToken(context, event: AuditEvent.pull)
+        case .busy(let device):
+            audit(context, device, .read, AuditEvent.pull, .refused, detail: "busy: another call of this device in flight")
+            return server.deviceCalls.busy
+        case .refused(let device, let refusal):
+            audit(context, device, .read, AuditEvent.pull, .refused, detail: "a query the gateway does not take")
+            return refusal.response
         case .page(let who, let read, let size): (device, page, limit) = (who, read, size)
         }
+        audit(context, device, .read, AuditEvent.pull, .success, detail: "\(page.versions.count) versions")
         server.syncTimes.note(device.id)
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pulls.increment()
@@ -151,20 +188,30 @@ struct CareKitSyncRoutes: Sendable {
 
     // MARK: Push
 
-    func push(_ request: Request, _ device: Device) async throws -> Response {
+    func push(_ request: Request, _ device: Device, _ context: GatewayRequestContext) async throws -> Response {
         let body: JSONValue
         switch await RequestBody.json(request, limit: server.limits.syncBody) {
         case .success(let value): body = value
-        case .failure(let refusal): return refusal.response
+        case .failure(let refusal):
+            audit(context, device, .update, AuditEvent.push, .refused, detail: "a body the gateway does not take")
+            return refusal.response
         }
         let push: PushBody
-        do { push = try PushBody.read(body) } catch { return Self.response(for: error) }
+        do { push = try PushBody.read(body) } catch {
+            audit(context, device, .update, AuditEvent.push, .refused, detail: "\(error)")
+            return Self.response(for: error)
+        }
         let result: CareKitSync.PushResult
+        let entities = Self.entities(of: push.records)
         // The device is checked again inside the merge's transaction: revoked meanwhile, it merges nothing.
         switch await server.pushes.push(patientID: device.patientID, records: push.records, deviceKnowledge: push.deviceKnowledge, deviceID: device.id) {
         case .success(let merged): result = merged
-        case .failure(let error): return Self.response(for: error)
+        case .failure(let error):
+            let outcome: AuditEntry.Outcome = if case .store(.database) = error { .failed } else { .refused }
+            audit(context, device, .update, AuditEvent.push, outcome, entities: entities, detail: "\(error)")
+            return Self.response(for: error)
         }
+        audit(context, device, .update, AuditEvent.push, .success, entities: entities, detail: "\(result.merged) versions merged")
         server.syncTimes.note(device.id)
         GatewayMetrics.shared.deviceSyncs.increment()
         GatewayMetrics.shared.pushes.increment()
@@ -174,6 +221,15 @@ struct CareKitSyncRoutes: Sendable {
             "{\"taskID\":\(JSONBody.quoted($0.taskID)),\"occurrence\":\($0.occurrence),\"kept\":\"\($0.kept.uuidString)\",\"superseded\":\"\($0.superseded.uuidString)\",\"version\":\"\($0.version.uuid.uuidString)\"}"
         }.joined(separator: ",")
         return JSONBody.response(.ok, "{\"merged\":\(result.merged),\"conflicts\":[\(conflicts)],\"resolutions\":[\(resolutions)],\"knowledgeVector\":\(result.knowledge.json)}")
+    }
+
+    /// The entities a push names (`outcome/<version uuid>`), the first 100.
+    static func entities(of records: [RevisionRecord]) -> [String] {
+        var names: [String] = []
+        for record in records {
+            for entity in record.entities where names.count < 100 { names.append("\(entity.entityType.rawValue)/\(entity.version.uuid.uuidString)") }
+        }
+        return names
     }
 
     static func response(for error: SyncError) -> Response {

@@ -22,6 +22,10 @@ public struct DashboardAccess: Sendable {
     }
 
     func admits(_ token: String) -> Bool { SecretDigest.matches(token, tokenDigest) }
+
+    /// The operator as the audit trail names them: `admin-` and the first 12 hex digits of the
+    /// admin token's SHA-256 (which token, never the token).
+    var fingerprint: String { "admin-" + tokenDigest.prefix(6).map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
 }
 
 /// Signed-in operators: a random session id (the cookie's value) and its CSRF token, kept in the
@@ -85,24 +89,35 @@ struct DashboardRoutes: Sendable {
         router.get("ui/login") { _, _ in Self.html(.ok, DashboardFrame.login(message: nil)) }
         router.post("ui/login") { request, context in try await login(request, context) }
         router.post("ui/logout") { request, _ in try await signedIn(request, form: true) { _, _ in try await logout(request) } }
-        router.get("ui") { request, _ in
+        router.get("ui") { request, context in
             let number = request.uri.queryParameters.get("page").flatMap { Int($0) } ?? 1
-            return try await signedIn(request) { pages, _ in try await patients(pages, page: number) }
+            return try await signedIn(request) { pages, _ in try await patients(pages, page: number, context) }
         }
         router.get("ui/patients/:id") { request, context in
             // Store ids of imported patients hold a slash (Patient/maria-lopez): links encode it.
             let id = context.parameters.get("id").flatMap { $0.removingPercentEncoding } ?? ""
-            return try await signedIn(request) { pages, _ in try await patient(id, pages) }
+            return try await signedIn(request) { pages, _ in try await patient(id, pages, context) }
         }
-        router.get("ui/outbox") { request, _ in try await signedIn(request) { pages, _ in try await outbox(pages, message: nil) } }
-        router.post("ui/outbox/retry") { request, _ in try await signedIn(request, form: true) { pages, form in try await retry(form, pages) } }
+        router.get("ui/outbox") { request, context in try await signedIn(request) { pages, _ in try await outbox(pages, message: nil, context) } }
+        router.post("ui/outbox/retry") { request, context in try await signedIn(request, form: true) { pages, form in try await retry(form, pages, context) } }
         router.get("ui/imports") { request, _ in try await signedIn(request) { pages, _ in try await imports(pages) } }
         router.get("ui/imports/:id") { request, context in
             let id = context.parameters.get("id").flatMap { Int64($0) }
             return try await signedIn(request) { pages, _ in try await importRun(id, pages) }
         }
-        router.get("ui/devices") { request, _ in try await signedIn(request) { pages, _ in try await devices(pages) } }
-        router.post("ui/devices/revoke") { request, _ in try await signedIn(request, form: true) { _, form in try await revoke(form) } }
+        router.get("ui/devices") { request, context in try await signedIn(request) { pages, _ in try await devices(pages, context) } }
+        router.post("ui/devices/revoke") { request, context in try await signedIn(request, form: true) { _, form in try await revoke(form, context) } }
+    }
+
+    /// Notes the signed-in operator's access to each of `patients` (one entry each; none named: one entry without a patient).
+    func audit(_ context: GatewayRequestContext, _ action: AuditEntry.Action, _ event: String, patients: [String], entities: [String] = [],
+               _ outcome: AuditEntry.Outcome = .success, detail: String) {
+        let actor = AuditEntry.Actor(kind: .operator, id: access.fingerprint), now = Date()
+        let named: [String?] = patients.isEmpty ? [nil] : Array(Set(patients)).sorted()
+        server.audit.note(contentsOf: named.map {
+            AuditEntry(recorded: now, actor: actor, action: action, event: event, patientID: $0, entities: entities, source: context.client,
+                       outcome: outcome, detail: detail)
+        })
     }
 
     /// Runs `page` for a signed-in operator (for forms, with the body read and its CSRF token
@@ -153,42 +168,52 @@ struct DashboardRoutes: Sendable {
         return Self.html(.ok, try await Blocking.run { try render(store) })
     }
 
-    func patients(_ pages: DashboardPages, page number: Int) async throws -> Response {
+    func patients(_ pages: DashboardPages, page number: Int, _ context: GatewayRequestContext) async throws -> Response {
         try await page { store in
             let devices = try store.devices(patientID: nil)
             var list = try store.read { try PatientOverview.page(number, in: $0, devices: devices, now: Date()) }
             list.rows = try PatientOverview.withLastPushes(list.rows, from: store)
+            audit(context, .read, AuditEvent.dashboardList, patients: list.rows.map(\.patient.id), detail: "patients, page \(number)")
             return pages.patients(list)
         }
     }
 
-    func patient(_ id: String, _ pages: DashboardPages) async throws -> Response {
+    func patient(_ id: String, _ pages: DashboardPages, _ context: GatewayRequestContext) async throws -> Response {
         do {
             return try await page { store in
                 let devices = try store.devices(patientID: id)
-                return pages.patient(try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) })
+                let dashboard = try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) }
+                audit(context, .read, AuditEvent.dashboardPatient, patients: [id], detail: "the patient's page")
+                return pages.patient(dashboard)
             }
         } catch PageError.noSuchPatient {
+            audit(context, .read, AuditEvent.dashboardPatient, patients: [], .refused, detail: "no such patient")
             return Self.html(.notFound, Self.message("No patient with that id in the store."))
         }
     }
 
-    func outbox(_ pages: DashboardPages, message: String?) async throws -> Response {
+    func outbox(_ pages: DashboardPages, message: String?, _ context: GatewayRequestContext) async throws -> Response {
         try await page { store in
             var overview = try OutboxOverview(store)
             try store.read { try overview.naming(in: $0) }
+            let named = overview.owners.values.map(\.patientID)
+            if !named.isEmpty { audit(context, .read, AuditEvent.dashboardList, patients: named, detail: "outbox") }
             return pages.outbox(overview, message: message)
         }
     }
 
     /// Takes one dead letter out so the push worker exports and sends its outcome again, and
     /// wakes the worker.
-    func retry(_ form: [String: String], _ pages: DashboardPages) async throws -> Response {
+    func retry(_ form: [String: String], _ pages: DashboardPages, _ context: GatewayRequestContext) async throws -> Response {
         guard let version = form["version"].flatMap(UUID.init(uuidString:)) else {
             return Self.html(.badRequest, Self.message("The form names no outcome version."))
         }
         let store = server.store
-        let gone = try await Blocking.run { try store.forgetFailed(versions: [version]) }
+        let (gone, owner) = try await Blocking.run {
+            (try store.forgetFailed(versions: [version]), try store.read { try OutboxOverview.owners(of: [version], in: $0) }[version]?.patientID)
+        }
+        audit(context, .execute, AuditEvent.dashboardRetry, patients: owner.map { [$0] } ?? [], entities: ["outcome/\(version.uuidString)"],
+              gone > 0 ? .success : .refused, detail: gone > 0 ? "sent again" : "not a dead letter")
         if gone > 0 { await server.outcomesWritten() }
         return Self.redirect("/ui/outbox")
     }
@@ -205,17 +230,24 @@ struct DashboardRoutes: Sendable {
         return Self.html(.ok, pages.importRun(run))
     }
 
-    func devices(_ pages: DashboardPages) async throws -> Response {
+    func devices(_ pages: DashboardPages, _ context: GatewayRequestContext) async throws -> Response {
         try await page { store in
             let names = Dictionary(try store.fetchPatients().map { ($0.id, $0.name.displayName) }, uniquingKeysWith: { a, _ in a })
-            return pages.devicesPage(try store.devices(patientID: nil), names: names)
+            let devices = try store.devices(patientID: nil)
+            if !devices.isEmpty { audit(context, .read, AuditEvent.dashboardList, patients: devices.map(\.patientID), detail: "devices") }
+            return pages.devicesPage(devices, names: names)
         }
     }
 
-    func revoke(_ form: [String: String]) async throws -> Response {
+    func revoke(_ form: [String: String], _ context: GatewayRequestContext) async throws -> Response {
         guard let device = form["device"], !device.isEmpty else { return Self.html(.badRequest, Self.message("The form names no device.")) }
         let store = server.store
-        _ = try await Blocking.run { try store.revokeDevice(id: device, at: Date()) }
+        let patient = try await Blocking.run { () throws -> String? in
+            let patient = try store.devices(patientID: nil).first { $0.id == device }?.patientID
+            return try store.revokeDevice(id: device, at: Date()) ? patient : nil
+        }
+        audit(context, .update, AuditEvent.revoke, patients: patient.map { [$0] } ?? [], entities: ["Device/\(device)"],
+              patient == nil ? .refused : .success, detail: patient == nil ? "no such device, or revoked already" : "revoked")
         return Self.redirect("/ui/devices")
     }
 

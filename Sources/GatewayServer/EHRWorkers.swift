@@ -136,6 +136,7 @@ struct OutboxPushWorker: Service {
     let interval: TimeInterval
     let clock: WorkerClock
     let activity: EHRActivity
+    let audit: AuditRecorder
     let logger: Logger
 
     func run() async throws {
@@ -154,6 +155,7 @@ struct OutboxPushWorker: Service {
     func drain() async -> Bool {
         do {
             let report = try await push.run()
+            audit.note(contentsOf: report.auditEntries(actor: .worker(push.client.base), source: push.worker))
             let metrics = GatewayMetrics.shared
             metrics.ehrPushed.increment(by: Int64(report.pushed.count))
             metrics.ehrDeadLetters.increment(by: Int64(report.failed.count))
@@ -184,6 +186,7 @@ struct OutboxPushWorker: Service {
 struct PatientRefreshWorker: Service {
     let link: EHRLink
     let activity: EHRActivity
+    let audit: AuditRecorder
     let logID: PatientLogID
     let logger: Logger
     /// This worker in the schedule's claims.
@@ -226,6 +229,7 @@ struct PatientRefreshWorker: Service {
     func refreshOne(_ patient: EnrolledPatient, since: Date?) async -> Bool {
         do {
             let result = try await link.refresh.refresh(patient, since: since)
+            audit(patient, .success, detail: Self.changes(in: result))
             activity.reached()
             GatewayMetrics.shared.ehrRefreshes.increment()
             if case .imported(let report) = result {
@@ -239,7 +243,20 @@ struct PatientRefreshWorker: Service {
             // URLs name them in any spelling. (Readiness follows the push worker, which probes
             // the EHR: one patient the EHR refuses does not make the gateway unready.)
             logger.warning("refresh failed", metadata: ["patient": "\(logID(patient.storeID))", "error": "\(error.kind)"])
+            audit(patient, .failed, detail: error.kind)
             return false
         }
+    }
+
+    /// Notes a refresh of `patient`: the worker, as the EHR it reads from, wrote the patient's plans.
+    func audit(_ patient: EnrolledPatient, _ outcome: AuditEntry.Outcome, detail: String) {
+        audit.note(AuditEntry(recorded: Date(), actor: .worker(link.refresh.client.base), action: .update, event: AuditEvent.ehrRefresh,
+                              patientID: patient.storeID, source: worker, outcome: outcome, detail: detail))
+    }
+
+    /// `12 changes` or `unchanged` (what a refresh result says for the trail).
+    static func changes(in result: PatientRefresh.Result) -> String {
+        guard case .imported(let report) = result else { return "unchanged" }
+        return "\(report.counts.filter { $0.key != .unchanged }.values.reduce(0, +)) changes"
     }
 }

@@ -39,8 +39,11 @@ public struct GatewayRequestContext: RequestContext {
 public struct GatewayServer: Sendable {
     /// What the server needs of its store: care plans, devices, the outbox, the import log, and
     /// the attempts, sessions and refresh schedule every instance over the store shares.
-    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger & RefreshSchedule
+    public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger & RefreshSchedule & AuditTrail
     public let store: Store
+    /// Every access to a patient's data, noted as it happens and written to the store's trail
+    /// once a second (`AuditFlush`).
+    public let audit: AuditRecorder
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
     public let ehr: EHRLink?
@@ -127,6 +130,7 @@ public struct GatewayServer: Sendable {
         perAddress = InFlightLimit(limits.concurrentPerAddress)
         pushes = PushCommitGroups(sync: CareKitSync(store: store))
         syncTimes = SyncTimes(store: store)
+        audit = AuditRecorder(trail: store)
     }
 
     /// The routes, for an application or a test.
@@ -155,10 +159,10 @@ public struct GatewayServer: Sendable {
     /// The workers to run beside the HTTP server: the devices' sync times, and with an EHR the
     /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
-        guard let ehr else { return [syncTimes] }
+        guard let ehr else { return [syncTimes, AuditFlush(recorder: audit, logger: logger)] }
         var workers: [any Service] = [
-            syncTimes, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, logger: logger),
-            PatientRefreshWorker(link: ehr, activity: activity, logID: PatientLogID(), logger: logger),
+            syncTimes, AuditFlush(recorder: audit, logger: logger), OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, audit: audit, logger: logger),
+            PatientRefreshWorker(link: ehr, activity: activity, audit: audit, logID: PatientLogID(), logger: logger),
         ]
         if let signals = store as? any StoreSignals { workers.append(OutcomeSignalListener(signals: signals, activity: activity)) }
         return workers
@@ -283,6 +287,29 @@ struct OutcomeSignalListener: Service {
         await cancelWhenGracefulShutdown {
             await signals.listen(.outcomesWritten) { activity.pushSoon() }
         }
+    }
+}
+
+/// Writes the audit entries noted since the last write, once a second and when the server
+/// stops (after the HTTP server has finished its requests); a failed write is tried again with
+/// the next, its entries kept.
+struct AuditFlush: Service {
+    let recorder: AuditRecorder
+    let logger: Logger
+    var interval: Duration = .seconds(1)
+
+    func write() async {
+        do { _ = try await Blocking.run { [recorder] in try recorder.flush() } } catch {
+            logger.error("the audit trail could not be written; its entries are kept for the next try", metadata: ["error": "\(error)", "pending": "\(recorder.pendingCount)"])
+        }
+    }
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
+            await write()
+        }
+        await write()
     }
 }
 

@@ -1,3 +1,4 @@
+import CareStore
 import Foundation
 import Gateway
 import HTTPTypes
@@ -25,10 +26,12 @@ struct NotificationRoutes: Sendable {
         }
         // Wrong tokens count in the bucket wrong enrollment codes do.
         if let wait = try await server.throttle.reserve(context.client) {
+            refused(context, "too many wrong codes or tokens from this address")
             return JSONBody.error(.tooManyRequests, "too many wrong codes or tokens from this address; try again later",
                                   headers: [.retryAfter: String(wait)])
         }
         guard Self.matches(request.headers[.authorization], token: expected) else {
+            refused(context, "not the token from ehr.notify")
             return JSONBody.error(.unauthorized, "a notification needs the token from ehr.notify (Authorization: Bearer …)",
                                   headers: [.wwwAuthenticate: "Bearer realm=\"caregate-notify\""])
         }
@@ -40,9 +43,11 @@ struct NotificationRoutes: Sendable {
         }
         let notification: RestHookNotification
         do { notification = try RestHookNotification.read(body) } catch {
+            refused(context, "a body that is not a notification")
             return JSONBody.error(.badRequest, error.description)
         }
         GatewayMetrics.shared.notifications.increment()
+        audit(notification, context)
         if notification.kind != .status, let schedule = server.ehr?.schedule {
             // Kept in the store: whichever gateway's worker claims the patients first refreshes them, once.
             let named = notification.unattributed ? nil : notification.patients
@@ -52,6 +57,24 @@ struct NotificationRoutes: Sendable {
             server.activity.refreshSoon()
         }
         return JSONBody.response(.ok, #"{"resourceType":"OperationOutcome","issue":[{"severity":"information","code":"informational","diagnostics":"notification received"}]}"#)
+    }
+
+    /// Notes the notification against each patient it names (`Patient/<the EHR's id>`), or once
+    /// without a patient when it names none.
+    func audit(_ notification: RestHookNotification, _ context: GatewayRequestContext) {
+        let actor = AuditEntry.Actor(kind: .ehr, id: server.ehr?.refresh.client.base ?? "(no EHR)"), now = Date()
+        let named: [String?] = notification.patients.isEmpty ? [nil] : notification.patients.sorted().map { "Patient/\($0)" }
+        let detail = notification.kind == .status ? "a status notification" : notification.unattributed ? "names changes of no one patient: every patient refreshed" : "refresh requested"
+        server.audit.note(contentsOf: named.map {
+            AuditEntry(recorded: now, actor: actor, action: .execute, event: AuditEvent.notification, patientID: $0, source: context.client,
+                       outcome: .success, detail: detail)
+        })
+    }
+
+    /// Notes a notification refused before it named anyone.
+    func refused(_ context: GatewayRequestContext, _ why: String) {
+        server.audit.note(AuditEntry(recorded: Date(), actor: .init(kind: .ehr, id: "(not authenticated)"), action: .execute, event: AuditEvent.notification,
+                                     patientID: nil, source: context.client, outcome: .refused, detail: why))
     }
 
     /// Whether the header is `Bearer <token>`.

@@ -19,32 +19,37 @@ struct QuestionnaireRoutes: Sendable {
     let sync: CareKitSyncRoutes
 
     func register(on router: Router<GatewayRequestContext>) {
-        router.get("carekit/v1/questionnaires") { request, _ in try await sync.perToken(request, questionnaire) }
+        router.get("carekit/v1/questionnaires") { request, context in
+            try await sync.perToken(request, context, event: AuditEvent.questionnaire) { try await questionnaire($0, $1, context) }
+        }
     }
 
     /// Longest `url` and `hash` read (a canonical is a URL; a hash is 16 hex digits).
     static let longestURL = 2048, longestHash = 64
 
-    func questionnaire(_ request: Request, _ token: String) async throws -> Response {
+    func questionnaire(_ request: Request, _ token: String, _ context: GatewayRequestContext) async throws -> Response {
         let query = request.uri.queryParameters
         let hash = query.get("hash")
         let asked = query.get("url").flatMap { $0.utf8.count <= Self.longestURL ? Canonical($0) : nil }
-        enum Answer: Sendable { case unauthorized, found(StoredQuestionnaire), missing }
+        enum Answer: Sendable { case unauthorized, found(Device, StoredQuestionnaire), missing(Device) }
         let answer = try await Blocking.run { [enrollment = sync.enrollment, store = server.store] () throws -> Answer in
             guard let device = try enrollment.authenticate(token: token) else { return .unauthorized }
-            guard let asked, (hash?.utf8.count ?? 0) <= Self.longestHash else { return .missing }
+            guard let asked, (hash?.utf8.count ?? 0) <= Self.longestHash else { return .missing(device) }
             let kept = try store.questionnaires(of: device.patientID, url: asked.url, version: asked.version)
-            guard let form = hash.map({ hash in kept.first { $0.digest == hash } }) ?? kept.first else { return .missing }
-            return .found(form)
+            guard let form = hash.map({ hash in kept.first { $0.digest == hash } }) ?? kept.first else { return .missing(device) }
+            return .found(device, form)
         }
         switch answer {
         case .unauthorized:
-            return CareKitSyncRoutes.unauthorized
-        case .missing where asked == nil:
+            return sync.refusedToken(context, event: AuditEvent.questionnaire)
+        case .missing(let device) where asked == nil:
+            sync.audit(context, device, .read, AuditEvent.questionnaire, .refused, detail: "no url asked")
             return JSONBody.error(.badRequest, "expected ?url=<the task's userInfo[\"caregate.questionnaire\"]> (at most \(Self.longestURL) bytes)")
-        case .missing:
+        case .missing(let device):
+            sync.audit(context, device, .read, AuditEvent.questionnaire, .refused, detail: "no such form for this patient")
             return JSONBody.error(.notFound, "this patient has no Questionnaire \(asked!)\(hash.map { " with hash \($0)" } ?? "")")
-        case .found(let form):
+        case .found(let device, let form):
+            sync.audit(context, device, .read, AuditEvent.questionnaire, .success, entities: ["Questionnaire/\(form.digest)"])
             var response = JSONBody.response(.ok, form.resource)
             response.headers[.contentType] = "application/fhir+json"
             return response

@@ -25,12 +25,15 @@ struct EnrollCommand: ParsableCommand {
 
     func run() throws {
         let store = try options.open()
+        let access = CommandAccess("enroll", trail: store)
         do {
             let issued = try DeviceEnrollment(store: store).issueCode(patientID: patient)
             let time = ISO8601DateFormatter().string(from: issued.expires)
+            try access.record(.create, patients: [patient]) { _ in "an enrollment code, valid once until \(time)" }
             print(issued.code)
             StandardError.print("enrollment code for \(TerminalText.escaped(patient)), valid once until \(time)")
-        } catch {
+        } catch let error as EnrollmentError {
+            try access.record(.create, patients: [patient], outcome: .refused) { _ in error.description }
             throw CommandError.message(error.description)
         }
     }
@@ -83,8 +86,14 @@ struct DevicesRevoke: ParsableCommand {
 
     func run() throws {
         let store = try options.open()
-        let revoked: Bool
-        do { revoked = try store.revokeDevice(id: id, at: Date()) } catch { throw CommandError.store(error) }
+        let revoked: Bool, patient: String?
+        do {
+            patient = try store.devices(patientID: nil).first { $0.id == id }?.patientID
+            revoked = try store.revokeDevice(id: id, at: Date())
+        } catch { throw CommandError.store(error) }
+        try CommandAccess("devices revoke", trail: store).record(.update, patients: patient.map { [$0] } ?? [], outcome: revoked ? .success : .refused) { _ in
+            revoked ? "revoked device \(id)" : "no such device, or revoked already"
+        }
         guard revoked else { throw CommandError.message("no device \"\(TerminalText.escaped(id))\" (see `caregate devices list`)") }
         StandardError.print("revoked device \(id)")
     }

@@ -119,9 +119,11 @@ struct ExportCommand: ParsableCommand {
             }
         }
         var kinds: [String: Int] = [:]
+        var perPatient: [String: Int] = [:]
         func count(_ item: ExportedObservation) {
             report(item)
             kinds[item.observation.resourceType ?? "Observation", default: 0] += 1
+            if let subject = item.observation.first("subject.reference")?.value { perPatient[subject, default: 0] += 1 }
         }
         do {
             switch try ExportCommand.destination(format, output: output) {
@@ -158,6 +160,9 @@ struct ExportCommand: ParsableCommand {
             throw CommandError.fhir(error)
         } catch let error as StoreError {
             throw CommandError.store(error)
+        }
+        if !perPatient.isEmpty {
+            try CommandAccess("export", trail: store).record(.read, patients: Array(perPatient.keys)) { "\(perPatient[$0!] ?? 0) resources exported" }
         }
         for (note, n) in said.sorted(by: { $0.key < $1.key }) where n > Self.notesShown && !verbose {
             StandardError.print("... and \(n - Self.notesShown) more outcomes: \(note) (--verbose prints them)")

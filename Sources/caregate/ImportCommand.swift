@@ -148,6 +148,9 @@ struct ImportCommand: AsyncParsableCommand {
                 StandardError.print("warning: the import is stored, but its run was not logged: \(error)")
             }
         }
+        if !dryRun, let trail = store as? any AuditTrail {
+            try CommandAccess("import", trail: trail).recordImport(result)
+        }
         if let report {
             // The report names patients and their resources: owner-only, like the store.
             do {

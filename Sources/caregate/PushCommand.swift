@@ -159,6 +159,9 @@ struct PushCommand: AsyncParsableCommand {
             throw CommandError.message("\(error)")
         }
         bar.finish()
+        do { try store.record(report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName)) } catch {
+            StandardError.print("warning: the push is done, and was not recorded in the audit trail: \(error)")
+        }
         for line in report.planned { print("would \(line)") }
         for item in report.pushed { print("pushed \(item.identifier)\(item.location.map { " → \($0)" } ?? "")") }
         for item in report.failed { print("refused \(item.identifier): \(item.error)") }

@@ -40,14 +40,17 @@ struct ReportCommand: ParsableCommand {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let store = try options.open()
+        let access = CommandAccess("report", trail: store)
         let summary: PatientCareSummary
         do {
             summary = try store.read { reader in
                 try PatientCareSummary(patientID: patient, range: DateInterval(start: start, end: end), calendar: calendar, in: reader)
             }
         } catch {
+            try access.record(.read, patients: [patient], outcome: .refused) { _ in "\(error)" }
             throw CommandError.message("\(error); no report was written")
         }
+        try access.record(.read, patients: [patient]) { _ in "\(summary.outcomes.count) outcomes over \(summary.days.count) days" }
         let html = Array(CarePlanReport(summary).html().utf8) + [0x0A]
         let bytes = format == .pdf ? try Self.pdf(html) : html
         // Written whole or not at all, owner-only: a report is PHI.

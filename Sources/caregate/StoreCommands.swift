@@ -48,6 +48,10 @@ struct StoreExport: ParsableCommand {
         let store = try options.open()
         let record: RevisionRecord
         do { record = try store.revisionRecord() } catch { throw CommandError.store(error) }
+        let patients = record.entities.compactMap { entity -> String? in if case .patient(let patient) = entity { patient.id } else { nil } }
+        if !patients.isEmpty {
+            try CommandAccess("store export", trail: store).record(.read, patients: patients) { _ in "the whole store, \(record.entities.count) versions" }
+        }
         var text = record.bytes(version: CareKitVersion(rawValue: careKitVersion)!)
         text.append(0x0A)
         do {
@@ -115,6 +119,11 @@ struct StoreEvents: ParsableCommand {
         let store = try options.open()
         let events: [TaskEvent]
         do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw CommandError.store(error) }
+        let patients: [String]
+        do { patients = try CommandAccess.patients(ofPlans: Set(events.compactMap(\.task.carePlanUUID)), in: store) } catch { throw CommandError.store(error) }
+        if !patients.isEmpty {
+            try CommandAccess("store events", trail: store).record(.read, patients: patients) { _ in "events \(range.from) to \(range.to)" }
+        }
         let formatter = ISO8601DateFormatter()
         formatter.timeZone = zone
         switch format {

@@ -183,6 +183,25 @@ extension GatewayServerSuites {
             #expect((metrics["caregate_ehr_pushed_total"] ?? 0) - (before["caregate_ehr_pushed_total"] ?? 0) == 2)
             #expect((metrics["caregate_ehr_notifications_total"] ?? 0) > (before["caregate_ehr_notifications_total"] ?? 0))
             try await server.stop()
+
+            // The trail an auditor reads (written when the server stopped): the loop's accesses in
+            // order, each naming Maria, and a chain that holds.
+            let trail = try store.auditEntries(AuditQuery()).map(\.entry)
+            let steps = trail.map { "\($0.actor.kind) \($0.event) \($0.outcome)" }
+            let expected = ["device carekit.enroll success", "device carekit.pull success", "device carekit.push success", "worker ehr.push success",
+                            "ehr ehr.notification success", "worker ehr.refresh success", "device carekit.pull success"]
+            #expect(Self.isSubsequence(expected, of: steps), "\(steps)")
+            #expect(trail.allSatisfy { $0.patientID == maria.storeID }, "\(trail.map { $0.patientID ?? "-" })")
+            #expect(trail.first { $0.event == AuditEvent.ehrPush }?.entities.count == 2)
+            #expect(trail.first { $0.event == AuditEvent.ehrPush }?.actor.id == ehr.base)
+            #expect(try AuditChain.verify(store).break == nil)
+        }
+
+        /// Whether `steps` holds `wanted` in order (other entries between them).
+        static func isSubsequence(_ wanted: [String], of steps: [String]) -> Bool {
+            var rest = wanted[...]
+            for step in steps where step == rest.first { rest = rest.dropFirst() }
+            return rest.isEmpty
         }
     }
 }

@@ -238,10 +238,16 @@ extension GatewayServerSuites {
             config.connection.retry = RetryPolicy(maxAttempts: 1, baseDelay: 0.01, maxDelay: 0.01, maxTotal: 1)
             let link = try config.link(store: store, root: folder.path)
             let log = CapturedLog()
-            let worker = PatientRefreshWorker(link: link, activity: EHRActivity(), logID: PatientLogID(),
+            let audit = AuditRecorder(trail: store)
+            let worker = PatientRefreshWorker(link: link, activity: EHRActivity(), audit: audit, logID: PatientLogID(),
                                               logger: Logger(label: "caregate-test", factory: log.handler))
             let patient = EnrolledPatient(storeID: "Patient/maria lopez/x", ehrID: "maria lopez/x")
             #expect(await worker.refreshOne(patient, since: nil) == false)
+            // The trail (kept in the store, for auditors) names the patient and the failure's kind.
+            try audit.flush()
+            let entries = try store.auditEntries(AuditQuery()).map(\.entry)
+            #expect(entries.map { "\($0.actor.kind) \($0.event) \($0.patientID ?? "-") \($0.outcome)" } == ["worker ehr.refresh Patient/maria lopez/x failed"])
+            #expect(entries.first?.detail == "HTTP 404 to a GET")
             let text = log.text
             #expect(text.contains("refresh failed") && text.contains("error=HTTP 404 to a GET"), "\(text)")
             for secret in ["María", "L%C3%B3pez", "López", "1961", "maria", "Patient%2F", "127.0.0.1:\(ehr.port)", "/fhir"] {

@@ -1,4 +1,5 @@
 import CareStore
+import Gateway
 import Foundation
 import GRDB
 import Testing
@@ -50,5 +51,48 @@ struct AuditCommandTests {
         try await DatabaseQueue(path: path).write { try $0.execute(sql: "UPDATE audit_entry SET outcome = 'success' WHERE sequence = 2") }
         let broken = try await cli.caregate(["audit", "verify", "--store", path])
         #expect(broken.status == 1 && broken.stderr.contains("does not hold after 1 entries: entry 2: its fields do not give its hash"), "\(broken.stderr)")
+    }
+}
+
+/// Each command that reads or writes a patient's data leaves one entry per patient, naming the
+/// OS user and the command line.
+@Suite("Commands in the audit trail")
+struct CommandAuditTests {
+    let cli = CommandLineTests()
+
+    /// The trail as `kind actor action event patient outcome` lines, through `caregate audit list --json`.
+    func trail(_ store: String) async throws -> [String] {
+        let listed = try await cli.caregate(["audit", "list", "--store", store, "--json"])
+        return try listed.stdout.split(separator: "\n").map { line in
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            return ["actorKind", "actor", "action", "event", "patient", "outcome"].map { object[$0] as? String ?? "-" }.joined(separator: " ")
+        }
+    }
+
+    @Test("import, report, export, store export, store events, enroll and devices revoke: one entry each, by the OS user")
+    func commands() async throws {
+        let store = cli.temporaryPath("audit-commands.sqlite"), output = cli.temporaryPath("audit-out.json")
+        defer { for path in [store, output] { try? FileManager.default.removeItem(atPath: path) } }
+        let user = CommandAudit.userName(), maria = "Patient/maria-lopez"
+        var expected: [String] = []
+        func step(_ arguments: [String], status: Int32 = 0, adds: [String]) async throws {
+            let run = try await cli.caregate(arguments + ["--store", store])
+            #expect(run.status == status, "\(arguments): \(run.stderr)")
+            expected += adds.map { "command \(user) \($0)" }
+            let got = try await trail(store)
+            #expect(got == expected, "after \(arguments): \(got)")
+        }
+        try await step(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--tz", "America/New_York"], adds: ["U command.import \(maria) success"])
+        try await step(["report", "--patient", maria, "--from", "2026-11-16", "--to", "2026-11-23", "-o", output], adds: ["R command.report \(maria) success"])
+        try await step(["report", "--patient", "nobody", "--from", "2026-11-16", "--to", "2026-11-23", "-o", output], status: 1,
+                       adds: ["R command.report nobody refused"])
+        try await step(["export", "--include-imported", "-o", output + ".ndjson"], adds: ["R command.export \(maria) success"])
+        try await step(["store", "export", "--carekit", "-o", output], adds: ["R command.store-export \(maria) success"])
+        try await step(["store", "events", "--from", "2026-11-16", "--to", "2026-11-23"], adds: ["R command.store-events \(maria) success"])
+        try await step(["enroll", "--patient", maria], adds: ["C command.enroll \(maria) success"])
+        try await step(["devices", "revoke", "no-such-device"], status: 1, adds: ["U command.devices-revoke - refused"])
+        let listed = try await cli.caregate(["audit", "list", "--store", store, "--patient", maria])
+        #expect(listed.stdout.contains("caregate report --patient Patient/maria-lopez --from 2026-11-16"), "\(listed.stdout)")
+        #expect(try await cli.caregate(["audit", "verify", "--store", store]).stdout.hasPrefix("the audit trail holds: 8 entries"))
     }
 }

@@ -20,6 +20,8 @@ public struct PushReport: Sendable {
     public var planned: [String] = []
     /// The Provenance naming the gateway as author of this run's pushes.
     public var provenanceLocation: String?
+    /// Each sent or settled item's patient, by identifier: its payload's subject (`Patient/…`).
+    public var patients: [String: String] = [:]
 }
 
 /// Pushes exported Observations through the durable outbox: every current outcome version is
@@ -154,6 +156,8 @@ public struct OutcomePush: Sendable {
                     strategies[type] = try Strategy(capabilities, type: type, inTransaction: observation.resourceType == "Bundle")
                 }
                 if observation.resourceType == "Bundle" { observation = try SurveyTransaction.fitted(observation, to: strategies, base: client.base) }
+                let subject = observation.resourceType == "Bundle" ? observation.first("entry.resource.subject.reference") : observation.first("subject.reference")
+                report.patients[item.idempotencyKey] = subject?.value
                 ready.append((item, observation))
             } catch let error as FHIRClientError {
                 // The server cannot take this kind of resource at all: stop before sending anything.
