@@ -91,6 +91,8 @@ public struct PatientDashboard: Sendable {
     /// Every version of the patient's tasks, by task id, newest first.
     public var taskVersions: [CareTask]
     public var devices: [Device]
+    /// The latest accesses to this patient's data, oldest first (set by whoever reads the trail).
+    public var accesses: [ChainedAuditEntry] = []
     /// `calendar` in the patient's own time zone: their days and clock times, wherever the gateway runs.
     public var calendar: Calendar
 

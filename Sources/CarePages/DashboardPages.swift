@@ -53,6 +53,7 @@ public struct DashboardPages: Sendable {
         body += section("Contacts", contacts(page.contacts))
         body += section("Task history", taskHistory(page.taskVersions))
         body += section("Devices", devices(page.devices, names: [:]))
+        body += section("Recent accesses", accesses(page.accesses))
         return frame.page(title: summary.patient.name.displayName, section: .patients, body: body)
     }
 
@@ -122,6 +123,18 @@ public struct DashboardPages: Sendable {
         }
         return Self.table(caption: "\(devices.count) device\(devices.count == 1 ? "" : "s")", head: ["Device", "Patient", "Enrolled", "Last sync", "State"],
                           rows: rows, id: "devices")
+    }
+
+    /// Who reached the patient's data, newest first: when, who, what, from where, how it ended.
+    func accesses(_ rows: [ChainedAuditEntry]) -> String {
+        guard !rows.isEmpty else { return "<p>No accesses recorded yet.</p>" }
+        let cells = rows.reversed().map { row in
+            let e = row.entry
+            return [esc(dateTime(e.recorded)), "\(esc(e.actor.kind.rawValue)) <code>\(esc(e.actor.id))</code>", "<code>\(esc(e.event))</code> \(esc(e.action.rawValue))",
+                    esc(e.source ?? ""), esc(e.outcome.rawValue + (e.detail.map { ": " + $0 } ?? ""))]
+        }
+        return Self.table(caption: "The latest \(rows.count) entries of the audit trail (caregate audit list --patient shows them all)",
+                          head: ["When", "Who", "What", "From", "Outcome"], rows: cells, id: "accesses")
     }
 
     public func devicesPage(_ devices: [Device], names: [String: String]) -> String {

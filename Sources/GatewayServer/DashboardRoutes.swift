@@ -182,7 +182,8 @@ struct DashboardRoutes: Sendable {
         do {
             return try await page { store in
                 let devices = try store.devices(patientID: id)
-                let dashboard = try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) }
+                var dashboard = try store.read { try PatientDashboard(patientID: id, now: Date(), calendar: pages.calendar, devices: devices, in: $0) }
+                dashboard.accesses = try store.auditEntries(AuditQuery(patientID: id, limit: 20))
                 audit(context, .read, AuditEvent.dashboardPatient, patients: [id], detail: "the patient's page")
                 return pages.patient(dashboard)
             }

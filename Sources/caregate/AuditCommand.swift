@@ -1,6 +1,8 @@
 import ArgumentParser
 import CareStore
 import Foundation
+import FHIR
+import Gateway
 
 /// `caregate audit ...`: the store's trail of accesses to patients' data.
 struct AuditCommand: ParsableCommand {
@@ -15,18 +17,14 @@ struct AuditCommand: ParsableCommand {
               caregate audit list --patient Patient/maria-lopez --since 2026-11-01T00:00:00Z
               caregate audit list --actor device-7f3a --json
               caregate audit verify
+              caregate audit export --format ndjson -o audit.ndjson
             """,
-        subcommands: [AuditList.self, AuditVerify.self],
+        subcommands: [AuditList.self, AuditVerify.self, AuditExport.self],
         defaultSubcommand: AuditList.self)
 }
 
-struct AuditList: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "list",
-        abstract: "List audit entries, oldest first: by patient, actor and time.")
-
-    @OptionGroup var options: StoreOptions
-
+/// Which entries: by patient, actor and time (the options `list` and `export` share).
+struct AuditFilter: ParsableArguments {
     @Option(help: "Only entries naming this patient (the store's id, Patient/…).")
     var patient: String?
 
@@ -39,6 +37,26 @@ struct AuditList: ParsableCommand {
     @Option(help: "Only entries before this instant.")
     var until: String?
 
+    func validate() throws {
+        for (name, value) in [("--since", since), ("--until", until)] where value.flatMap(AuditList.instant) == nil && value != nil {
+            throw ValidationError("\(name) must be an instant with a time zone (2026-11-01T00:00:00Z)")
+        }
+    }
+
+    func query(limit: Int) -> AuditQuery {
+        AuditQuery(patientID: patient, actorID: actor, since: since.flatMap(AuditList.instant), until: until.flatMap(AuditList.instant), limit: limit)
+    }
+}
+
+struct AuditList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List audit entries, oldest first: by patient, actor and time.")
+
+    @OptionGroup var options: StoreOptions
+
+    @OptionGroup var filter: AuditFilter
+
     @Option(help: "At most this many entries (the newest).")
     var limit = 1_000
 
@@ -46,17 +64,13 @@ struct AuditList: ParsableCommand {
     var json = false
 
     func validate() throws {
-        for (name, value) in [("--since", since), ("--until", until)] where value.flatMap(Self.instant) == nil && value != nil {
-            throw ValidationError("\(name) must be an instant with a time zone (2026-11-01T00:00:00Z)")
-        }
         guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
     }
 
     func run() throws {
         let store = try options.open()
-        let query = AuditQuery(patientID: patient, actorID: actor, since: since.flatMap(Self.instant), until: until.flatMap(Self.instant), limit: limit)
         let entries: [ChainedAuditEntry]
-        do { entries = try store.auditEntries(query) } catch { throw CommandError.store(error) }
+        do { entries = try store.auditEntries(filter.query(limit: limit)) } catch { throw CommandError.store(error) }
         for row in entries { print(json ? Self.json(row) : Self.text(row)) }
         if entries.isEmpty && !json { StandardError.print("no audit entries match") }
     }
@@ -104,5 +118,53 @@ struct AuditVerify: ParsableCommand {
         }
         let head = (try? store.auditHead())?.map { " (last: entry \($0.sequence), \($0.hash))" } ?? ""
         print("the audit trail holds: \(result.checked) entries\(head)")
+    }
+}
+
+
+struct AuditExport: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write audit entries as FHIR R4 AuditEvents (IHE BALP), one per line, oldest first.",
+        discussion: "Each AuditEvent's id comes from its entry's hash: exporting twice gives the same resources.")
+
+    @OptionGroup var options: StoreOptions
+
+    @OptionGroup var filter: AuditFilter
+
+    @Option(help: "ndjson (the only format: one AuditEvent per line).")
+    var format: Format = .ndjson
+
+    enum Format: String, ExpressibleByArgument { case ndjson }
+
+    @Option(name: .shortAndLong, help: "The file to write, owner-only (standard output when absent).", completion: .file())
+    var output: String?
+
+    @Option(help: "The gateway named as the events' observer (this host's name by default).")
+    var observer = ProcessInfo.processInfo.hostName
+
+    func run() throws {
+        let store = try options.open()
+        let query = filter.query(limit: Int.max)
+        let resource = AuditEventResource(observer: observer)
+        var written = 0
+        do {
+            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
+            do {
+                try AuditPages.forEach(in: store, matching: query) { row in
+                    try sink.write(resource.json(row).bytes() + [0x0A])
+                    written += 1
+                }
+                try sink.close()
+            } catch {
+                sink.discard()
+                throw error
+            }
+        } catch let error as FHIRFormatError {
+            throw CommandError.fhir(error)
+        } catch let error as StoreError {
+            throw CommandError.store(error)
+        }
+        if let output { StandardError.print("exported \(written) AuditEvents to \(output)") }
     }
 }

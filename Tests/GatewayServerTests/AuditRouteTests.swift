@@ -62,7 +62,12 @@ struct AuditRouteTests {
 
     @Test("an operator's patient page, lists, retry and revoke: one entry per patient shown, by the admin token's fingerprint", arguments: Backend.allCases)
     func dashboard(backend: Backend) async throws {
-        guard let (store, _) = try twoPatientStore(backend) else { return }
+        guard let (store, tasks) = try twoPatientStore(backend) else { return }
+        // A dead letter of Maria's: the retry names her.
+        let outcome = Outcome(taskUUID: tasks["maria"]!.uuid, taskOccurrenceIndex: 0, values: [], effectiveDate: Date())
+        try store.add([.outcome(outcome)])
+        try store.enqueue([OutboxItem(versionUUID: outcome.uuid, entityID: outcome.id, idempotencyKey: "urn:caregate:outcome|\(outcome.id)", payload: [])])
+        try store.markAttempt(outcome.uuid, error: "422", dead: true)
         let enrollment = DeviceEnrollment(store: store)
         let device = try enrollment.redeem(code: try enrollment.issueCode(patientID: "john").code).device
         let access = DashboardAccess(adminToken: "audit-admin-77", secureCookie: false)
@@ -81,17 +86,29 @@ struct AuditRouteTests {
         let csrf = try #require(DashboardBrowser.csrf(in: devices.html))
         _ = try await browser.send("POST", "/ui/devices/revoke", form: [("csrf", csrf), ("device", device.id)])
         _ = try await browser.send("POST", "/ui/devices/revoke", form: [("csrf", csrf), ("device", "no-such\ndevice")])
+        _ = try await browser.send("GET", "/ui/outbox")
+        #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("csrf", csrf), ("version", outcome.uuid.uuidString)]).status == 303)
         let lines = try Self.lines(store, server)
         #expect(Array(lines.dropFirst()) == [
             "operator R dashboard.patient - refused", "operator R dashboard.list john success", "operator R dashboard.list maria success",
             "operator R dashboard.list john success", "operator U device.revoke john success", "operator U device.revoke - refused",
+            "operator R dashboard.list maria success", "operator E dashboard.retry maria success",
         ], "\(lines)")
         let entries = try store.auditEntries(AuditQuery()).map(\.entry)
         #expect(Set(entries.map(\.actor.id)) == [access.fingerprint] && access.fingerprint.count == "admin-".count + 12)
         #expect(!entries.contains { $0.actor.id.contains("audit-admin-77") || ($0.detail ?? "").contains("audit-admin-77") })
         // The device id from the form is kept as one entity, its line break not kept.
-        #expect(entries.last?.entities == ["Device/no-such\u{FFFD}device"])
+        #expect(entries.first { $0.event == AuditEvent.revoke && $0.outcome == .refused }?.entities == ["Device/no-such\u{FFFD}device"])
+        #expect(entries.last?.entities == ["outcome/\(outcome.uuid.uuidString)"])
         #expect(try AuditChain.verify(store).break == nil)
+
+        // A patient's page lists that patient's recent accesses, and none of another patient's.
+        let maria = try await browser.send("GET", "/ui/patients/maria").html
+        #expect(maria.contains("id=\"accesses\"") && maria.contains("dashboard.patient") && maria.contains(access.fingerprint))
+        #expect(!maria.contains("device.revoke") && !maria.contains(device.id), "John's revoke is on Maria's page")
+        let john = try await browser.send("GET", "/ui/patients/john").html
+        #expect(john.contains("device.revoke") && john.contains("revoked"))
+        #expect(!john.contains("the patient&#39;s page") && !john.contains("the patient's page"), "Maria's page view is on John's page")
     }
 }
 }

@@ -1,5 +1,7 @@
 import CareStore
+import FHIR
 import Gateway
+import JSON
 import Foundation
 import GRDB
 import Testing
@@ -94,5 +96,48 @@ struct CommandAuditTests {
         let listed = try await cli.caregate(["audit", "list", "--store", store, "--patient", maria])
         #expect(listed.stdout.contains("caregate report --patient Patient/maria-lopez --from 2026-11-16"), "\(listed.stdout)")
         #expect(try await cli.caregate(["audit", "verify", "--store", store]).stdout.hasPrefix("the audit trail holds: 8 entries"))
+        try await exportedEvents(store)
+    }
+
+    /// `caregate audit export`: valid R4 AuditEvents in BALP's shape, the same ids each time, codes from the R4 code systems.
+    func exportedEvents(_ store: String) async throws {
+        let file = cli.temporaryPath("audit-events.ndjson")
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let exported = try await cli.caregate(["audit", "export", "--format", "ndjson", "--store", store, "-o", file, "--observer", "ward-3"])
+        #expect(exported.status == 0 && exported.stderr.contains("exported 8 AuditEvents"), "\(exported.stderr)")
+        #expect((try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) == 0o600)
+        let lines = String(decoding: try FileBytes.read(file), as: UTF8.self).split(separator: "\n")
+        let events = try lines.map { try FHIRJSONReader().read(String($0)).resource }
+        for event in events { #expect(ResourceValidator().validate(event).isEmpty, "\(ResourceValidator().validate(event))") }
+        let report = try #require(events.first { $0.first("subtype")?.string("code") == "read" && $0.children(named: "subtype").last?.string("code") == "command.report" })
+        #expect(report.string("action") == "R" && report.string("outcome") == "0" && report.first("type.code")?.value == "rest")
+        #expect(report.first("entity.what.reference")?.value == "Patient/maria-lopez" && report.first("entity.role.code")?.value == "1")
+        #expect(report.first("agent.who.identifier.value")?.value == CommandAudit.userName() && report.first("agent.requestor")?.value == "true")
+        #expect(report.first("source.site")?.value == "ward-3")
+        let refused = try #require(events.first { $0.children(named: "subtype").last?.string("code") == "command.devices-revoke" })
+        #expect(refused.string("outcome") == "4" && refused.first("entity") == nil)
+        // Exported again: the same resources, id for id.
+        let again = try await cli.caregate(["audit", "export", "--store", store, "--patient", "Patient/maria-lopez", "--observer", "ward-3"])
+        let ids = try again.stdout.split(separator: "\n").map { try FHIRJSONReader().read(String($0)).resource.string("id") }
+        #expect(ids.count == 6 && Set(ids).isSubset(of: Set(events.map { $0.string("id") })))
+        // Every code from an R4 code system is one that system defines (read from ../shared).
+        let definitions = "../shared/fhir-r4/definitions"
+        guard FileManager.default.fileExists(atPath: definitions) else { return print("SKIPPED AuditEvent codes against the R4 code systems: ../shared is not present") }
+        var defined: [String: Set<String>] = [:]
+        for name in ["audit-event-type", "restful-interaction", "audit-entity-type", "object-role", "audit-source-type", "v3-ParticipationType"] {
+            let system = try JSONValue.parse(try FileBytes.read("\(definitions)/CodeSystem-\(name).json"))
+            func codes(_ concepts: [JSONValue]) -> [String] { concepts.flatMap { [$0["code"]?.stringValue ?? ""] + codes($0["concept"]?.arrayValue ?? []) } }
+            defined[system["url"]?.stringValue ?? name] = Set(codes(system["concept"]?.arrayValue ?? []))
+        }
+        var checked = 0
+        func visit(_ element: Element) {
+            if let system = element.string("system"), let code = element.string("code"), let known = defined[system] {
+                #expect(known.contains(code), "\(system)#\(code)")
+                checked += 1
+            }
+            element.children.forEach(visit)
+        }
+        events.forEach(visit)
+        #expect(checked >= 8 * 5, "\(checked) codes checked")
     }
 }
