@@ -155,6 +155,13 @@ public protocol AuditTrail: Sendable {
     /// The last entry's sequence and hash as the store noted them with each append (kept apart
     /// from the entries): what shows entries cut from the end.
     func auditHead() throws(StoreError) -> (sequence: Int64, hash: String)?
+    /// Where the kept chain starts once a prefix was dropped: the last dropped entry's sequence
+    /// and hash (nil while nothing was dropped).
+    func auditAnchor() throws(StoreError) -> (sequence: Int64, hash: String)?
+    /// Drops the entries up to `sequence` (a prefix of the chain, never a part in its middle),
+    /// keeping that entry's sequence and hash as the anchor the rest is verified from. Returns
+    /// how many were dropped; none when `sequence` is not kept.
+    func dropAuditPrefix(through sequence: Int64) throws(StoreError) -> Int
 }
 
 /// The chain's hashing and its check, one implementation for every backend.
@@ -193,11 +200,12 @@ public enum AuditChain {
         public var description: String { "entry \(sequence): \(reason)" }
     }
 
-    /// Walks the whole chain, a page at a time: the first place where an entry was changed
+    /// Walks the whole kept chain (from the anchor, when a prefix was dropped), a page at a time: the first place where an entry was changed
     /// (its hash), removed (a gap, or the next entry's previous hash) or inserted (a sequence
     /// out of order, a hash that does not follow); nil when it holds. Returns how many entries were checked.
     public static func verify(_ trail: any AuditTrail, page: Int = 5_000) throws(StoreError) -> (checked: Int, break: Break?) {
-        var expected: Int64 = 1, previous = genesis, checked = 0
+        let anchor = try trail.auditAnchor()
+        var expected: Int64 = (anchor?.sequence ?? 0) + 1, previous = anchor?.hash ?? genesis, checked = 0
         while true {
             let rows = try trail.auditChain(from: expected, limit: page)
             for row in rows {

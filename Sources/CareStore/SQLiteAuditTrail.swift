@@ -24,6 +24,7 @@ extension SQLiteCarePlanStore: AuditTrail {
                 );
                 CREATE INDEX audit_entry_patient ON audit_entry(patient_id, sequence);
                 CREATE TABLE audit_head (one INTEGER PRIMARY KEY CHECK (one = 1), sequence INTEGER NOT NULL, hash TEXT NOT NULL);
+                CREATE TABLE audit_anchor (one INTEGER PRIMARY KEY CHECK (one = 1), sequence INTEGER NOT NULL, hash TEXT NOT NULL);
                 """)
         }
     }
@@ -69,6 +70,21 @@ extension SQLiteCarePlanStore: AuditTrail {
 
     public func auditHead() throws(StoreError) -> (sequence: Int64, hash: String)? {
         try readDatabase { db in try Row.fetchOne(db, sql: "SELECT sequence, hash FROM audit_head").map { ($0[0] as Int64, $0[1] as String) } }
+    }
+
+    public func auditAnchor() throws(StoreError) -> (sequence: Int64, hash: String)? {
+        try readDatabase { db in try Row.fetchOne(db, sql: "SELECT sequence, hash FROM audit_anchor").map { ($0[0] as Int64, $0[1] as String) } }
+    }
+
+    public func dropAuditPrefix(through sequence: Int64) throws(StoreError) -> Int {
+        try writeDatabase { db in
+            guard let hash = try String.fetchOne(db, sql: "SELECT hash FROM audit_entry WHERE sequence = ?", arguments: [sequence]) else { return 0 }
+            try db.execute(sql: "DELETE FROM audit_entry WHERE sequence <= ?", arguments: [sequence])
+            let dropped = db.changesCount
+            try db.execute(sql: "INSERT INTO audit_anchor (one, sequence, hash) VALUES (1, ?, ?) ON CONFLICT (one) DO UPDATE SET sequence = excluded.sequence, hash = excluded.hash",
+                           arguments: [sequence, hash])
+            return dropped
+        }
     }
 
     static func auditEntry(_ row: Row) throws -> ChainedAuditEntry {

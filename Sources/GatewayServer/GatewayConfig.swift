@@ -61,6 +61,14 @@ public struct GatewayConfig: Sendable {
     public var tls: (certificate: String, key: String)?
     /// Where the dashboard's admin token is kept; nil serves no dashboard.
     public var adminToken: SecretSource?
+    /// How long the audit trail is kept, and where older entries are archived (`audit:`); nil keeps every entry.
+    ///
+    /// ```yaml
+    /// audit:
+    ///   keep-days: 400          # entries older than this leave the store, a prefix of the chain at a time
+    ///   archive: audit-archive  # as FHIR AuditEvents (NDJSON), written before they are dropped
+    /// ```
+    public var auditRetention: (keepDays: Int, archive: String)?
 
     public init() {}
 
@@ -178,6 +186,7 @@ public struct GatewayConfig: Sendable {
         storePasswordFile = storePasswordFile.map(absolute)
         tls = tls.map { (absolute($0.certificate), absolute($0.key)) }
         if case .file(let file) = adminToken { adminToken = .file(absolute(file)) }
+        auditRetention = auditRetention.map { ($0.keepDays, absolute($0.archive)) }
         guard var ehr else { return }
         ehr.mappings = ehr.mappings.map(absolute)
         ehr.questionnaires = ehr.questionnaires.map(absolute)
@@ -223,7 +232,7 @@ struct ConfigReader {
 
     mutating func read(_ tree: YAMLTree, into config: inout GatewayConfig) {
         for (key, keyAt, value) in members(tree, expected: ["listen", "allow-plain-http", "store", "store-password-file", "store-connections",
-                                                               "limits", "ehr", "tls", "dashboard"]) {
+                                                               "limits", "ehr", "tls", "dashboard", "audit"]) {
             switch key {
             case "listen":
                 for (key, _, value) in members(value, expected: ["host", "port", "trusted-proxies"]) {
@@ -256,6 +265,14 @@ struct ConfigReader {
                 }
             case "ehr":
                 config.ehr = readEHR(value, at: keyAt)
+            case "audit":
+                var days: Int?, archive: String?
+                for (key, _, value) in members(value, expected: ["keep-days", "archive"]) {
+                    if key == "keep-days" { days = number(value, in: 1...36_500) } else { archive = text(value) }
+                }
+                if let days, let archive { config.auditRetention = (days, archive) } else {
+                    error(keyAt, "audit: needs keep-days and archive (the folder older entries are written to before they leave the store)")
+                }
             case "dashboard":
                 dashboardLocation = keyAt
                 let ways = members(value, expected: ["admin-token-file", "admin-token-env"])

@@ -44,6 +44,8 @@ public struct GatewayServer: Sendable {
     /// Every access to a patient's data, noted as it happens and written to the store's trail
     /// once a second (`AuditFlush`).
     public let audit: AuditRecorder
+    /// How long the trail is kept; nil keeps every entry. Pruned when the server starts and hourly.
+    public var auditRetention: AuditRetention?
     public var limits: Limits
     /// The EHR, when the gateway pushes and refreshes on its own; nil serves devices only.
     public let ehr: EHRLink?
@@ -159,9 +161,10 @@ public struct GatewayServer: Sendable {
     /// The workers to run beside the HTTP server: the devices' sync times, and with an EHR the
     /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
-        guard let ehr else { return [syncTimes, AuditFlush(recorder: audit, logger: logger)] }
+        let flush = AuditFlush(recorder: audit, retention: auditRetention, logger: logger)
+        guard let ehr else { return [syncTimes, flush] }
         var workers: [any Service] = [
-            syncTimes, AuditFlush(recorder: audit, logger: logger), OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, audit: audit, logger: logger),
+            syncTimes, flush, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, audit: audit, logger: logger),
             PatientRefreshWorker(link: ehr, activity: activity, audit: audit, logID: PatientLogID(), logger: logger),
         ]
         if let signals = store as? any StoreSignals { workers.append(OutcomeSignalListener(signals: signals, activity: activity)) }
@@ -295,8 +298,22 @@ struct OutcomeSignalListener: Service {
 /// the next, its entries kept.
 struct AuditFlush: Service {
     let recorder: AuditRecorder
+    let retention: AuditRetention?
     let logger: Logger
     var interval: Duration = .seconds(1)
+    /// How often the trail is pruned (`retention`).
+    var pruneEvery = 3_600
+
+    /// Archives and drops the entries past the retention; a failure is logged and tried again at the next prune.
+    func prune() async {
+        guard let retention else { return }
+        do {
+            let pruned = try await Blocking.run { try retention.prune() }
+            if pruned.dropped > 0 { logger.info("audit entries archived and dropped", metadata: ["dropped": "\(pruned.dropped)", "file": "\(pruned.file ?? "")"]) }
+        } catch {
+            logger.error("the audit trail could not be pruned; every entry is kept", metadata: ["error": "\(error)"])
+        }
+    }
 
     func write() async {
         do { _ = try await Blocking.run { [recorder] in try recorder.flush() } } catch {
@@ -305,9 +322,13 @@ struct AuditFlush: Service {
     }
 
     func run() async throws {
+        await prune()
+        var ticks = 0
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
             await write()
+            ticks += 1
+            if ticks % pruneEvery == 0 { await prune() }
         }
         await write()
     }

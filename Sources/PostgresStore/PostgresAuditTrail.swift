@@ -60,6 +60,29 @@ extension PostgresCarePlanStore: AuditTrail {
         }
     }
 
+    public func auditAnchor() throws(StoreError) -> (sequence: Int64, hash: String)? {
+        try session { session in
+            try session.query("SELECT sequence, hash FROM audit_anchor").first.map { row in
+                let (sequence, hash) = try row.decode((Int64, String).self)
+                return (sequence, hash)
+            }
+        }
+    }
+
+    public func dropAuditPrefix(through sequence: Int64) throws(StoreError) -> Int {
+        try transaction { session in
+            // Under the append lock: the anchor and the chain's start move together.
+            try session.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.auditLockKey))")
+            guard let hash = try session.query("SELECT hash FROM audit_entry WHERE sequence = \(sequence)").first.map({ try $0.decode(String.self) }) else { return 0 }
+            let dropped = try session.query("DELETE FROM audit_entry WHERE sequence <= \(sequence) RETURNING sequence").count
+            try session.run("""
+                INSERT INTO audit_anchor (one, sequence, hash) VALUES (1, \(sequence), \(hash))
+                ON CONFLICT (one) DO UPDATE SET sequence = excluded.sequence, hash = excluded.hash
+                """)
+            return dropped
+        }
+    }
+
     static let auditColumns = "sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash"
 
     static func auditEntry(_ row: PostgresRow) throws -> ChainedAuditEntry {

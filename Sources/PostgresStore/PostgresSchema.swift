@@ -175,7 +175,8 @@ public enum PostgresSchema {
                 hash text NOT NULL
             );
             CREATE INDEX audit_entry_patient ON audit_entry (patient_id, sequence);
-            CREATE TABLE audit_head (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL)
+            CREATE TABLE audit_head (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL);
+            CREATE TABLE audit_anchor (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL)
             """),
     ]
 

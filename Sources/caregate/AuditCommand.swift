@@ -18,8 +18,9 @@ struct AuditCommand: ParsableCommand {
               caregate audit list --actor device-7f3a --json
               caregate audit verify
               caregate audit export --format ndjson -o audit.ndjson
+              caregate audit prune --keep-days 400 --archive /var/lib/caregate/audit
             """,
-        subcommands: [AuditList.self, AuditVerify.self, AuditExport.self],
+        subcommands: [AuditList.self, AuditVerify.self, AuditExport.self, AuditPrune.self],
         defaultSubcommand: AuditList.self)
 }
 
@@ -166,5 +167,41 @@ struct AuditExport: ParsableCommand {
             throw CommandError.store(error)
         }
         if let output { StandardError.print("exported \(written) AuditEvents to \(output)") }
+    }
+}
+
+struct AuditPrune: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Archive the entries older than --keep-days as AuditEvents, then drop them from the store (a prefix of the chain).",
+        discussion: "The rest of the chain still verifies, from the last dropped entry's hash. `caregate serve` does the same hourly with audit: in gateway.yaml.")
+
+    @OptionGroup var options: StoreOptions
+
+    @Option(name: .customLong("keep-days"), help: "Keep entries younger than this many days.")
+    var keepDays: Int
+
+    @Option(help: "The folder the dropped entries are written to first (owner-only NDJSON).", completion: .directory)
+    var archive: String
+
+    @Option(help: "The gateway named as the events' observer (this host's name by default).")
+    var observer = ProcessInfo.processInfo.hostName
+
+    func validate() throws {
+        guard keepDays >= 1 else { throw ValidationError("--keep-days must be at least 1") }
+    }
+
+    func run() throws {
+        let store = try options.open()
+        let pruned: AuditRetention.Pruned
+        do { pruned = try AuditRetention(trail: store, keepDays: keepDays, archive: archive, observer: observer).prune() } catch let error as StoreError {
+            throw CommandError.store(error)
+        } catch let error as FHIRFormatError {
+            throw CommandError.fhir(error)
+        } catch {
+            throw CommandError.message("cannot archive into \(archive): \(error); nothing was dropped")
+        }
+        guard let file = pruned.file else { return print("no entries older than \(keepDays) days") }
+        print("archived and dropped \(pruned.dropped) entries: \(file)")
     }
 }

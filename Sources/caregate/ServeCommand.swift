@@ -53,7 +53,10 @@ struct ServeCommand: AsyncParsableCommand {
             DashboardAccess(adminToken: $0, secureCookie: loaded.tls != nil || loaded.allowPlainHTTP)
         }
         if let instance = Environment.value("CAREGATE_INSTANCE") { GatewayMetrics.name(instance: instance) }
-        let server = GatewayServer(store: store, limits: loaded.limits, ehr: link, dashboard: dashboard)
+        var server = GatewayServer(store: store, limits: loaded.limits, ehr: link, dashboard: dashboard)
+        server.auditRetention = loaded.auditRetention.map {
+            AuditRetention(trail: store, keepDays: $0.keepDays, archive: $0.archive, observer: GatewayMetrics.instance)
+        }
         LoggingSystem.bootstrap { JSONLogHandler(label: $0) }
         let logger = Logger(label: "caregate")
         let host = loaded.host

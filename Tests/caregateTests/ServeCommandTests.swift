@@ -1,4 +1,7 @@
+import CareStore
+import FHIR
 import FHIRClient
+import Gateway
 import Foundation
 import Mapping
 import JSON
@@ -227,11 +230,18 @@ struct ServeCommandTests {
         #expect(check.status == 0 && check.stderr.contains("fine (listen 0.0.0.0:8443"), "\(check.stderr)")
     }
 
-    @Test("serve answers /healthz on the port it prints, and SIGTERM stops it with exit status 0")
+    @Test("serve answers /healthz on the port it prints, archives and drops audit entries past audit.keep-days as it starts, and SIGTERM stops it with exit status 0")
     func serveAndStop() async throws {
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
-        try "listen:\n  port: 0\nstore: care.sqlite\n".write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        try "audit:\n  keep-days: 30\n".write(to: dir.appendingPathComponent("noarchive.yaml"), atomically: true, encoding: .utf8)
+        let noArchive = try await cli.caregate(["serve", "--config", "noarchive.yaml", "--check-config"], directory: dir)
+        #expect(noArchive.status == 1 && noArchive.stderr.hasPrefix("noarchive.yaml:1:1: error: audit: needs keep-days and archive"), "\(noArchive.stderr)")
+        let old = AuditEntry(recorded: Date().addingTimeInterval(-90 * 86_400), actor: .osUser, action: .read, event: "command.report",
+                             patientID: "Patient/maria-lopez", outcome: .success)
+        try SQLiteCarePlanStore(path: dir.appendingPathComponent("care.sqlite").path).record([old])
+        try "listen:\n  port: 0\nstore: care.sqlite\naudit:\n  keep-days: 30\n  archive: audit-archive\n"
+            .write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLineTests.binary)
         process.arguments = ["serve", "--config", "gateway.yaml"]
@@ -260,6 +270,10 @@ struct ServeCommandTests {
         #expect(process.terminationReason == .exit && process.terminationStatus == 0)
         let rest = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         #expect(rest.contains("caregate serve: stopped"), "\(rest)")
+        let archived = String(decoding: try FileBytes.read(dir.appendingPathComponent("audit-archive/audit-events-from-1.ndjson").path), as: UTF8.self)
+        #expect(archived.split(separator: "\n").count == 1 && archived.contains("\"reference\":\"Patient/maria-lopez\""), "\(archived)")
+        let store = try SQLiteCarePlanStore(path: dir.appendingPathComponent("care.sqlite").path)
+        #expect(try store.auditEntries(AuditQuery()).isEmpty && store.auditAnchor()?.sequence == 1)
     }
 }
 
