@@ -14,7 +14,7 @@ struct AuditCommand: ParsableCommand {
             inserted after the fact breaks the chain where it happened.
 
             Examples:
-              caregate audit list --patient Patient/maria-lopez --since 2026-11-01T00:00:00Z
+              caregate audit list --patient Patient/maria-lopez --since 2026-11-01
               caregate audit list --actor device-7f3a --json
               caregate audit verify
               caregate audit export --format ndjson -o audit.ndjson
@@ -32,7 +32,7 @@ struct AuditFilter: ParsableArguments {
     @Option(help: "Only entries by this actor (a device id, an operator fingerprint, an OS user, an EHR base URL).")
     var actor: String?
 
-    @Option(help: "Only entries at or after this instant (2026-11-01T00:00:00Z).")
+    @Option(help: "Only entries at or after this instant (2026-11-01T00:00:00Z), or date in UTC.")
     var since: String?
 
     @Option(help: "Only entries before this instant.")
@@ -40,7 +40,7 @@ struct AuditFilter: ParsableArguments {
 
     func validate() throws {
         for (name, value) in [("--since", since), ("--until", until)] where value.flatMap(AuditList.instant) == nil && value != nil {
-            throw ValidationError("\(name) must be an instant with a time zone (2026-11-01T00:00:00Z)")
+            throw ValidationError("\(name) must be an instant with a time zone (2026-11-01T00:00:00Z) or a date in UTC (2026-11-01)")
         }
     }
 
@@ -76,7 +76,13 @@ struct AuditList: ParsableCommand {
         if entries.isEmpty && !json { StandardError.print("no audit entries match") }
     }
 
-    static func instant(_ text: String) -> Date? { ISO8601DateFormatter().date(from: text) }
+    /// An instant with its zone, or a date alone (its midnight in UTC).
+    static func instant(_ text: String) -> Date? {
+        if let instant = ISO8601DateFormatter().date(from: text) { return instant }
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        return text.count == 10 ? day.date(from: text) : nil
+    }
 
     /// `#12 2026-11-28T18:00:00Z device device-7f3a R carekit.pull Patient/maria-lopez from 203.0.113.9: success (41 versions)`
     static func text(_ row: ChainedAuditEntry) -> String {

@@ -40,6 +40,9 @@ struct AuditCommandTests {
         let late = try await cli.caregate(["audit", "list", "--store", path, "--since", "2026-11-22T00:27:00Z", "--json"])
         let objects = try late.stdout.split(separator: "\n").map { try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]) }
         #expect(objects.map { $0["sequence"] as? Int } == [2, 3] && objects.first?["patient"] as? String == "Patient/sam-rivera")
+        // A date alone is its midnight in UTC.
+        #expect(try await cli.caregate(["audit", "list", "--store", path, "--since", "2026-11-22", "--json"]).stdout.split(separator: "\n").count == 3)
+        #expect(try await cli.caregate(["audit", "list", "--store", path, "--until", "2026-11-22", "--json"]).stdout.isEmpty)
         let bad = try await cli.caregate(["audit", "list", "--store", path, "--since", "yesterday"])
         #expect(bad.status != 0 && bad.stderr.contains("--since must be an instant"))
     }
