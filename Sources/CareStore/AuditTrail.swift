@@ -146,8 +146,10 @@ public struct AuditQuery: Sendable, Hashable {
 /// Where entries are kept, append-only and in one chain (both backends: one global order, each
 /// append chained to the last under the store's write lock).
 public protocol AuditTrail: Sendable {
-    /// Appends entries, in order, each chained to the one before.
-    func record(_ entries: [AuditEntry]) throws(StoreError)
+    /// Appends entries, in order, each chained to the one before; with `queueing`, puts each
+    /// chained entry's item in the outbox in the same transaction (an entry is queued for the
+    /// EHR exactly when it is kept).
+    func record(_ entries: [AuditEntry], queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)?) throws(StoreError)
     /// The entries a query matches, in chain order (the last `query.limit`).
     func auditEntries(_ query: AuditQuery) throws(StoreError) -> [ChainedAuditEntry]
     /// The chain from `sequence` on, at most `limit` entries: what `AuditChain.verify` walks.
@@ -162,6 +164,11 @@ public protocol AuditTrail: Sendable {
     /// keeping that entry's sequence and hash as the anchor the rest is verified from. Returns
     /// how many were dropped; none when `sequence` is not kept.
     func dropAuditPrefix(through sequence: Int64) throws(StoreError) -> Int
+}
+
+extension AuditTrail {
+    /// Appends entries, in order, each chained to the one before.
+    public func record(_ entries: [AuditEntry]) throws(StoreError) { try record(entries, queueing: nil) }
 }
 
 /// The chain's hashing and its check, one implementation for every backend.

@@ -4,6 +4,11 @@ import GRDB
 /// One entry of the push outbox: an entity version to deliver once, with the key that makes its
 /// delivery idempotent on the receiving side, and the payload to send (opaque to the store).
 public struct OutboxItem: Sendable, Hashable {
+    /// The key prefix of audit entries queued for the EHR. An export cannot make them again, so
+    /// a retry of a dead letter queues them again instead of taking them out.
+    public static let auditKeyPrefix = "urn:caregate:audit|"
+    /// The SQL assignments that put a dead letter back in the queue as if new (both backends' columns).
+    public static let requeue = "state = 'queued', attempts = 0, last_error = NULL, finished_at = NULL, claimed_by = NULL, lease_until = NULL"
     /// Where the item is in its delivery.
     public enum State: String, Sendable {
         /// Waiting to be sent (again).
@@ -132,18 +137,21 @@ extension SQLiteCarePlanStore: Outbox {
     /// Queues items whose versions are not queued yet; returns how many were new.
     @discardableResult
     public func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int {
-        try writeDatabase { db in
-            let statement = try db.cachedStatement(sql: """
-                INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at) VALUES (?, ?, ?, ?, ?)
-                """)
-            var added = 0
-            let now = Date().timeIntervalSinceReferenceDate
-            for item in items {
-                try statement.execute(arguments: [item.versionUUID, item.entityID, item.idempotencyKey, Data(item.payload), now])
-                added += db.changesCount
-            }
-            return added
+        try writeDatabase { db in try Self.enqueue(items, in: db) }
+    }
+
+    /// Queues items within a write already open (the audit trail queues its entries with their append).
+    static func enqueue(_ items: [OutboxItem], in db: Database) throws -> Int {
+        let statement = try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at) VALUES (?, ?, ?, ?, ?)
+            """)
+        var added = 0
+        let now = Date().timeIntervalSinceReferenceDate
+        for item in items {
+            try statement.execute(arguments: [item.versionUUID, item.entityID, item.idempotencyKey, Data(item.payload), now])
+            added += db.changesCount
         }
+        return added
     }
 
     /// Takes the dead letters out of the outbox, so that the next enqueue exports their outcome
@@ -152,8 +160,10 @@ extension SQLiteCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
         try writeDatabase { db in
+            try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND idempotency_key LIKE ?", arguments: [OutboxItem.auditKeyPrefix + "%"])
+            let requeued = db.changesCount
             try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed'")
-            return db.changesCount
+            return requeued + db.changesCount
         }
     }
 
@@ -162,6 +172,9 @@ extension SQLiteCarePlanStore: Outbox {
         try writeDatabase { db in
             var gone = 0
             for version in versions {
+                try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND version_uuid = ? AND idempotency_key LIKE ?",
+                               arguments: [version, OutboxItem.auditKeyPrefix + "%"])
+                gone += db.changesCount
                 try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ?", arguments: [version])
                 gone += db.changesCount
             }

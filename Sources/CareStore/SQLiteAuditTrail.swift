@@ -29,7 +29,7 @@ extension SQLiteCarePlanStore: AuditTrail {
         }
     }
 
-    public func record(_ entries: [AuditEntry]) throws(StoreError) {
+    public func record(_ entries: [AuditEntry], queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)?) throws(StoreError) {
         guard !entries.isEmpty else { return }
         try writeDatabase { db in
             let head = try Row.fetchOne(db, sql: "SELECT sequence, hash FROM audit_head").map { (sequence: $0[0] as Int64, hash: $0[1] as String) }
@@ -42,6 +42,7 @@ extension SQLiteCarePlanStore: AuditTrail {
                     """, arguments: [row.sequence, e.recorded.timeIntervalSinceReferenceDate, e.actor.kind.rawValue, e.actor.id, e.action.rawValue, e.event,
                                      e.patientID, AuditRows.entities(e.entities), e.source, e.outcome.rawValue, e.detail, row.previousHash, row.hash])
             }
+            if let queueing { try Self.enqueue(chained.map(queueing), in: db) }
             let last = chained[chained.count - 1]
             try db.execute(sql: "INSERT INTO audit_head (one, sequence, hash) VALUES (1, ?, ?) ON CONFLICT (one) DO UPDATE SET sequence = excluded.sequence, hash = excluded.hash",
                            arguments: [last.sequence, last.hash])

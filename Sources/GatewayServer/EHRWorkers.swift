@@ -157,7 +157,8 @@ struct OutboxPushWorker: Service {
             let report = try await push.run()
             audit.note(contentsOf: report.auditEntries(actor: .worker(push.client.base), source: push.worker))
             let metrics = GatewayMetrics.shared
-            metrics.ehrPushed.increment(by: Int64(report.pushed.count))
+            // Outcomes (and survey responses), not the AuditEvents of `ehr.audit`.
+            metrics.ehrPushed.increment(by: Int64(report.pushed.filter { !$0.identifier.hasPrefix(OutboxItem.auditKeyPrefix) }.count))
             metrics.ehrDeadLetters.increment(by: Int64(report.failed.count))
             if report.pushed.isEmpty && report.failed.isEmpty && report.deferred.isEmpty {
                 _ = try await push.client.capabilities()  // nothing to send: still learn whether the EHR answers

@@ -87,6 +87,7 @@ public struct GatewayConfig: Sendable {
     ///   push-lease-seconds: 600              # a dead instance's claimed outcomes go back to the queue after this
     ///   refresh-seconds: 900
     ///   refresh-lease-seconds: 600           # a dead instance's claimed patient is refreshed by another after this
+    ///   audit: true                          # the audit trail's entries go to the EHR as AuditEvents, through the outbox
     ///   notify:
     ///     endpoint: https://gateway.example.org/fhir/notify   # as the EHR reaches it
     ///     token-file: secrets/notify.token
@@ -112,6 +113,8 @@ public struct GatewayConfig: Sendable {
         public var notifyToken: SecretSource?
         /// Plain HTTP to an EHR that is not on this machine (`allow-plain-http: true`): refused otherwise.
         public var allowPlainHTTP = false
+        /// The audit trail's entries are pushed to the EHR as AuditEvents, exactly once, like outcomes (`audit: true`).
+        public var audit = false
 
         public init(base: String) {
             connection = FHIRServerConnection(base: base)
@@ -293,7 +296,7 @@ struct ConfigReader {
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
                           "mappings", "questionnaires", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
-                          "allow-plain-http"]
+                          "allow-plain-http", "audit"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
     mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
@@ -331,6 +334,7 @@ struct ConfigReader {
             case "batch-size": if let n = number(value, in: 1...1_000) { ehr.batchSize = n }
             case "max-response-size": if let n = number(value, in: 1_024...(1 << 31)) { ehr.connection.maximumResponseSize = n }
             case "allow-plain-http": if let flag = boolean(value) { ehr.allowPlainHTTP = flag }
+            case "audit": if let flag = boolean(value) { ehr.audit = flag }
             default:
                 for (key, _, value) in members(value, expected: ["endpoint", "token-file", "token-env"]) {
                     ehrLocations["notify." + key] = value.location

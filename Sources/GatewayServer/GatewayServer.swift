@@ -42,8 +42,8 @@ public struct GatewayServer: Sendable {
     public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger & RefreshSchedule & AuditTrail
     public let store: Store
     /// Every access to a patient's data, noted as it happens and written to the store's trail
-    /// once a second (`AuditFlush`).
-    public let audit: AuditRecorder
+    /// once a second (`AuditFlush`). Replace it before `application` to queue entries for the EHR.
+    public var audit: AuditRecorder
     /// How long the trail is kept; nil keeps every entry. Pruned when the server starts and hourly.
     public var auditRetention: AuditRetention?
     public var limits: Limits

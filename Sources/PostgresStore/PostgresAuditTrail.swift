@@ -6,7 +6,7 @@ import PostgresNIO
 /// transaction-scoped advisory lock, reads the last append (`audit_head`) and chains on it, so
 /// instances appending at once take turns and the chain has one order.
 extension PostgresCarePlanStore: AuditTrail {
-    public func record(_ entries: [AuditEntry]) throws(StoreError) {
+    public func record(_ entries: [AuditEntry], queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)?) throws(StoreError) {
         guard !entries.isEmpty else { return }
         try transaction { session in
             try session.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.auditLockKey))")
@@ -23,6 +23,7 @@ extension PostgresCarePlanStore: AuditTrail {
                             \(AuditRows.entities(e.entities)), \(e.source), \(e.outcome.rawValue), \(e.detail), \(row.previousHash), \(row.hash))
                     """)
             }
+            if let queueing { _ = try Self.enqueue(chained.map(queueing), in: session) }
             let last = chained[chained.count - 1]
             try session.run("""
                 INSERT INTO audit_head (one, sequence, hash) VALUES (1, \(last.sequence), \(last.hash))

@@ -23,28 +23,39 @@ extension PostgresCarePlanStore: Outbox {
 
     @discardableResult
     public func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int {
+        try transaction { session in try Self.enqueue(items, in: session) }
+    }
+
+    /// Queues items within a transaction already open (the audit trail queues its entries with their append).
+    static func enqueue(_ items: [OutboxItem], in session: PostgresSession) throws -> Int {
         let now = Date().storeSeconds
-        return try transaction { session in
-            var added = 0
-            for item in items {
-                added += try session.run("""
-                    INSERT INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at)
-                    VALUES (\(item.versionUUID), \(item.entityID), \(item.idempotencyKey), \(ByteBuffer(bytes: item.payload)), \(now))
-                    ON CONFLICT (version_uuid) DO NOTHING
-                    """)
-            }
-            return added
+        var added = 0
+        for item in items {
+            added += try session.run("""
+                INSERT INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at)
+                VALUES (\(item.versionUUID), \(item.entityID), \(item.idempotencyKey), \(ByteBuffer(bytes: item.payload)), \(now))
+                ON CONFLICT (version_uuid) DO NOTHING
+                """)
         }
+        return added
     }
 
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
-        try session { try $0.run("DELETE FROM push_outbox WHERE state = 'failed'") }
+        try transaction { session in
+            try session.run("UPDATE push_outbox SET \(unescaped: OutboxItem.requeue) WHERE state = 'failed' AND idempotency_key LIKE \(OutboxItem.auditKeyPrefix + "%")")
+                + session.run("DELETE FROM push_outbox WHERE state = 'failed'")
+        }
     }
 
     @discardableResult
     public func forgetFailed(versions: [UUID]) throws(StoreError) -> Int {
-        try session { try $0.run("DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ANY(\(versions))") }
+        try transaction { session in
+            try session.run("""
+                UPDATE push_outbox SET \(unescaped: OutboxItem.requeue)
+                WHERE state = 'failed' AND version_uuid = ANY(\(versions)) AND idempotency_key LIKE \(OutboxItem.auditKeyPrefix + "%")
+                """) + session.run("DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ANY(\(versions))")
+        }
     }
 
     public func outboxEntities() throws(StoreError) -> [UUID: String] {

@@ -54,6 +54,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         if let instance = Environment.value("CAREGATE_INSTANCE") { GatewayMetrics.name(instance: instance) }
         var server = GatewayServer(store: store, limits: loaded.limits, ehr: link, dashboard: dashboard)
+        if loaded.ehr?.audit == true {
+            server.audit = AuditRecorder(trail: store, queueing: AuditEventResource(observer: GatewayMetrics.instance).outboxItem)
+        }
         server.auditRetention = loaded.auditRetention.map {
             AuditRetention(trail: store, keepDays: $0.keepDays, archive: $0.archive, observer: GatewayMetrics.instance)
         }

@@ -70,5 +70,25 @@ struct AuditTrailTests {
         #expect(try AuditChain.verify(store) == (32, nil))
         #expect(try store.auditHead()?.sequence == 32)
     }
-}
 
+    @Test("entries queued for the EHR go into the outbox with their append; a dead AuditEvent retried is queued again, not forgotten", arguments: Backend.allCases)
+    func queuedForTheEHR(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let queueing: @Sendable (ChainedAuditEntry) -> OutboxItem = { row in
+            OutboxItem(versionUUID: UUID(), entityID: "audit-\(row.sequence)", idempotencyKey: OutboxItem.auditKeyPrefix + row.hash, payload: Array(row.hash.utf8))
+        }
+        try store.record([Self.entry(1), Self.entry(2)], queueing: queueing)
+        let queued = try store.outbox(state: .queued, limit: 10)
+        #expect(queued.map(\.entityID) == ["audit-1", "audit-2"])
+        let outcome = OutboxItem(versionUUID: UUID(), entityID: "outcome-1", idempotencyKey: "urn:caregate:outcome|outcome-1", payload: [])
+        try store.enqueue([outcome])
+        for item in queued + [outcome] { try store.markAttempt(item.versionUUID, error: "422", dead: true) }
+        // Retried one by one (the dashboard) and all at once (push --retry-failed).
+        #expect(try store.forgetFailed(versions: [queued[0].versionUUID]) == 1)
+        #expect(try store.outbox(state: .queued, limit: 10).map(\.entityID) == ["audit-1"])
+        #expect(try store.forgetFailed() == 2)
+        let again = try store.outbox(state: .queued, limit: 10)
+        #expect(Set(again.map(\.entityID)) == ["audit-1", "audit-2"] && again.allSatisfy { $0.attempts == 0 && $0.lastError == nil })
+        #expect(try store.outboxCounts().failed == 0 && !store.outboxEntities().values.contains("outcome-1"))
+    }
+}

@@ -97,7 +97,7 @@ extension GatewayServerSuites {
 
         func observations(_ client: FHIRRESTClient, store: Backend.Store) async throws -> [String: Int] {
             var found: [String: Int] = [:]
-            for item in try store.outbox(state: .pushed) + store.outbox(state: .queued) {
+            for item in try store.outbox(state: .pushed) + store.outbox(state: .queued) where !item.idempotencyKey.hasPrefix(OutboxItem.auditKeyPrefix) {
                 found[item.idempotencyKey] = try await client.search("Observation", [("identifier", item.idempotencyKey)]).count
             }
             return found
@@ -124,7 +124,7 @@ extension GatewayServerSuites {
             #expect(try store.importRuns(limit: 10).first?.counts["create"] == seeded.counts[.create])
             _ = try await link.refresh.refresh(maria, since: nil)
             #expect(try store.importRuns(limit: 10).count == 1)
-            let server = try await RunningServer(store: store, ehr: link)
+            let server = try await RunningServer(store: store, ehr: link, auditToEHR: true)
             let before = try await server.metrics()
             #expect(try await eventually { try await server.send("GET", "/readyz").status == 200 }, "the EHR never counted as reached")
 
@@ -195,6 +195,18 @@ extension GatewayServerSuites {
             #expect(trail.first { $0.event == AuditEvent.ehrPush }?.entities.count == 2)
             #expect(trail.first { $0.event == AuditEvent.ehrPush }?.actor.id == ehr.base)
             #expect(try AuditChain.verify(store).break == nil)
+
+            // ehr.audit: the entries went to the EHR as AuditEvents through the outbox, each once, at its own id.
+            let sent = try store.outbox(state: .pushed, limit: 10_000).filter { $0.idempotencyKey.hasPrefix(OutboxItem.auditKeyPrefix) }
+            #expect(sent.count >= 5, "\(sent.count) AuditEvents pushed")
+            for item in sent {
+                let id = String(item.idempotencyKey.dropFirst(OutboxItem.auditKeyPrefix.count))
+                #expect(try await client.read("AuditEvent", id).string("id") == id)
+            }
+            let events = try await client.search("AuditEvent", [("_count", "1000")])
+            #expect(events.count == sent.count, "\(events.count) AuditEvents on the EHR for \(sent.count) sent")
+            // Entries queued by the last flush wait for the next start; none is lost.
+            #expect(try store.outbox(state: .queued, limit: 10_000).count + sent.count == trail.count)
         }
 
         /// Whether `steps` holds `wanted` in order (other entries between them).

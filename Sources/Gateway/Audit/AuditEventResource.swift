@@ -34,6 +34,22 @@ public struct AuditEventResource: Sendable {
     /// however often it is exported or sent (a push is `PUT AuditEvent/<id>`).
     public static func id(of row: ChainedAuditEntry) -> String { "caregate-" + row.hash.prefix(40) }
 
+    /// The entry as an outbox item for the EHR (`ehr.audit`): keyed by its AuditEvent's id, under
+    /// a version UUID made from its hash, so it is queued once and sent as `PUT AuditEvent/<id>`.
+    public func outboxItem(_ row: ChainedAuditEntry) -> OutboxItem {
+        let id = Self.id(of: row)
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for (i, pair) in zip(0..<16, stride(from: 0, to: 32, by: 2)) {
+            let start = row.hash.utf8.index(row.hash.utf8.startIndex, offsetBy: pair)
+            bytes[i] = UInt8(String(row.hash.utf8[start..<row.hash.utf8.index(start, offsetBy: 2)])!, radix: 16) ?? 0
+        }
+        bytes[6] = (bytes[6] & 0x0F) | 0x80  // a custom (version 8) UUID
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                               bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return OutboxItem(versionUUID: uuid, entityID: "audit-\(row.sequence)", idempotencyKey: OutboxItem.auditKeyPrefix + id, payload: json(row).bytes())
+    }
+
     /// The AuditEvent of one kept entry.
     public func json(_ row: ChainedAuditEntry) -> JSONValue {
         let entry = row.entry

@@ -15,13 +15,16 @@ import Foundation
 public final class AuditRecorder: Sendable {
     /// Where the entries go.
     public let trail: any AuditTrail
+    /// With `ehr.audit`: each entry's outbox item, queued in the append's transaction.
+    public let queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)?
     private let pending = Locked<[AuditEntry]>([])
     /// Held while a batch is written, so batches reach the chain in the order they were noted.
     private let writing = Locked<Int>(0)
 
-    /// A recorder appending to `trail`.
-    public init(trail: any AuditTrail) {
+    /// A recorder appending to `trail` (and queueing each entry for the EHR with `queueing`).
+    public init(trail: any AuditTrail, queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)? = nil) {
         self.trail = trail
+        self.queueing = queueing
     }
 
     /// Notes one access, to be written with the next batch.
@@ -45,7 +48,7 @@ public final class AuditRecorder: Sendable {
         try writing.withLock { (written: inout Int) throws(StoreError) -> Int in
             let batch = pending.withLock { pending in defer { pending = [] }; return pending }
             guard !batch.isEmpty else { return 0 }
-            do throws(StoreError) { try trail.record(batch) } catch {
+            do throws(StoreError) { try trail.record(batch, queueing: queueing) } catch {
                 pending.withLock { $0.insert(contentsOf: batch, at: 0) }
                 throw error
             }

@@ -4,10 +4,12 @@ import Foundation
 extension PushReport {
     /// What a push run leaves in the audit trail: per patient, one entry for the outcomes sent
     /// (created on the EHR) and one for those refused or deferred, naming each by identifier.
-    /// An item whose payload names no patient is entered without one.
+    /// An item whose payload names no patient is entered without one. AuditEvents sent
+    /// (`ehr.audit`) are no patient's data and leave no entry (each would be sent in turn).
     public func auditEntries(actor: AuditEntry.Actor, source: String?, at date: Date = Date()) -> [AuditEntry] {
         var entries: [AuditEntry] = []
-        func add(_ items: [String], _ outcome: AuditEntry.Outcome, _ detail: (Int) -> String) {
+        func add(_ all: [String], _ outcome: AuditEntry.Outcome, _ detail: (Int) -> String) {
+            let items = all.filter { !$0.hasPrefix(OutboxItem.auditKeyPrefix) }
             let byPatient = Dictionary(grouping: items) { patients[$0] }
             for patient in byPatient.keys.sorted(by: { ($0 ?? "") < ($1 ?? "") }) {
                 let identifiers = byPatient[patient]!

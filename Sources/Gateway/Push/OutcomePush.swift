@@ -152,6 +152,18 @@ public struct OutcomePush: Sendable {
                     report.failed.append((item.idempotencyKey, why))
                     continue
                 }
+                if observation.resourceType == "AuditEvent" {
+                    // Sent at its own id (from its entry's hash), so a resend writes the same resource.
+                    guard capabilities.resources["AuditEvent"]?.updateCreate == true else {
+                        let why = "the EHR does not take AuditEvents at the gateway's ids (PUT AuditEvent/<id>, update as create): turn ehr.audit off or enable it on the EHR"
+                        try outbox.markAttempt(item.versionUUID, error: why, dead: true)
+                        report.failed.append((item.idempotencyKey, why))
+                        continue
+                    }
+                    strategies["AuditEvent"] = Strategy(conditionalCreate: false, conditionalUpdate: false, batch: false, updateCreate: true, searchable: false)
+                    ready.append((item, observation))
+                    continue
+                }
                 for type in Self.types(in: observation) where strategies[type] == nil {
                     strategies[type] = try Strategy(capabilities, type: type, inTransaction: observation.resourceType == "Bundle")
                 }
@@ -181,11 +193,13 @@ public struct OutcomePush: Sendable {
     /// one; a survey's transaction always goes on its own.
     func send(_ ready: [(item: OutboxItem, observation: Element)], strategies: [String: Strategy], done: Int, total: Int,
               failuresInARow: inout Int, report: inout PushReport) async throws {
-        let transactions = ready.filter { $0.observation.resourceType == "Bundle" }
-        if !transactions.isEmpty {
-            try await sendEach(transactions, strategies: strategies, done: done, total: total, failuresInARow: &failuresInARow, report: &report)
-            let rest = ready.filter { $0.observation.resourceType != "Bundle" }
-            try await send(rest, strategies: strategies.filter { $0.key != "Bundle" }, done: done + transactions.count, total: total,
+        // A survey's transaction, and an AuditEvent (written at its id), each go on their own.
+        let alone: Set<String> = ["Bundle", "AuditEvent"]
+        let separate = ready.filter { alone.contains($0.observation.resourceType ?? "") }
+        if !separate.isEmpty {
+            try await sendEach(separate, strategies: strategies, done: done, total: total, failuresInARow: &failuresInARow, report: &report)
+            let rest = ready.filter { !alone.contains($0.observation.resourceType ?? "") }
+            try await send(rest, strategies: strategies.filter { !alone.contains($0.key) }, done: done + separate.count, total: total,
                            failuresInARow: &failuresInARow, report: &report)
             return
         }
@@ -310,6 +324,12 @@ public struct OutcomePush: Sendable {
     /// Sends one resource; returns where the server keeps it.
     func deliver(_ observation: Element, key: String, strategy: Strategy) async throws(FHIRClientError) -> String? {
         let type = observation.resourceType ?? "Observation"
+        if type == "AuditEvent" {
+            let id = String(key.dropFirst(OutboxItem.auditKeyPrefix.count))
+            var event = observation
+            event.children.insert(Element(name: "id", type: "id", value: id), at: 0)
+            return try await client.update(event, at: "AuditEvent/\(id)").location ?? "AuditEvent/\(id)"
+        }
         if type == "Bundle" {
             // Every entry is conditional: a transaction resent after a lost answer creates nothing twice.
             return FHIRRESTClient.entryOutcomes(try await client.transaction(observation)).first?.location
