@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JSON
 
 /// One access to one patient's data (or an attempt at it): who, when, from where, what they did
 /// and how it ended. The store keeps entries append-only, each chained to the one before by
@@ -179,11 +180,20 @@ public enum AuditChain {
     /// An entry's hash: SHA-256 over its sequence, every field (each length-prefixed, so no two
     /// entries write the same text) and the previous hash, in lower-case hex.
     public static func hash(sequence: Int64, _ entry: AuditEntry, previous: String) -> String {
-        let fields = [String(sequence), String(entry.recorded.timeIntervalSinceReferenceDate.bitPattern, radix: 16), entry.actor.kind.rawValue, entry.actor.id,
+        // Built as bytes and hexed by table: the server hashes every access of the last second at once.
+        var text: [UInt8] = []
+        text.reserveCapacity(256 + (entry.detail?.utf8.count ?? 0))
+        func add(_ field: String) {
+            text.append(contentsOf: String(field.utf8.count).utf8)
+            text.append(UInt8(ascii: ":"))
+            text.append(contentsOf: field.utf8)
+        }
+        for field in [String(sequence), String(entry.recorded.timeIntervalSinceReferenceDate.bitPattern, radix: 16), entry.actor.kind.rawValue, entry.actor.id,
                       entry.action.rawValue, entry.event, entry.patientID ?? "\u{0}", entry.entities.joined(separator: "\u{1F}"), entry.source ?? "\u{0}",
-                      entry.outcome.rawValue, entry.detail ?? "\u{0}", previous]
-        let text = fields.map { "\($0.utf8.count):\($0)" }.joined()
-        return SHA256.hash(data: Array(text.utf8)).map { String(format: "%02x", $0) }.joined()
+                      entry.outcome.rawValue, entry.detail ?? "\u{0}", previous] {
+            add(field)
+        }
+        return TextEncoding.hexadecimal(SHA256.hash(data: text))
     }
 
     /// The entries after `last` chained on: sequences and hashes.

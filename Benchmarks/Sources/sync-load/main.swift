@@ -16,6 +16,7 @@
 //       [--store postgres://user@host:port/db --store-password-file FILE]   (an empty PostgreSQL database instead of SQLite)
 //       [--serve path/to/caregate [--instances N]]   (N `caregate serve` processes over the store, devices spread over them)
 //       [--database-pid PID]   (PostgreSQL's postmaster: its backends' CPU per request too)
+//       [--audit off]   (in this process only: the audit trail's entries noted and not kept, to weigh what keeping them costs)
 import CareStore
 import PostgresStore
 import FHIRClient
@@ -122,7 +123,9 @@ if let binary = option("--serve") {
     }
 } else {
     let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-    let app = try GatewayServer(store: store, limits: limits).application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
+    var server = GatewayServer(store: store, limits: limits)
+    if option("--audit") == "off" { server.audit = AuditRecorder(trail: UnkeptTrail()) }
+    let app = try server.application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
     let running = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
     group = running
     serverTask = Task { try await running.run() }
@@ -372,3 +375,15 @@ for process in served {
 await group?.triggerGracefulShutdown()
 try await serverTask?.value
 try? FileManager.default.removeItem(at: folder)
+
+
+/// A trail that keeps nothing: `--audit off`, the gateway as it was before it kept a trail
+/// (each access is still noted in memory, and the notes are dropped once a second).
+struct UnkeptTrail: AuditTrail {
+    func record(_ entries: [AuditEntry], queueing: (@Sendable (ChainedAuditEntry) -> OutboxItem)?) throws(StoreError) {}
+    func auditEntries(_ query: AuditQuery) throws(StoreError) -> [ChainedAuditEntry] { [] }
+    func auditChain(from sequence: Int64, limit: Int) throws(StoreError) -> [ChainedAuditEntry] { [] }
+    func auditHead() throws(StoreError) -> (sequence: Int64, hash: String)? { nil }
+    func auditAnchor() throws(StoreError) -> (sequence: Int64, hash: String)? { nil }
+    func dropAuditPrefix(through sequence: Int64) throws(StoreError) -> Int { 0 }
+}
