@@ -194,7 +194,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PostgresStoreTests",
-            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "PostgresStore", "CareStore", "JSON"]
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "PostgresStore", "CareStore", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "MappingTests",

@@ -39,11 +39,13 @@ struct NotificationRoutes: Sendable {
         let body: [UInt8]
         switch await RequestBody.bytes(request, limit: server.limits.notifyBody) {
         case .success(let bytes): body = bytes
-        case .failure(let refusal): return refusal.response
+        case .failure(let refusal):
+            refused(context, "a body over the limit", by: expectedSender)
+            return refusal.response
         }
         let notification: RestHookNotification
         do { notification = try RestHookNotification.read(body) } catch {
-            refused(context, "a body that is not a notification")
+            refused(context, "a body that is not a notification", by: expectedSender)
             return JSONBody.error(.badRequest, error.description)
         }
         GatewayMetrics.shared.notifications.increment()
@@ -62,7 +64,7 @@ struct NotificationRoutes: Sendable {
     /// Notes the notification against each patient it names (`Patient/<the EHR's id>`), or once
     /// without a patient when it names none.
     func audit(_ notification: RestHookNotification, _ context: GatewayRequestContext) {
-        let actor = AuditEntry.Actor(kind: .ehr, id: server.ehr?.refresh.client.base ?? "(no EHR)"), now = Date()
+        let actor = AuditEntry.Actor(kind: .ehr, id: expectedSender), now = Date()
         let named: [String?] = notification.patients.isEmpty ? [nil] : notification.patients.sorted().map { "Patient/\($0)" }
         let detail = notification.kind == .status ? "a status notification" : notification.unattributed ? "names changes of no one patient: every patient refreshed" : "refresh requested"
         server.audit.note(contentsOf: named.map {
@@ -71,9 +73,12 @@ struct NotificationRoutes: Sendable {
         })
     }
 
-    /// Notes a notification refused before it named anyone.
-    func refused(_ context: GatewayRequestContext, _ why: String) {
-        server.audit.note(AuditEntry(recorded: Date(), actor: .init(kind: .ehr, id: "(not authenticated)"), action: .execute, event: AuditEvent.notification,
+    /// The EHR, as a notification that carried its token is entered.
+    var expectedSender: String { server.ehr?.refresh.client.base ?? "(no EHR)" }
+
+    /// Notes a notification refused before it named anyone (by a caller without the token, unless `by` says who).
+    func refused(_ context: GatewayRequestContext, _ why: String, by sender: String = "(not authenticated)") {
+        server.audit.note(AuditEntry(recorded: Date(), actor: .init(kind: .ehr, id: sender), action: .execute, event: AuditEvent.notification,
                                      patientID: nil, source: context.client, outcome: .refused, detail: why))
     }
 

@@ -17,16 +17,6 @@ struct AuditTrailTests {
                    source: "203.0.113.\(n)", outcome: n == 4 ? .refused : .success, detail: n == 5 ? "12 versions" : nil)
     }
 
-    /// Runs SQL on the store's own database behind its back, as someone with the file or the role would.
-    static func tamper(_ store: Backend.Store, _ sql: String) throws {
-        if let sqlite = store as? SQLiteCarePlanStore {
-            try DatabaseQueue(path: sqlite.path).write { try $0.execute(sql: sql) }
-        } else {
-            let postgres = try #require(store as? PostgresCarePlanStore)
-            try postgres.database.withSession { _ = try $0.query(PostgresQuery(unsafeSQL: sql)) }
-        }
-    }
-
     @Test("entries come back as recorded, in order, by patient, actor and time; the chain verifies", arguments: Backend.allCases)
     func recordAndRead(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
@@ -56,7 +46,7 @@ struct AuditTrailTests {
         for (sql, sequence, says) in cases {
             guard let store = try backend.freshStore() else { return }
             try store.record((1...6).map { Self.entry($0) })
-            for statement in sql.components(separatedBy: "; ") { try Self.tamper(store, statement) }
+            for statement in sql.components(separatedBy: "; ") { try Backend.tamper(store, statement) }
             let (_, found) = try AuditChain.verify(store)
             #expect(found?.sequence == sequence && found?.description.contains(says) == true, "\(sql): \(String(describing: found))")
         }

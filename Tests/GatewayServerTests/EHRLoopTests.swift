@@ -248,6 +248,12 @@ extension GatewayServerSuites {
             let ready = try await server.send("GET", "/readyz")
             #expect(ready.status == 503 && ready.body?["error"]?["message"]?.stringValue?.contains("the EHR has not answered") == true, "\(String(describing: ready.body))")
             try await server.stop()
+            // Each notification, refused or taken, left one entry; the taken one names the patient it names.
+            let trail = try store.auditEntries(AuditQuery()).map(\.entry).filter { $0.event == AuditEvent.notification }
+            #expect(trail.map { "\($0.actor.id) \($0.patientID ?? "-") \($0.outcome)" } == [
+                "(not authenticated) - refused", "(not authenticated) - refused", "http://127.0.0.1:9/fhir - refused", "http://127.0.0.1:9/fhir - refused",
+                "http://127.0.0.1:9/fhir - success", "http://127.0.0.1:9/fhir Patient/maria success",
+            ], "\(trail)")
         }
     }
 }

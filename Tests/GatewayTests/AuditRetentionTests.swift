@@ -19,15 +19,6 @@ struct AuditRetentionTests {
                    patientID: patient, source: "203.0.113.7", outcome: .success, detail: "\(daysAgo) days ago")
     }
 
-    static func tamper(_ store: Backend.Store, _ sql: String) throws {
-        if let sqlite = store as? SQLiteCarePlanStore {
-            try DatabaseQueue(path: sqlite.path).write { try $0.execute(sql: sql) }
-        } else {
-            let postgres = try #require(store as? PostgresCarePlanStore)
-            try postgres.database.withSession { _ = try $0.query(PostgresQuery(unsafeSQL: sql)) }
-        }
-    }
-
     @Test("entries past keep-days that open the chain are archived, then dropped; a newer entry stops the prefix; the rest verifies", arguments: Backend.allCases)
     func prune(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
@@ -57,7 +48,7 @@ struct AuditRetentionTests {
         #expect(later.dropped == 4 && later.file == "\(archive)/audit-events-from-4.ndjson")
         #expect(try AuditChain.verify(store) == (1, nil))
         // Tampering after a prune is still found: the kept entry changed, or the anchor moved.
-        try Self.tamper(store, "UPDATE audit_entry SET detail = 'nothing' WHERE sequence = 8")
+        try Backend.tamper(store, "UPDATE audit_entry SET detail = 'nothing' WHERE sequence = 8")
         #expect(try AuditChain.verify(store).break?.sequence == 8)
     }
 

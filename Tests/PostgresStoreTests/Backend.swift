@@ -1,5 +1,6 @@
 import CareStore
 import Foundation
+import GRDB
 import PostgresNIO
 import PostgresStore
 import Testing
@@ -34,6 +35,16 @@ enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
         if let sqlite = store as? SQLiteCarePlanStore { return try SQLiteCarePlanStore(path: sqlite.path) }
         let postgres = try #require(store as? PostgresCarePlanStore)
         return try PostgresCarePlanStore(postgres.database.location, password: TestPostgres.cluster?.password)
+    }
+
+    /// Runs SQL on the store's own database behind its back, as someone with the file or the role would.
+    static func tamper(_ store: Store, _ sql: String) throws {
+        if let sqlite = store as? SQLiteCarePlanStore {
+            try DatabaseQueue(path: sqlite.path).write { try $0.execute(sql: sql) }
+        } else {
+            let postgres = try #require(store as? PostgresCarePlanStore)
+            try postgres.database.withSession { _ = try $0.query(PostgresQuery(unsafeSQL: sql)) }
+        }
     }
 
     /// Every byte the store keeps (a SQLite file and its log; every PostgreSQL table's rows as

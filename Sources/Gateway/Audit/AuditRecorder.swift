@@ -89,6 +89,7 @@ public enum AuditEvent {
     public static func command(_ name: String) -> String { "command.\(name)" }
 }
 
+/// The actors the gateway names, made one way everywhere.
 extension AuditEntry.Actor {
     /// A patient's device, by its id.
     public static func device(_ id: String) -> Self { .init(kind: .device, id: id) }
@@ -145,6 +146,7 @@ public enum AuditPages {
     }
 }
 
+/// A query applied to entries already read (an export walks the chain and filters).
 extension AuditQuery {
     /// Whether `entry` is one this query asks for (its limit aside).
     public func matches(_ entry: AuditEntry) -> Bool {

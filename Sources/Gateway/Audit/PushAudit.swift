@@ -1,6 +1,7 @@
 import CareStore
 import Foundation
 
+/// What a push run leaves in the audit trail.
 extension PushReport {
     /// What a push run leaves in the audit trail: per patient, one entry for the outcomes sent
     /// (created on the EHR) and one for those refused or deferred, naming each by identifier.
