@@ -55,7 +55,9 @@ struct CareKitSyncRoutes: Sendable {
         let body: JSONValue
         switch await RequestBody.json(request, limit: server.limits.enrollBody) {
         case .success(let value): body = value
-        case .failure(let refusal): return refusal.response
+        case .failure(let refusal):
+            server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused, detail: "a body the gateway does not take"))
+            return refusal.response
         }
         guard let code = body["code"]?.stringValue, code.count <= 64 else {
             server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused, detail: "no code in the body"))

@@ -156,6 +156,8 @@ struct PushCommand: AsyncParsableCommand {
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
             bar.finish()
+            // What the run sent before it failed is in the outbox; the trail notes the failed run.
+            try? store.record([CommandAudit(command: "push").entry(.create, patientID: nil, outcome: .failed, detail: "\(error)")])
             throw CommandError.message("\(error)")
         }
         bar.finish()

@@ -24,10 +24,11 @@ struct AuditRouteTests {
         defer { Task { try? await server.stop() } }
         let code = try DeviceEnrollment(store: store).issueCode(patientID: "maria").code
 
+        #expect(try await server.send("POST", "/carekit/v1/enroll", json: "not json").status == 400)
         #expect(try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "WRONG-CODE1"}"#).status == 401)
         let enrolled = try await server.send("POST", "/carekit/v1/enroll", json: #"{"code": "\#(code)"}"#)
         let token = try #require(enrolled.body?["token"]?.stringValue), deviceID = try #require(enrolled.body?["deviceID"]?.stringValue)
-        #expect(try Self.lines(store, server) == ["device C carekit.enroll - refused", "device C carekit.enroll maria success"])
+        #expect(try Self.lines(store, server) == ["device C carekit.enroll - refused", "device C carekit.enroll - refused", "device C carekit.enroll maria success"])
 
         var copy = DeviceCopy()
         try await copy.pull(from: server, token: token)
@@ -48,7 +49,7 @@ struct AuditRouteTests {
         #expect(try await server.send("GET", "/carekit/v1/questionnaires?url=http://example.org/Questionnaire/phq-9", token: token).status == 404)
 
         let lines = try Self.lines(store, server)
-        #expect(Array(lines.dropFirst(2)) == [
+        #expect(Array(lines.dropFirst(3)) == [
             "device R carekit.pull maria success", "device R carekit.pull - refused", "device R carekit.pull - refused",
             "device U carekit.push maria refused", "device U carekit.push maria success", "device R carekit.questionnaire maria refused",
         ], "\(lines)")

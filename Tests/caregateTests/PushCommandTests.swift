@@ -27,6 +27,9 @@ struct PushCommandTests {
         #expect(down.stdout.contains("deferred") || down.stderr.contains("error"))
         let after = try await cli.caregate(["status", "--store", path])
         #expect(after.stdout.hasPrefix("outbox: 1 queued, 0 pushed, 0 failed\n"))
+        // The failed run is in the audit trail, by the OS user, after the import's entry.
+        let trail = try SQLiteCarePlanStore(path: path).auditEntries(AuditQuery()).map(\.entry)
+        #expect(trail.map { "\($0.actor.kind) \($0.event) \($0.outcome)" } == ["command command.import success", "command command.push failed"], "\(trail)")
     }
 }
 
