@@ -108,7 +108,7 @@ struct DevicesTry: AsyncParsableCommand {
             For trying a gateway or a deployment without an iPhone. With --code it enrolls first \
             (and keeps the token in --token-file, owner-only); with --token-file alone it uses \
             that token. It pulls the patient's versions into a store in memory, records an outcome \
-            for each event of the last --days days that has none (missing every --skip-th, as \
+            for each event of the last --days days that has none (missing every --skip-th of each task, as \
             patients do), and pushes them through POST /carekit/v1/revisions. A task's values \
             come from --value for its group, else its target values, else `true`. Survey tasks \
             (those naming a Questionnaire) are left to the app.

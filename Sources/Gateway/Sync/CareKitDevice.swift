@@ -142,12 +142,17 @@ public struct RecordedValues: Sendable {
         }
     }
 
-    /// Outcomes for the events without one, skipping every `skip`th (a patient misses some).
-    /// Survey tasks are left alone: their answers are a form's (a `true` would be refused as not
-    /// answering it, and wait in the dead letters).
+    /// Outcomes for the events without one, skipping every `skip`th of each task (a patient
+    /// misses some; counted per task, so which are missed does not hang on where the window
+    /// starts, and a weekly task's one event in a week is kept). Survey tasks are left alone:
+    /// their answers are a form's (a `true` would be refused as not answering it, and wait in
+    /// the dead letters).
     public func outcomes(for events: [TaskEvent], skip: Int, calendar: Calendar) -> [Outcome] {
         let first = events.map(\.scheduleEvent.start).min() ?? Date()
-        return events.enumerated().compactMap { i, event in
+        var seen: [UUID: Int] = [:]
+        return events.compactMap { event in
+            let i = seen[event.task.uuid, default: 0]
+            seen[event.task.uuid] = i + 1
             guard event.outcome == nil, skip < 1 || i % skip != skip - 1, !Self.isSurvey(event.task) else { return nil }
             let day = calendar.dateComponents([.day], from: calendar.startOfDay(for: first), to: event.scheduleEvent.start).day ?? 0
             var outcome = Outcome(taskUUID: event.task.uuid, taskOccurrenceIndex: event.occurrence, values: values(for: event, day: day),
