@@ -133,14 +133,63 @@ public struct AuditQuery: Sendable, Hashable {
     public var until: Date?
     /// At most this many, newest last.
     public var limit: Int
+    /// Only entries after this sequence, and then the first `limit` of them (a page, oldest
+    /// first) rather than the last: how `AuditPages` walks a query.
+    public var after: Int64?
 
     /// Entries matching every given field.
-    public init(patientID: String? = nil, actorID: String? = nil, since: Date? = nil, until: Date? = nil, limit: Int = 10_000) {
+    public init(patientID: String? = nil, actorID: String? = nil, since: Date? = nil, until: Date? = nil, limit: Int = 10_000, after: Int64? = nil) {
         self.patientID = patientID
         self.actorID = actorID
         self.since = since
         self.until = until
         self.limit = limit
+        self.after = after
+    }
+}
+
+/// The trail read oldest first, a page at a time, so a walk over every entry (`verify`, a
+/// prune, an export) holds one page in memory: the whole chain, or the entries a query matches
+/// (read by the store's index, not filtered here).
+///
+/// ```swift
+/// var pages = AuditPages(store, matching: AuditQuery(patientID: "Patient/maria-lopez"))
+/// while let row = try pages.next() { print(row.sequence, row.entry.event) }
+/// ```
+public struct AuditPages {
+    let trail: any AuditTrail
+    let query: AuditQuery?
+    let size: Int
+    var after: Int64
+    var page: [ChainedAuditEntry] = []
+    var index = 0
+    var exhausted = false
+
+    /// The entries after sequence `after` that `query` matches (every kept entry without one),
+    /// read `size` at a time. The query's own `after` and `limit` are not used.
+    public init(_ trail: any AuditTrail, matching query: AuditQuery? = nil, after: Int64 = 0, size: Int = 1_000) {
+        self.trail = trail
+        self.query = query
+        self.after = after
+        self.size = max(size, 1)
+    }
+
+    /// The next entry, reading the next page when this one is done; nil at the end.
+    public mutating func next() throws(StoreError) -> ChainedAuditEntry? {
+        if index == page.count {
+            guard !exhausted else { return nil }
+            if var query {
+                (query.after, query.limit) = (after, size)
+                page = try trail.auditEntries(query)
+            } else {
+                page = try trail.auditChain(from: after + 1, limit: size)
+            }
+            (index, exhausted) = (0, page.count < size)
+            guard let last = page.last else { return nil }
+            after = last.sequence
+        }
+        defer { index += 1 }
+        return page[index]
     }
 }
 
@@ -223,23 +272,20 @@ public enum AuditChain {
     public static func verify(_ trail: any AuditTrail, page: Int = 5_000) throws(StoreError) -> (checked: Int, break: Break?) {
         let anchor = try trail.auditAnchor()
         var expected: Int64 = (anchor?.sequence ?? 0) + 1, previous = anchor?.hash ?? genesis, checked = 0
-        while true {
-            let rows = try trail.auditChain(from: expected, limit: page)
-            for row in rows {
-                guard row.sequence == expected else {
-                    return (checked, Break(sequence: row.sequence, reason: "expected entry \(expected) here: \(row.sequence < expected ? "an entry inserted" : "entries removed before it")"))
-                }
-                guard row.previousHash == previous else {
-                    return (checked, Break(sequence: row.sequence, reason: "its previous hash is not the hash of the entry before it (an entry before it was changed, removed or inserted)"))
-                }
-                guard hash(sequence: row.sequence, row.entry, previous: row.previousHash) == row.hash else {
-                    return (checked, Break(sequence: row.sequence, reason: "its fields do not give its hash (the entry was changed)"))
-                }
-                previous = row.hash
-                expected += 1
-                checked += 1
+        var rows = AuditPages(trail, after: expected - 1, size: page)
+        while let row = try rows.next() {
+            guard row.sequence == expected else {
+                return (checked, Break(sequence: row.sequence, reason: "expected entry \(expected) here: \(row.sequence < expected ? "an entry inserted" : "entries removed before it")"))
             }
-            if rows.count < page { break }
+            guard row.previousHash == previous else {
+                return (checked, Break(sequence: row.sequence, reason: "its previous hash is not the hash of the entry before it (an entry before it was changed, removed or inserted)"))
+            }
+            guard hash(sequence: row.sequence, row.entry, previous: row.previousHash) == row.hash else {
+                return (checked, Break(sequence: row.sequence, reason: "its fields do not give its hash (the entry was changed)"))
+            }
+            previous = row.hash
+            expected += 1
+            checked += 1
         }
         let head = try trail.auditHead()
         if (head?.sequence ?? 0) != expected - 1 || (head?.hash ?? genesis) != previous {

@@ -44,6 +44,8 @@ public protocol DeviceRegistry: Sendable {
     func device(tokenHash: String, since: KnowledgeVector) throws(StoreError) -> (device: Device, upToDate: PatientVersions?)?
     /// Devices, of one patient or all, in enrollment order.
     func devices(patientID: String?) throws(StoreError) -> [Device]
+    /// The device with this public id (what an operator names), revoked or not.
+    func device(id: String) throws(StoreError) -> Device?
     /// Revokes a device; false when there is no such device.
     func revokeDevice(id: String, at date: Date) throws(StoreError) -> Bool
     /// Writes devices' last sync times, in one transaction.
@@ -92,6 +94,10 @@ extension SQLiteCarePlanStore: DeviceRegistry {
 
     public func device(tokenHash: String) throws(StoreError) -> Device? {
         try readDatabase { db in try Self.device(tokenHash: tokenHash, db: db) }
+    }
+
+    public func device(id: String) throws(StoreError) -> Device? {
+        try readDatabase { db in try Row.fetchOne(db, sql: "SELECT * FROM device WHERE id = ?", arguments: [id]).map(Self.device) }
     }
 
     /// The device holding a token, read on `db`. Every sync call asks this: the statement is kept prepared.

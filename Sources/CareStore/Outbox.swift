@@ -4,8 +4,7 @@ import GRDB
 /// One entry of the push outbox: an entity version to deliver once, with the key that makes its
 /// delivery idempotent on the receiving side, and the payload to send (opaque to the store).
 public struct OutboxItem: Sendable, Hashable {
-    /// The key prefix of audit entries queued for the EHR. An export cannot make them again, so
-    /// a retry of a dead letter queues them again instead of taking them out.
+    /// The key prefix of audit entries queued for the EHR (`urn:caregate:audit|<AuditEvent id>`).
     public static let auditKeyPrefix = "urn:caregate:audit|"
     /// The SQL assignments that put a dead letter back in the queue as if new (both backends' columns).
     public static let requeue = "state = 'queued', attempts = 0, last_error = NULL, finished_at = NULL, claimed_by = NULL, lease_until = NULL"
@@ -39,6 +38,9 @@ public struct OutboxItem: Sendable, Hashable {
     public var queuedAt: Date?
     /// When it was delivered or given up; nil while queued.
     public var finishedAt: Date?
+    /// The payload is the only copy: no export can make the item again (an AuditEvent of
+    /// `ehr.audit`), so a retry of its dead letter queues it again instead of taking it out.
+    public var soleCopy = false
 
     /// A new item, queued.
     public init(versionUUID: UUID, entityID: String, idempotencyKey: String, payload: [UInt8]) {
@@ -143,12 +145,12 @@ extension SQLiteCarePlanStore: Outbox {
     /// Queues items within a write already open (the audit trail queues its entries with their append).
     static func enqueue(_ items: [OutboxItem], in db: Database) throws -> Int {
         let statement = try db.cachedStatement(sql: """
-            INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at) VALUES (?, ?, ?, ?, ?)
+            INSERT OR IGNORE INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at, sole_copy) VALUES (?, ?, ?, ?, ?, ?)
             """)
         var added = 0
         let now = Date().timeIntervalSinceReferenceDate
         for item in items {
-            try statement.execute(arguments: [item.versionUUID, item.entityID, item.idempotencyKey, Data(item.payload), now])
+            try statement.execute(arguments: [item.versionUUID, item.entityID, item.idempotencyKey, Data(item.payload), now, item.soleCopy])
             added += db.changesCount
         }
         return added
@@ -160,7 +162,7 @@ extension SQLiteCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
         try writeDatabase { db in
-            try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND idempotency_key LIKE ?", arguments: [OutboxItem.auditKeyPrefix + "%"])
+            try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND sole_copy")
             let requeued = db.changesCount
             try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed'")
             return requeued + db.changesCount
@@ -172,8 +174,7 @@ extension SQLiteCarePlanStore: Outbox {
         try writeDatabase { db in
             var gone = 0
             for version in versions {
-                try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND version_uuid = ? AND idempotency_key LIKE ?",
-                               arguments: [version, OutboxItem.auditKeyPrefix + "%"])
+                try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND version_uuid = ? AND sole_copy", arguments: [version])
                 gone += db.changesCount
                 try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ?", arguments: [version])
                 gone += db.changesCount
@@ -265,6 +266,7 @@ extension SQLiteCarePlanStore: Outbox {
         item.remoteLocation = row["remote_location"]
         item.queuedAt = date("queued_at")
         item.finishedAt = date("finished_at")
+        item.soleCopy = row["sole_copy"]
         return item
     }
 

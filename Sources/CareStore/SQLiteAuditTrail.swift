@@ -34,12 +34,14 @@ extension SQLiteCarePlanStore: AuditTrail {
         try writeDatabase { db in
             let head = try Row.fetchOne(db, sql: "SELECT sequence, hash FROM audit_head").map { (sequence: $0[0] as Int64, hash: $0[1] as String) }
             let chained = AuditChain.chained(entries, after: head)
+            // Compiled once and kept: the server appends every quarter second.
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO audit_entry (sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
             for row in chained {
                 let e = row.entry
-                try db.execute(sql: """
-                    INSERT INTO audit_entry (sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [row.sequence, e.recorded.timeIntervalSinceReferenceDate, e.actor.kind.rawValue, e.actor.id, e.action.rawValue, e.event,
+                try insert.execute(arguments: [row.sequence, e.recorded.timeIntervalSinceReferenceDate, e.actor.kind.rawValue, e.actor.id, e.action.rawValue, e.event,
                                      e.patientID, AuditRows.entities(e.entities), e.source, e.outcome.rawValue, e.detail, row.previousHash, row.hash])
             }
             if let queueing { try Self.enqueue(chained.map(queueing), in: db) }
@@ -56,10 +58,13 @@ extension SQLiteCarePlanStore: AuditTrail {
             if let actor = query.actorID { conditions.append("actor_id = ?"); arguments += [actor] }
             if let since = query.since { conditions.append("recorded >= ?"); arguments += [since.timeIntervalSinceReferenceDate] }
             if let until = query.until { conditions.append("recorded < ?"); arguments += [until.timeIntervalSinceReferenceDate] }
+            if let after = query.after { conditions.append("sequence > ?"); arguments += [after] }
             arguments += [query.limit]
             let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
-            let rows = try Row.fetchAll(db, sql: "SELECT * FROM audit_entry \(filter) ORDER BY sequence DESC LIMIT ?", arguments: arguments)
-            return try rows.reversed().map(Self.auditEntry)
+            // A page after a sequence reads forwards; otherwise the last `limit`, newest last.
+            let order = query.after == nil ? "DESC" : "ASC"
+            let rows = try Row.fetchAll(db, sql: "SELECT * FROM audit_entry \(filter) ORDER BY sequence \(order) LIMIT ?", arguments: arguments).map(Self.auditEntry)
+            return query.after == nil ? rows.reversed() : rows
         }
     }
 

@@ -210,6 +210,13 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         registerRefreshSchedule(&migrator)
         registerQuestionnaires(&migrator)
         registerAuditTrail(&migrator)
+        // An item whose payload is its only copy is queued again by a retry, not taken out.
+        migrator.registerMigration("v13-outbox-sole-copy") { db in
+            try db.execute(sql: """
+                ALTER TABLE push_outbox ADD COLUMN sole_copy BOOLEAN NOT NULL DEFAULT 0;
+                UPDATE push_outbox SET sole_copy = 1 WHERE idempotency_key LIKE 'urn:caregate:audit|%';
+                """)
+        }
         return migrator
     }
 

@@ -82,7 +82,14 @@ struct CareKitSyncRoutes: Sendable {
     func perToken(_ request: Request, _ context: GatewayRequestContext, event: String,
                   _ handler: (Request, String) async throws -> Response) async throws -> Response {
         guard let token = Self.bearerToken(request) else { return refusedToken(context, event: event) }
-        return try await server.perDevice.run(token, what: "device") { try await handler(request, token) }
+        guard server.perDevice.enter(token) else {
+            // Refused before the token is checked: the entry names no device and no patient.
+            server.audit.note(entry(context, actor: .device("(token not checked)"), Self.action(of: event), event, patientID: nil, .refused,
+                                    detail: "too many calls in flight on one token (at most \(server.perDevice.limit))"))
+            return server.perDevice.refusal(what: "device")
+        }
+        defer { server.perDevice.leave(token) }
+        return try await handler(request, token)
     }
 
     // MARK: Audit
@@ -102,10 +109,13 @@ struct CareKitSyncRoutes: Sendable {
 
     /// A sync call without a valid token: noted (no patient is known) and answered 401.
     func refusedToken(_ context: GatewayRequestContext, event: String) -> Response {
-        server.audit.note(entry(context, actor: .device("(no valid token)"), event == AuditEvent.push ? .update : .read, event, patientID: nil, .refused,
+        server.audit.note(entry(context, actor: .device("(no valid token)"), Self.action(of: event), event, patientID: nil, .refused,
                                 detail: "no valid device token"))
         return Self.unauthorized
     }
+
+    /// What a sync call does: a push updates, the rest read.
+    static func action(of event: String) -> AuditEntry.Action { event == AuditEvent.push ? .update : .read }
 
     /// What a pull asks for, read from its query.
     struct PullQuery: Sendable {

@@ -244,7 +244,7 @@ struct DashboardRoutes: Sendable {
         guard let device = form["device"], !device.isEmpty else { return Self.html(.badRequest, Self.message("The form names no device.")) }
         let store = server.store
         let patient = try await Blocking.run { () throws -> String? in
-            let patient = try store.devices(patientID: nil).first { $0.id == device }?.patientID
+            let patient = try store.device(id: device)?.patientID
             return try store.revokeDevice(id: device, at: Date()) ? patient : nil
         }
         audit(context, .update, AuditEvent.revoke, patients: patient.map { [$0] } ?? [], entities: ["Device/\(device)"],

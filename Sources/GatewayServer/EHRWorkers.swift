@@ -155,11 +155,7 @@ struct OutboxPushWorker: Service {
     func drain() async -> Bool {
         do {
             let report = try await push.run()
-            audit.note(contentsOf: report.auditEntries(actor: .worker(push.client.base), source: push.worker))
-            let metrics = GatewayMetrics.shared
-            // Outcomes (and survey responses), not the AuditEvents of `ehr.audit`.
-            metrics.ehrPushed.increment(by: Int64(report.pushed.filter { !$0.identifier.hasPrefix(OutboxItem.auditKeyPrefix) }.count))
-            metrics.ehrDeadLetters.increment(by: Int64(report.failed.count))
+            settle(report)
             if report.pushed.isEmpty && report.failed.isEmpty && report.deferred.isEmpty {
                 _ = try await push.client.capabilities()  // nothing to send: still learn whether the EHR answers
             }
@@ -174,10 +170,21 @@ struct OutboxPushWorker: Service {
             activity.reached()
             return true
         } catch {
-            activity.failed("\(error)")
-            logger.warning("push failed; outcomes stay queued", metadata: ["error": "\((error as? FHIRClientError)?.kind ?? "\(error)")"])
+            // A run stopped partway still sent what it sent: that is entered and counted.
+            if let stopped = error as? PushInterrupted { settle(stopped.report) }
+            let cause = (error as? PushInterrupted)?.cause ?? error
+            activity.failed("\(cause)")
+            logger.warning("push failed; outcomes stay queued", metadata: ["error": "\((cause as? FHIRClientError)?.kind ?? "\(cause)")"])
             return false
         }
+    }
+
+    /// Enters what a run sent or settled in the audit trail, and counts it.
+    func settle(_ report: PushReport) {
+        audit.note(contentsOf: report.auditEntries(actor: .worker(push.client.base), source: push.worker))
+        // Outcomes (and survey responses), not the AuditEvents of `ehr.audit`.
+        GatewayMetrics.shared.ehrPushed.increment(by: Int64(report.pushedOutcomes.count))
+        GatewayMetrics.shared.ehrDeadLetters.increment(by: Int64(report.failed.count))
     }
 }
 

@@ -42,8 +42,11 @@ public struct GatewayServer: Sendable {
     public typealias Store = any CarePlanStore & DeviceRegistry & Outbox & ImportLog & AccessLedger & RefreshSchedule & AuditTrail
     public let store: Store
     /// Every access to a patient's data, noted as it happens and written to the store's trail
-    /// once a second (`AuditFlush`). Replace it before `application` to queue entries for the EHR.
+    /// every `auditInterval` (`AuditFlush`). Replace it before `application` to queue entries for the EHR.
     public var audit: AuditRecorder
+    /// How often noted entries are written: short, so each write is small and a request never
+    /// waits behind a second's worth of hashing (a crash loses at most this much of the trail).
+    public var auditInterval: Duration = .milliseconds(250)
     /// How long the trail is kept; nil keeps every entry. Pruned when the server starts and hourly.
     public var auditRetention: AuditRetention?
     public var limits: Limits
@@ -161,7 +164,7 @@ public struct GatewayServer: Sendable {
     /// The workers to run beside the HTTP server: the devices' sync times, and with an EHR the
     /// outbox push and the patient refresh.
     public func workers(logger: Logger) -> [any Service] {
-        let flush = AuditFlush(recorder: audit, retention: auditRetention, logger: logger)
+        let flush = AuditFlush(recorder: audit, retention: auditRetention, logger: logger, interval: auditInterval)
         guard let ehr else { return [syncTimes, flush] }
         var workers: [any Service] = [
             syncTimes, flush, OutboxPushWorker(push: ehr.push, interval: ehr.pushInterval, clock: ehr.clock, activity: activity, audit: audit, logger: logger),
@@ -267,12 +270,15 @@ final class InFlightLimit: Sendable {
 
     /// Runs `body` counted in, or answers 429 when `key` is at its ceiling.
     func run(_ key: String, what: String, _ body: () async throws -> Response) async throws -> Response {
-        guard enter(key) else {
-            return JSONBody.error(.tooManyRequests, "too many requests in flight from this \(what) (at most \(limit) at once); try again shortly",
-                                  headers: [.retryAfter: "1"])
-        }
+        guard enter(key) else { return refusal(what: what) }
         defer { leave(key) }
         return try await body()
+    }
+
+    /// The 429 a `what` (a device, an address) at its ceiling gets.
+    func refusal(what: String) -> Response {
+        JSONBody.error(.tooManyRequests, "too many requests in flight from this \(what) (at most \(limit) at once); try again shortly",
+                       headers: [.retryAfter: "1"])
     }
 }
 
@@ -293,16 +299,16 @@ struct OutcomeSignalListener: Service {
     }
 }
 
-/// Writes the audit entries noted since the last write, once a second and when the server
+/// Writes the audit entries noted since the last write, every `interval` and when the server
 /// stops (after the HTTP server has finished its requests); a failed write is tried again with
 /// the next, its entries kept.
 struct AuditFlush: Service {
     let recorder: AuditRecorder
     let retention: AuditRetention?
     let logger: Logger
-    var interval: Duration = .seconds(1)
+    var interval: Duration = .milliseconds(250)
     /// How often the trail is pruned (`retention`).
-    var pruneEvery = 3_600
+    var pruneEvery: Duration = .seconds(3_600)
 
     /// Archives and drops the entries past the retention; a failure is logged and tried again at the next prune.
     func prune() async {
@@ -323,12 +329,12 @@ struct AuditFlush: Service {
 
     func run() async throws {
         await prune()
-        var ticks = 0
+        let clock = ContinuousClock()
+        var nextPrune = clock.now + pruneEvery
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { [interval] in try await Task.sleep(for: interval) }
             await write()
-            ticks += 1
-            if ticks % pruneEvery == 0 { await prune() }
+            if clock.now >= nextPrune { await prune(); nextPrune = clock.now + pruneEvery }
         }
         await write()
     }

@@ -15,13 +15,9 @@ extension PostgresCarePlanStore: AuditTrail {
                 return (sequence: sequence, hash: hash)
             }
             let chained = AuditChain.chained(entries, after: head)
-            for row in chained {
-                let e = row.entry
-                try session.run("""
-                    INSERT INTO audit_entry (sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash)
-                    VALUES (\(row.sequence), \(e.recorded.storeSeconds), \(e.actor.kind.rawValue), \(e.actor.id), \(e.action.rawValue), \(e.event), \(e.patientID),
-                            \(AuditRows.entities(e.entities)), \(e.source), \(e.outcome.rawValue), \(e.detail), \(row.previousHash), \(row.hash))
-                    """)
+            // Many rows per statement: a second's accesses are a few round trips under the lock, not thousands.
+            for start in stride(from: 0, to: chained.count, by: Self.auditRowsPerInsert) {
+                try session.run(Self.insert(chained[start..<min(start + Self.auditRowsPerInsert, chained.count)]))
             }
             if let queueing { _ = try Self.enqueue(chained.map(queueing), in: session) }
             let last = chained[chained.count - 1]
@@ -32,16 +28,46 @@ extension PostgresCarePlanStore: AuditTrail {
         }
     }
 
+    /// Rows per INSERT: 13 parameters each, well under the protocol's 65,535.
+    static let auditRowsPerInsert = 500
+
+    /// One INSERT of chained entries, each row's values bound.
+    static func insert(_ rows: ArraySlice<ChainedAuditEntry>) -> PostgresQuery {
+        var binds = PostgresBindings(capacity: rows.count * 13)
+        var values: [String] = []
+        values.reserveCapacity(rows.count)
+        for row in rows {
+            let e = row.entry
+            let first = binds.count
+            binds.append(row.sequence)
+            binds.append(e.recorded.storeSeconds)
+            for text in [e.actor.kind.rawValue, e.actor.id, e.action.rawValue, e.event] { binds.append(text) }
+            binds.append(e.patientID)
+            binds.append(AuditRows.entities(e.entities))
+            binds.append(e.source)
+            binds.append(e.outcome.rawValue)
+            binds.append(e.detail)
+            binds.append(row.previousHash)
+            binds.append(row.hash)
+            values.append("(" + (first + 1...first + 13).map { "$\($0)" }.joined(separator: ", ") + ")")
+        }
+        let sql = "INSERT INTO audit_entry (sequence, recorded, actor_kind, actor_id, action, event, patient_id, entities, source, outcome, detail, previous_hash, hash) VALUES "
+        return PostgresQuery(unsafeSQL: sql + values.joined(separator: ", "), binds: binds)
+    }
+
     public func auditEntries(_ query: AuditQuery) throws(StoreError) -> [ChainedAuditEntry] {
         try session { session in
-            try session.query("""
+            let rows = try session.query("""
                 SELECT \(unescaped: Self.auditColumns) FROM audit_entry
                 WHERE (\(query.patientID)::text IS NULL OR patient_id = \(query.patientID))
                   AND (\(query.actorID)::text IS NULL OR actor_id = \(query.actorID))
                   AND (\(query.since?.storeSeconds)::double precision IS NULL OR recorded >= \(query.since?.storeSeconds))
                   AND (\(query.until?.storeSeconds)::double precision IS NULL OR recorded < \(query.until?.storeSeconds))
-                ORDER BY sequence DESC LIMIT \(query.limit)
-                """).map(Self.auditEntry).reversed()
+                  AND sequence > \(query.after ?? 0)
+                ORDER BY sequence \(unescaped: query.after == nil ? "DESC" : "ASC") LIMIT \(query.limit)
+                """).map(Self.auditEntry)
+            // A page after a sequence reads forwards; otherwise the last `limit`, newest last.
+            return query.after == nil ? rows.reversed() : rows
         }
     }
 

@@ -6,11 +6,13 @@ import PostgresNIO
 /// The push outbox on PostgreSQL. Claims take rows with `FOR UPDATE SKIP LOCKED`, so workers of
 /// several instances claiming at once each get rows of their own, never waiting on each other.
 extension PostgresCarePlanStore: Outbox {
-    static let outboxColumns = "version_uuid, entity_id, idempotency_key, payload, state, attempts, last_error, remote_location, queued_at, finished_at"
+    static let outboxColumns = "version_uuid, entity_id, idempotency_key, payload, state, attempts, last_error, remote_location, queued_at, finished_at, sole_copy"
+    /// The column after `outboxColumns` in a row that adds one (a claim's `seq`).
+    static let afterOutboxColumns = outboxColumns.split(separator: ",").count
 
     static func outboxItem(_ row: PostgresRow) throws -> OutboxItem {
-        let (version, entity, key, payload, state, attempts, error, location, queued, finished) =
-            try row.decode((UUID, String, String, ByteBuffer, String, Int, String?, String?, Double, Double?).self)
+        let (version, entity, key, payload, state, attempts, error, location, queued, finished, soleCopy) =
+            try row.decode((UUID, String, String, ByteBuffer, String, Int, String?, String?, Double, Double?, Bool).self)
         var item = OutboxItem(versionUUID: version, entityID: entity, idempotencyKey: key, payload: Array(buffer: payload))
         item.state = OutboxItem.State(rawValue: state) ?? .queued
         item.attempts = attempts
@@ -18,6 +20,7 @@ extension PostgresCarePlanStore: Outbox {
         item.remoteLocation = location
         item.queuedAt = Date(storeSeconds: queued)
         item.finishedAt = Date(storeSeconds: finished)
+        item.soleCopy = soleCopy
         return item
     }
 
@@ -32,8 +35,8 @@ extension PostgresCarePlanStore: Outbox {
         var added = 0
         for item in items {
             added += try session.run("""
-                INSERT INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at)
-                VALUES (\(item.versionUUID), \(item.entityID), \(item.idempotencyKey), \(ByteBuffer(bytes: item.payload)), \(now))
+                INSERT INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, queued_at, sole_copy)
+                VALUES (\(item.versionUUID), \(item.entityID), \(item.idempotencyKey), \(ByteBuffer(bytes: item.payload)), \(now), \(item.soleCopy))
                 ON CONFLICT (version_uuid) DO NOTHING
                 """)
         }
@@ -43,7 +46,7 @@ extension PostgresCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
         try transaction { session in
-            try session.run("UPDATE push_outbox SET \(unescaped: OutboxItem.requeue) WHERE state = 'failed' AND idempotency_key LIKE \(OutboxItem.auditKeyPrefix + "%")")
+            try session.run("UPDATE push_outbox SET \(unescaped: OutboxItem.requeue) WHERE state = 'failed' AND sole_copy")
                 + session.run("DELETE FROM push_outbox WHERE state = 'failed'")
         }
     }
@@ -53,7 +56,7 @@ extension PostgresCarePlanStore: Outbox {
         try transaction { session in
             try session.run("""
                 UPDATE push_outbox SET \(unescaped: OutboxItem.requeue)
-                WHERE state = 'failed' AND version_uuid = ANY(\(versions)) AND idempotency_key LIKE \(OutboxItem.auditKeyPrefix + "%")
+                WHERE state = 'failed' AND version_uuid = ANY(\(versions)) AND sole_copy
                 """) + session.run("DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ANY(\(versions))")
         }
     }
@@ -87,7 +90,7 @@ extension PostgresCarePlanStore: Outbox {
                     ORDER BY queued_at, seq LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 RETURNING \(unescaped: Self.outboxColumns), seq
                 """).map { row in
-                (item: try Self.outboxItem(row), seq: try row.makeRandomAccess()[10].decode(Int.self))
+                (item: try Self.outboxItem(row), seq: try row.makeRandomAccess()[Self.afterOutboxColumns].decode(Int.self))
             }
         }
         return items.sorted { ($0.item.queuedAt ?? .distantPast, $0.seq) < ($1.item.queuedAt ?? .distantPast, $1.seq) }.map(\.item)
@@ -219,6 +222,10 @@ extension PostgresCarePlanStore: DeviceRegistry {
             let upToDate = now.knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) : nil
             return (device, upToDate)
         }
+    }
+
+    public func device(id: String) throws(StoreError) -> Device? {
+        try session { session in try session.query("SELECT \(unescaped: Self.deviceColumns) FROM device WHERE id = \(id)").first.map(Self.device) }
     }
 
     public func devices(patientID: String?) throws(StoreError) -> [Device] {

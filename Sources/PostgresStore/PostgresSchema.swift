@@ -178,6 +178,11 @@ public enum PostgresSchema {
             CREATE TABLE audit_head (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL);
             CREATE TABLE audit_anchor (one integer PRIMARY KEY CHECK (one = 1), sequence bigint NOT NULL, hash text NOT NULL)
             """),
+        // An item whose payload is its only copy is queued again by a retry, not taken out.
+        Migration(name: "v9-outbox-sole-copy", sql: """
+            ALTER TABLE push_outbox ADD COLUMN sole_copy boolean NOT NULL DEFAULT false;
+            UPDATE push_outbox SET sole_copy = true WHERE idempotency_key LIKE 'urn:caregate:audit|%'
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -152,20 +152,16 @@ struct AuditExport: ParsableCommand {
 
     func run() throws {
         let store = try options.open()
-        let query = filter.query(limit: Int.max)
+        // Read by the store's indexes a page at a time, oldest first.
+        var rows = AuditPages(store, matching: filter.query(limit: 1_000))
         let resource = AuditEventResource(observer: observer)
         var written = 0
         do {
-            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-            do {
-                try AuditPages.forEach(in: store, matching: query) { row in
+            try FHIROutput.writing(to: output) { sink in
+                while let row = try rows.next() {
                     try sink.write(resource.json(row).bytes() + [0x0A])
                     written += 1
                 }
-                try sink.close()
-            } catch {
-                sink.discard()
-                throw error
             }
         } catch let error as FHIRFormatError {
             throw CommandError.fhir(error)

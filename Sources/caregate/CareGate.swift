@@ -81,24 +81,17 @@ struct Convert: ParsableCommand {
     var maximumSize = ParseOptions().maximumDocumentSize
 
     func run() throws {
-        let sink: FHIROutput
+        let options = ParseOptions(maximumDocumentSize: maximumSize, maximumDepth: maximumDepth, lenient: lenient)
+        let conversion = FHIRConversion(options: options, pretty: !compact)
+        let summary: FHIRConversion.Summary
         do {
-            sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-        } catch {
+            summary = try FHIROutput.writing(to: output) { sink in try conversion.convert(inputPath: input, from: from, to: to, output: sink) }
+        } catch let error as FHIRFormatError {
             throw CommandError.fhir(error)
         }
-        do {
-            let options = ParseOptions(maximumDocumentSize: maximumSize, maximumDepth: maximumDepth, lenient: lenient)
-            let conversion = FHIRConversion(options: options, pretty: !compact)
-            let summary = try conversion.convert(inputPath: input, from: from, to: to, output: sink)
-            try sink.close()
-            if !quiet { StandardError.printWarnings(summary.warnings) }
-            if output != nil && !quiet {
-                StandardError.print("converted \(input) to \(to.rawValue): \(summary.resourcesWritten) resource\(summary.resourcesWritten == 1 ? "" : "s") written to \(output!)")
-            }
-        } catch {
-            sink.discard()
-            throw CommandError.fhir(error)
+        if !quiet { StandardError.printWarnings(summary.warnings) }
+        if output != nil && !quiet {
+            StandardError.print("converted \(input) to \(to.rawValue): \(summary.resourcesWritten) resource\(summary.resourcesWritten == 1 ? "" : "s") written to \(output!)")
         }
     }
 }

@@ -18,9 +18,12 @@ struct CommandAccess {
     func record(_ action: AuditEntry.Action, patients: [String], outcome: AuditEntry.Outcome = .success, detail: (String?) -> String?) throws {
         let named: [String?] = patients.isEmpty ? [nil] : Array(Set(patients)).sorted()
         let now = Date()
-        do { try trail.record(named.map { audit.entry(action, patientID: $0, outcome: outcome, detail: detail($0), at: now) }) } catch {
-            throw CommandError.message("the access was not recorded in the audit trail: \(error)")
-        }
+        try append(named.map { audit.entry(action, patientID: $0, outcome: outcome, detail: detail($0), at: now) }, else: "the access was not recorded in the audit trail")
+    }
+
+    /// Appends entries; when the trail cannot keep them the command fails, saying `failure`.
+    func append(_ entries: [AuditEntry], else failure: String) throws {
+        do { try trail.record(entries) } catch { throw CommandError.message("\(failure): \(error)") }
     }
 
     /// The store ids of the patients whose plans are `plans`.
@@ -41,6 +44,6 @@ extension CommandAccess {
             return audit.entry(.update, patientID: patient.patientID, outcome: patient.failure == nil ? .success : .failed,
                                detail: patient.failure ?? "\(changed) of \(patient.changes.count) resources changed", at: now)
         }
-        do { try trail.record(entries) } catch { throw CommandError.message("the import is stored, and was not recorded in the audit trail: \(error)") }
+        try append(entries, else: "the import is stored, and was not recorded in the audit trail")
     }
 }

@@ -88,7 +88,7 @@ struct DevicesRevoke: ParsableCommand {
         let store = try options.open()
         let revoked: Bool, patient: String?
         do {
-            patient = try store.devices(patientID: nil).first { $0.id == id }?.patientID
+            patient = try store.device(id: id)?.patientID
             revoked = try store.revokeDevice(id: id, at: Date())
         } catch { throw CommandError.store(error) }
         try CommandAccess("devices revoke", trail: store).record(.update, patients: patient.map { [$0] } ?? [], outcome: revoked ? .success : .refused) { _ in

@@ -109,14 +109,7 @@ struct ExportCommand: ParsableCommand {
         }
         /// Writes to -o FILE (replaced only when everything was written) or standard output.
         func write(_ body: (FHIROutput) throws -> Void) throws {
-            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-            do {
-                try body(sink)
-                try sink.close()
-            } catch {
-                sink.discard()
-                throw error
-            }
+            try FHIROutput.writing(to: output, body)
         }
         var kinds: [String: Int] = [:]
         var perPatient: [String: Int] = [:]
@@ -151,9 +144,9 @@ struct ExportCommand: ParsableCommand {
                 try export.forEach { item in
                     count(item)
                     let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(fileFormat.rawValue)"
-                    let sink = try FHIROutput(path: (directory as NSString).appendingPathComponent(name))
-                    try sink.write(FHIRDocument.write(item.observation, format: fileFormat) + [0x0A])
-                    try sink.close()
+                    try FHIROutput.writing(to: (directory as NSString).appendingPathComponent(name)) { sink in
+                        try sink.write(FHIRDocument.write(item.observation, format: fileFormat) + [0x0A])
+                    }
                 }
             }
         } catch let error as FHIRFormatError {

@@ -154,10 +154,10 @@ struct ImportCommand: AsyncParsableCommand {
         if let report {
             // The report names patients and their resources: owner-only, like the store.
             do {
-                let sink = try FHIROutput(path: report)
-                try result.writeJSON(dryRun: dryRun, withSpilledNotes: true) { try sink.write($0) }
-                try sink.write([0x0A])
-                try sink.close()
+                try FHIROutput.writing(to: report) { sink in
+                    try result.writeJSON(dryRun: dryRun, withSpilledNotes: true) { try sink.write($0) }
+                    try sink.write([0x0A])
+                }
             } catch let error as FHIRFormatError { throw CommandError.fhir(error) }
         }
         if format == .json {

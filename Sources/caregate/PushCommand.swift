@@ -156,8 +156,9 @@ struct PushCommand: AsyncParsableCommand {
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
             bar.finish()
-            // What the run sent before it failed is in the outbox; the trail notes the failed run.
-            try? store.record([CommandAudit(command: "push").entry(.create, patientID: nil, outcome: .failed, detail: "\(error)")])
+            // What the run sent before it failed is in the outbox, and entered in the trail with the failed run.
+            let sent = (error as? PushInterrupted)?.report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName) ?? []
+            try? store.record(sent + [CommandAudit(command: "push").entry(.create, patientID: nil, outcome: .failed, detail: "\(error)")])
             throw CommandError.message("\(error)")
         }
         bar.finish()

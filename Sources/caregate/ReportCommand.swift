@@ -55,14 +55,7 @@ struct ReportCommand: ParsableCommand {
         let bytes = format == .pdf ? try Self.pdf(html) : html
         // Written whole or not at all, owner-only: a report is PHI.
         do {
-            let sink = try FHIROutput(path: output)
-            do {
-                try sink.write(bytes)
-                try sink.close()
-            } catch {
-                sink.discard()
-                throw error
-            }
+            try FHIROutput.writing(to: output) { try $0.write(bytes) }
         } catch {
             throw CommandError.message("cannot write \(output): \(error)")
         }

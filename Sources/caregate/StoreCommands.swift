@@ -55,10 +55,8 @@ struct StoreExport: ParsableCommand {
         var text = record.bytes(version: CareKitVersion(rawValue: careKitVersion)!)
         text.append(0x0A)
         do {
-            let sink = try output.map { path throws(FHIRFormatError) in try FHIROutput(path: path) } ?? .standardOutput()
-            try sink.write(text)
-            try sink.close()
-        } catch {
+            try FHIROutput.writing(to: output) { try $0.write(text) }
+        } catch let error as FHIRFormatError {
             throw CommandError.fhir(error)
         }
         if let output {

@@ -34,6 +34,24 @@ struct AuditTrailTests {
         #expect(try AuditChain.verify(store, page: 4) == (6, nil))
     }
 
+    @Test("a query read a page at a time after a sequence gives every match once, oldest first, whatever the page size; the whole chain likewise", arguments: Backend.allCases)
+    func pages(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        try store.record((1...23).map { Self.entry($0, patient: $0 % 3 == 0 ? "Patient/p2" : "Patient/p1") })
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p2", limit: 3, after: 6)).map(\.sequence) == [9, 12, 15], "the first after it")
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p2", limit: 3)).map(\.sequence) == [15, 18, 21], "without it, the last")
+        for size in [1, 2, 5, 7, 1_000] {
+            var rows = AuditPages(store, matching: AuditQuery(patientID: "Patient/p2"), size: size)
+            var seen: [Int64] = []
+            while let row = try rows.next() { seen.append(row.sequence) }
+            #expect(seen == [3, 6, 9, 12, 15, 18, 21], "pages of \(size)")
+            var chain = AuditPages(store, after: 20, size: size)
+            var rest: [Int64] = []
+            while let row = try chain.next() { rest.append(row.sequence) }
+            #expect(rest == [21, 22, 23], "the chain after 20, pages of \(size)")
+        }
+    }
+
     @Test("an entry changed, removed or inserted, or entries cut from the end, are found where it happened", arguments: Backend.allCases)
     func tampering(backend: Backend) throws {
         let cases: [(sql: String, sequence: Int64, says: String)] = [
@@ -65,7 +83,9 @@ struct AuditTrailTests {
     func queuedForTheEHR(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
         let queueing: @Sendable (ChainedAuditEntry) -> OutboxItem = { row in
-            OutboxItem(versionUUID: UUID(), entityID: "audit-\(row.sequence)", idempotencyKey: OutboxItem.auditKeyPrefix + row.hash, payload: Array(row.hash.utf8))
+            var item = OutboxItem(versionUUID: UUID(), entityID: "audit-\(row.sequence)", idempotencyKey: "urn:test:entry|" + row.hash, payload: Array(row.hash.utf8))
+            item.soleCopy = true
+            return item
         }
         try store.record([Self.entry(1), Self.entry(2)], queueing: queueing)
         let queued = try store.outbox(state: .queued, limit: 10)

@@ -114,7 +114,7 @@ struct DeviceRegistryBackendTests {
         #expect(try store.devices(patientID: nil).map(\.id) == enrolled.map(\.id))
     }
 
-    @Test("devices are found by token hash, listed by patient in enrollment order, revoked once, and keep their last sync", arguments: Backend.allCases)
+    @Test("devices are found by token hash and by id, listed by patient in enrollment order, revoked once, and keep their last sync", arguments: Backend.allCases)
     func lifecycle(backend: Backend) throws {
         guard let store = try backend.freshTables() else { return }
         let now = Date()
@@ -125,6 +125,8 @@ struct DeviceRegistryBackendTests {
         #expect(try store.devices(patientID: "maria").map(\.id) == ["dev-1", "dev-3"])
         #expect(try store.device(tokenHash: device(2).tokenHash)?.patientID == "zoe")
         #expect(try store.device(tokenHash: String(repeating: "f", count: 64)) == nil)
+        #expect(try store.device(id: "dev-2")?.patientID == "zoe" && store.device(id: "dev-3")?.patientID == "maria")
+        #expect(try store.device(id: "dev-404") == nil)
         let revokedAt = Date(timeIntervalSinceReferenceDate: 8.1e8)
         #expect(try store.revokeDevice(id: "dev-3", at: revokedAt))
         #expect(try store.revokeDevice(id: "dev-3", at: revokedAt.addingTimeInterval(5)), "revoking again keeps the first time")

@@ -83,4 +83,39 @@ struct SchemaUpgradeTests {
         #expect(try upgraded.patientKnowledge("maria") == before)
         #expect(try upgraded.patientKnowledge("john").clocks.values.sorted() == [3])
     }
+    /// A dead AuditEvent and a dead outcome as a store before the `sole_copy` column kept them,
+    /// with the backend's literals for the two version UUIDs and the payload.
+    static func deadLetters(_ first: String, _ second: String, payload: String) -> String {
+        """
+        INSERT INTO push_outbox (version_uuid, entity_id, idempotency_key, payload, state, queued_at) VALUES
+        (\(first), 'audit-1', 'urn:caregate:audit|caregate-1', \(payload), 'failed', 1), (\(second), 'outcome-1', 'urn:caregate:outcome|o-1', \(payload), 'failed', 2)
+        """
+    }
+
+    @Test("SQLite and PostgreSQL: an AuditEvent dead-lettered before the sole-copy column is known by its key as the upgrade adds it: a retry queues it again and takes out the dead outcome", arguments: ["sqlite", "postgres"])
+    func soleCopyBackfill(backend: String) throws {
+        let store: any Outbox
+        if backend == "sqlite" {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-upgrade-\(UUID().uuidString).sqlite").path
+            let queue = try DatabaseQueue(path: path)
+            try SQLiteCarePlanStore.migrator.migrate(queue, upTo: "v12-audit-trail")
+            try queue.write { db in
+                try db.execute(sql: Self.deadLetters("x'00000000000000000000000000000001'", "x'00000000000000000000000000000002'", payload: "x'7B7D'"))
+            }
+            try queue.close()
+            store = try SQLiteCarePlanStore(path: path)
+        } else {
+            guard let (location, password) = try TestPostgres.freshLocation() else { return }
+            let database = try PostgresDatabase(location, password: password, maximumConnections: 2)
+            _ = try PostgresSchema.migrate(database, upTo: PostgresSchema.migrations.count - 1)
+            try database.withSession { session in
+                try session.execute(Self.deadLetters("'00000000-0000-0000-0000-000000000001'", "'00000000-0000-0000-0000-000000000002'", payload: "'\\x7b7d'"))
+            }
+            store = try PostgresCarePlanStore(database)
+        }
+        #expect(try store.outbox(state: .failed, limit: 10).map { "\($0.entityID) \($0.soleCopy)" }.sorted() == ["audit-1 true", "outcome-1 false"])
+        #expect(try store.forgetFailed() == 2)
+        #expect(try store.outbox(state: .queued, limit: 10).map(\.entityID) == ["audit-1"])
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 1, pushed: 0, failed: 0))
+    }
 }

@@ -154,7 +154,9 @@ extension GatewayServerSuites {
             let body = #"{"revisions": [\#(String(decoding: record.bytes(), as: UTF8.self))], "knowledgeVector": \#(pushed.json)}"#
             let answer = try await server.send("POST", "/carekit/v1/revisions", token: token, json: body)
             #expect(answer.status == 200 && answer.body?["merged"]?.numberValue == 2, "\(String(describing: answer.body))")
-            #expect(try await eventually { try store.outboxCounts().pushed == 2 }, "\((try? store.outboxCounts()).map { "\($0)" } ?? "")")
+            // The outcomes, not the AuditEvents (ehr.audit) pushed beside them.
+            let outcomesPushed = { try store.outbox(state: .pushed, limit: 10_000).filter { !$0.soleCopy }.count }
+            #expect(try await eventually { try outcomesPushed() == 2 }, "\((try? store.outboxCounts()).map { "\($0)" } ?? "")")
             #expect(try await server.send("POST", "/carekit/v1/revisions", token: token, json: body).body?["merged"]?.numberValue == 0)
             try await Task.sleep(nanoseconds: 2_500_000_000)  // two more push rounds: nothing is sent again
             let onEHR = try await observations(client, store: store)
@@ -538,6 +540,9 @@ extension GatewayServerSuites {
             // The device's own count is let go when its call's handler ends, which can come after the address's.
             #expect(try await eventually(5) { try await server.send("GET", "/carekit/v1/revisions", token: tokens[0]).status == 200 })
             try await server.stop()
+            // The 429 came before the token was checked: entered as refused, naming no device and no patient.
+            let busy = try store.auditEntries(AuditQuery()).map(\.entry).filter { $0.detail?.hasPrefix("too many calls in flight") == true }
+            #expect(busy.map { "\($0.actor.id) \($0.event) \($0.outcome) \($0.patientID ?? "-")" } == ["(token not checked) carekit.pull refused -"], "\(busy)")
         }
 
         @Test("two gateways over one store hold a device to its limit together: with two calls stalled, one on each, a third on either gets 429 (a pull that is up to date holds nothing and is answered); another patient's device is served; free again when the stalled calls end", arguments: Backend.allCases)

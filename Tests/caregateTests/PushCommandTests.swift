@@ -33,6 +33,84 @@ struct PushCommandTests {
     }
 }
 
+@Suite("caregate push in the audit trail", .serialized)
+struct PushTrailTests {
+    let cli = CommandLineTests()
+
+    /// Maria's demo bundle as John's: every `maria-lopez` id renamed, the medication requests left out.
+    func johnsBundle() throws -> String {
+        let demo = CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json")
+        let text = try String(contentsOf: demo, encoding: .utf8).replacingOccurrences(of: "maria-lopez", with: "john-doe")
+        var bundle = try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        bundle["entry"] = (bundle["entry"] as? [[String: Any]] ?? []).filter { ($0["resource"] as? [String: Any])?["resourceType"] as? String != "MedicationRequest" }
+        let path = cli.temporaryPath("john-doe-bundle.json")
+        try JSONSerialization.data(withJSONObject: bundle).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Walks recorded for occurrences `occurrences` of the patient's walking task.
+    func walks(_ store: SQLiteCarePlanStore, _ patient: String, _ occurrences: ClosedRange<Int>) throws {
+        let walk = try #require(store.fetchTasks(EntityQuery(ids: ["CarePlan/\(patient)-home-care/229065009"])).first)
+        try store.add(occurrences.map { .outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: $0, values: [OutcomeValue(.boolean(true))])) })
+    }
+
+    /// The trail's push entries: `actor-kind event outcome patient entities`.
+    func pushEntries(_ path: String) throws -> [String] {
+        try SQLiteCarePlanStore(path: path).auditEntries(AuditQuery()).map(\.entry).filter { $0.event == "ehr.push" || $0.event == "command.push" }
+            .map { "\($0.actor.kind) \($0.event) \($0.outcome) \($0.patientID ?? "-") \($0.entities.count)" }
+    }
+
+    @Test("a push run enters, per patient, the outcomes it sent; a run stopped partway (a later outcome of a type the EHR does not list) enters what it had sent before the failed run")
+    func perPatient() async throws {
+        guard let ehr = await LocalFHIRServer() else { return }
+        let proxy = try FaultProxy(upstream: ehr.port)
+        let path = cli.temporaryPath("push-trail.sqlite")
+        for bundle in ["FHIRSamples/bundle/maria-lopez-demo-bundle.json", try johnsBundle()] {
+            let imported = try await cli.caregate(["import", bundle, "--store", path, "--tz", "America/New_York"])
+            #expect(imported.status == 0, "\(imported.stderr)")
+        }
+        let store = try SQLiteCarePlanStore(path: path)
+        try walks(store, "maria-lopez", 1...6)
+        try walks(store, "john-doe", 1...6)
+        let pushed = try await cli.caregate(["push", "--to", proxy.base, "--store", path])
+        #expect(pushed.status == 0, "\(pushed.stdout) \(pushed.stderr)")
+        #expect(try pushEntries(path) == ["command ehr.push success Patient/john-doe 6", "command ehr.push success Patient/maria-lopez 6"])
+
+        // Twelve more walks queued, then a dose, which the EHR's statement no longer lists: the
+        // run sends the ten walks it claims first and stops at the claim holding the dose.
+        try walks(store, "maria-lopez", 7...12)
+        try walks(store, "john-doe", 7...12)
+        #expect(try await cli.caregate(["push", "--to", proxy.base, "--store", path, "--dry-run"]).status == 0)
+        let metformin = try #require(store.fetchTasks(EntityQuery(ids: ["MedicationRequest/metformin/dosage-1"])).first)
+        try store.add([.outcome(Outcome(taskUUID: metformin.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(500), kind: "dose", units: "mg")]))])
+        try proxy.configure(["drop_types": ["MedicationAdministration"]])
+        // The site sends doses as MedicationAdministrations.
+        let site = cli.temporaryPath("medicationrequest.yaml")
+        try """
+            caregate-mapping: 1
+            resource: MedicationRequest
+            extends: \(CommandLineTests.projectRoot.appendingPathComponent("Mappings/medicationrequest.yaml").path)
+            export-as:
+              resource: MedicationAdministration
+              medication-system: http://www.nlm.nih.gov/research/umls/rxnorm
+            """.write(toFile: site, atomically: true, encoding: .utf8)
+        let stopped = try await cli.caregate(["push", "--to", proxy.base, "--store", path, "--batch-size", "1", "--mappings", site])
+        #expect(stopped.status != 0)
+        #expect(stopped.stderr.contains("MedicationAdministration"), "\(stopped.stderr)")
+        #expect(try store.outboxCounts() == OutboxCounts(queued: 3, pushed: 22, failed: 0))
+        let entries = try pushEntries(path).dropFirst(2)
+        #expect(entries.last == "command command.push failed - 0", "\(entries)")
+        let sent = entries.dropLast()
+        #expect(sent.allSatisfy { $0.hasPrefix("command ehr.push success Patient/") } && sent.count >= 1 && sent.count <= 2, "\(entries)")
+        #expect(sent.map { Int($0.split(separator: " ").last!)! }.reduce(0, +) == 10, "\(entries)")
+        // Each entry names only its own patient's outcomes.
+        for row in try store.auditEntries(AuditQuery()).map(\.entry).suffix(sent.count + 1).dropLast() {
+            let patient = try #require(row.patientID).replacingOccurrences(of: "/", with: "%2F")
+            #expect(row.entities.allSatisfy { $0.contains("|\(patient)/") }, "\(row.entities)")
+        }
+    }
+}
+
 @Suite("caregate import --from and the authentication options")
 struct ServerOptionTests {
     let cli = CommandLineTests()

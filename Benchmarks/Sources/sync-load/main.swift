@@ -17,6 +17,7 @@
 //       [--serve path/to/caregate [--instances N]]   (N `caregate serve` processes over the store, devices spread over them)
 //       [--database-pid PID]   (PostgreSQL's postmaster: its backends' CPU per request too)
 //       [--audit off]   (in this process only: the audit trail's entries noted and not kept, to weigh what keeping them costs)
+//       [--audit-every-ms N]   (in this process only: how often noted entries are written; the server's default is 250)
 import CareStore
 import PostgresStore
 import FHIRClient
@@ -125,6 +126,7 @@ if let binary = option("--serve") {
     let (ports, portContinuation) = AsyncStream<Int>.makeStream()
     var server = GatewayServer(store: store, limits: limits)
     if option("--audit") == "off" { server.audit = AuditRecorder(trail: UnkeptTrail()) }
+    if let every = option("--audit-every-ms").flatMap(Int.init) { server.auditInterval = .milliseconds(every) }
     let app = try server.application(host: "127.0.0.1", port: 0, logger: logger) { portContinuation.yield($0) }
     let running = ServiceGroup(services: [app], gracefulShutdownSignals: [], cancellationSignals: [], logger: logger)
     group = running

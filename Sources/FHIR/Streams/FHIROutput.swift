@@ -112,6 +112,27 @@ public final class FHIROutput {
     }
 }
 
+extension FHIROutput {
+    /// Runs `body` on the file at `path` (standard output when nil) and keeps the file only when
+    /// `body` returns: on any error the partial file is removed and the target left as it was.
+    /// The one way the commands write a file whole or not at all.
+    ///
+    /// ```swift
+    /// try FHIROutput.writing(to: "events.ndjson") { sink in try sink.write(Array("{}\n".utf8)) }
+    /// ```
+    public static func writing<Result>(to path: String?, permissions: mode_t = 0o600, _ body: (FHIROutput) throws -> Result) throws -> Result {
+        let sink = try path.map { path throws(FHIRFormatError) in try FHIROutput(path: path, permissions: permissions) } ?? .standardOutput()
+        do {
+            let result = try body(sink)
+            try sink.close()
+            return result
+        } catch {
+            sink.discard()
+            throw error
+        }
+    }
+}
+
 @inline(__always)
 func sysWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
     #if canImport(Glibc)

@@ -47,7 +47,9 @@ public struct AuditEventResource: Sendable {
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         let uuid = UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
                                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
-        return OutboxItem(versionUUID: uuid, entityID: "audit-\(row.sequence)", idempotencyKey: OutboxItem.auditKeyPrefix + id, payload: json(row).bytes())
+        var item = OutboxItem(versionUUID: uuid, entityID: "audit-\(row.sequence)", idempotencyKey: OutboxItem.auditKeyPrefix + id, payload: json(row).bytes())
+        item.soleCopy = true  // no export makes it again: a retried dead letter is queued again
+        return item
     }
 
     /// The AuditEvent of one kept entry.

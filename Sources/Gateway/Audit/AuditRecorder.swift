@@ -3,7 +3,7 @@ import Foundation
 
 /// Accesses noted as they happen and appended to the store's trail in batches: a request pays
 /// for a lock and an append to an array, and one write carries every access since the last
-/// (`caregate serve` writes once a second and when it stops). A write that fails keeps its
+/// (`caregate serve` writes every 250 ms and when it stops). A write that fails keeps its
 /// entries, in order, ahead of those noted since.
 ///
 /// ```swift
@@ -127,30 +127,5 @@ public struct CommandAudit: Sendable {
         let uid = geteuid()
         guard let entry = getpwuid(uid), let name = entry.pointee.pw_name else { return "uid \(uid)" }
         return String(cString: name)
-    }
-}
-
-/// The trail read a page at a time, oldest first (an export or a push of every entry holds one
-/// page in memory).
-public enum AuditPages {
-    /// Calls `body` with each kept entry from `sequence` on that `query` matches (its limit is not used).
-    public static func forEach(in trail: any AuditTrail, matching query: AuditQuery = AuditQuery(), from sequence: Int64 = 1, page: Int = 1_000,
-                               _ body: (ChainedAuditEntry) throws -> Void) throws {
-        var next = sequence
-        while true {
-            let rows = try trail.auditChain(from: next, limit: page)
-            for row in rows where query.matches(row.entry) { try body(row) }
-            guard let last = rows.last, rows.count == page else { return }
-            next = last.sequence + 1
-        }
-    }
-}
-
-/// A query applied to entries already read (an export walks the chain and filters).
-extension AuditQuery {
-    /// Whether `entry` is one this query asks for (its limit aside).
-    public func matches(_ entry: AuditEntry) -> Bool {
-        (patientID == nil || entry.patientID == patientID) && (actorID == nil || entry.actor.id == actorID)
-            && (since.map { entry.recorded >= $0 } ?? true) && (until.map { entry.recorded < $0 } ?? true)
     }
 }

@@ -41,36 +41,26 @@ public struct AuditRetention: Sendable {
     /// dropped: when it cannot be written, nothing is.
     public func prune(now: Date = Date()) throws -> Pruned {
         let cutoff = now.addingTimeInterval(-Double(keepDays) * 86_400)
-        var next = (try trail.auditAnchor()?.sequence ?? 0) + 1
         // Streamed: the first prune of a large trail holds one page at a time.
-        var sink: (output: FHIROutput, path: String)?
-        var last: Int64?
+        var rows = AuditPages(trail, after: try trail.auditAnchor()?.sequence ?? 0)
+        guard let first = try rows.next(), first.entry.recorded < cutoff else { return Pruned(dropped: 0, file: nil) }
+        let path = try archivePath(from: first.sequence)
         let resource = AuditEventResource(observer: observer)
-        do {
-            scan: while true {
-                let rows = try trail.auditChain(from: next, limit: 1_000)
-                for row in rows {
-                    guard row.entry.recorded < cutoff else { break scan }
-                    if sink == nil { sink = try open(from: row.sequence) }
-                    try sink!.output.write(resource.json(row).bytes() + [0x0A])
-                    last = row.sequence
-                }
-                guard rows.count == 1_000, let end = rows.last else { break }
-                next = end.sequence + 1
+        let last = try FHIROutput.writing(to: path) { sink in
+            var row: ChainedAuditEntry? = first, last = first.sequence
+            while let current = row, current.entry.recorded < cutoff {
+                try sink.write(resource.json(current).bytes() + [0x0A])
+                last = current.sequence
+                row = try rows.next()
             }
-            try sink?.output.close()
-        } catch {
-            sink?.output.discard()
-            throw error
+            return last
         }
-        guard let last, let sink else { return Pruned(dropped: 0, file: nil) }
-        return Pruned(dropped: try trail.dropAuditPrefix(through: last), file: sink.path)
+        return Pruned(dropped: try trail.dropAuditPrefix(through: last), file: path)
     }
 
-    /// The owner-only archive file for entries from `sequence` on, in an owner-only folder.
-    func open(from sequence: Int64) throws -> (output: FHIROutput, path: String) {
+    /// The archive file for entries from `sequence` on, in an owner-only folder made when missing.
+    func archivePath(from sequence: Int64) throws -> String {
         try FileManager.default.createDirectory(atPath: archive, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        let path = (archive as NSString).appendingPathComponent("audit-events-from-\(sequence).ndjson")
-        return (try FHIROutput(path: path), path)
+        return (archive as NSString).appendingPathComponent("audit-events-from-\(sequence).ndjson")
     }
 }

@@ -10,7 +10,7 @@ extension PushReport {
     public func auditEntries(actor: AuditEntry.Actor, source: String?, at date: Date = Date()) -> [AuditEntry] {
         var entries: [AuditEntry] = []
         func add(_ all: [String], _ outcome: AuditEntry.Outcome, _ detail: (Int) -> String) {
-            let items = all.filter { !$0.hasPrefix(OutboxItem.auditKeyPrefix) }
+            let items = all.filter { !auditEvents.contains($0) }
             let byPatient = Dictionary(grouping: items) { patients[$0] }
             for patient in byPatient.keys.sorted(by: { ($0 ?? "") < ($1 ?? "") }) {
                 let identifiers = byPatient[patient]!

@@ -22,6 +22,24 @@ public struct PushReport: Sendable {
     public var provenanceLocation: String?
     /// Each sent or settled item's patient, by identifier: its payload's subject (`Patient/…`).
     public var patients: [String: String] = [:]
+    /// The items that are AuditEvents (`ehr.audit`), by identifier: no patient's data, counted
+    /// and entered apart from the outcomes.
+    public var auditEvents: Set<String> = []
+
+    /// What was delivered of patients' data: the outcomes and survey responses, not AuditEvents.
+    public var pushedOutcomes: [(identifier: String, location: String?)] { pushed.filter { !auditEvents.contains($0.identifier) } }
+}
+
+/// A push run that stopped partway (the store failed, or a later item is of a type the EHR
+/// cannot take): what it had sent and settled before `cause` stopped it, all of it already in
+/// the outbox, so that its caller can still record it.
+public struct PushInterrupted: Error, CustomStringConvertible {
+    /// What the run did before it stopped.
+    public var report: PushReport
+    /// What stopped it.
+    public var cause: any Error
+
+    public var description: String { "\(cause)" }
 }
 
 /// Pushes exported Observations through the durable outbox: every current outcome version is
@@ -87,16 +105,26 @@ public struct OutcomePush: Sendable {
     /// Queues what is new and sends what is queued, a claimed handful at a time (see
     /// `Outbox.claim`): several workers, in this process or others over one database, share the
     /// queue and never send one item at once. With `retryFailed`, the dead letters are exported
-    /// again first (after a mapping fix, say) and sent like new ones.
+    /// again first (after a mapping fix, say) and sent like new ones. A run that stops partway
+    /// throws `PushInterrupted`, carrying what it did.
     public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
         var report = PushReport()
+        do {
+            try await run(dryRun: dryRun, retryFailed: retryFailed, into: &report)
+        } catch {
+            throw PushInterrupted(report: report, cause: error)
+        }
+        return report
+    }
+
+    func run(dryRun: Bool, retryFailed: Bool, into report: inout PushReport) async throws {
         if retryFailed && !dryRun { report.retriedFailed = try outbox.forgetFailed() }
         let queued = try queue()
         report.newlyQueued = queued.queued
         report.failed += queued.refused
         if dryRun {
             report.planned = try outbox.queuedOutbox(limit: 100_000).compactMap(plannedAction)
-            return report
+            return
         }
         // Items whose send failed in passing stay leased to this run (tried once per run); the
         // rest of what it holds goes back to the queue however the run ends.
@@ -116,10 +144,10 @@ public struct OutcomePush: Sendable {
                            failuresInARow: &failuresInARow, report: &report)
             sent += claimed.count
         }
-        if !report.pushed.isEmpty {
-            report.provenanceLocation = try? await client.create(provenance(targets: report.pushed.compactMap(\.location))).location
+        let targets = report.pushedOutcomes.compactMap(\.location)
+        if !targets.isEmpty {
+            report.provenanceLocation = try? await client.create(provenance(targets: targets)).location
         }
-        return report
     }
 
     /// What a dry run says of a queued item (`amend: Observation urn:caregate:outcome|…`).
@@ -137,47 +165,47 @@ public struct OutcomePush: Sendable {
     }
 
     /// Claimed items read back into resources, each type's strategy settled from the server's
-    /// CapabilityStatement; a payload that cannot be read is dead-lettered.
+    /// CapabilityStatement; a payload that cannot be read, or that the server does not take
+    /// (`Strategy.Delivery.refused`), is dead-lettered.
     func prepare(_ claimed: [OutboxItem], capabilities: ServerCapabilities, strategies: inout [String: Strategy],
                  report: inout PushReport) throws -> [(item: OutboxItem, observation: Element)] {
         var ready: [(item: OutboxItem, observation: Element)] = []
+        func deadLetter(_ item: OutboxItem, _ why: String) throws {
+            try outbox.markAttempt(item.versionUUID, error: why, dead: true)
+            report.failed.append((item.idempotencyKey, why))
+        }
         for item in claimed {
             do {
-                var observation = try FHIRJSONReader().read(item.payload).resource
-                observation.removeChildren(named: "id")
-                if observation.resourceType == "OperationOutcome" {
+                var resource = try FHIRJSONReader().read(item.payload).resource
+                let type = resource.resourceType ?? "Observation"
+                if type == "OperationOutcome" {
                     // A refused outcome left queued: it stays a dead letter.
-                    let why = observation.first("issue.diagnostics")?.value ?? "refused before sending"
-                    try outbox.markAttempt(item.versionUUID, error: why, dead: true)
-                    report.failed.append((item.idempotencyKey, why))
+                    try deadLetter(item, resource.first("issue.diagnostics")?.value ?? "refused before sending")
                     continue
                 }
-                if observation.resourceType == "AuditEvent" {
-                    // Sent at its own id (from its entry's hash), so a resend writes the same resource.
-                    guard capabilities.resources["AuditEvent"]?.updateCreate == true else {
-                        let why = "the EHR does not take AuditEvents at the gateway's ids (PUT AuditEvent/<id>, update as create): turn ehr.audit off or enable it on the EHR"
-                        try outbox.markAttempt(item.versionUUID, error: why, dead: true)
-                        report.failed.append((item.idempotencyKey, why))
-                        continue
-                    }
-                    strategies["AuditEvent"] = Strategy(conditionalCreate: false, conditionalUpdate: false, batch: false, updateCreate: true, searchable: false)
-                    ready.append((item, observation))
+                if type == "AuditEvent" { report.auditEvents.insert(item.idempotencyKey) }
+                for part in Self.types(in: resource) where strategies[part] == nil {
+                    strategies[part] = try Strategy(capabilities, type: part, inTransaction: type == "Bundle")
+                }
+                switch strategies[type]!.delivery {
+                case .refused(let why):
+                    try deadLetter(item, why)
                     continue
+                case .atOwnID:
+                    guard resource.string("id") != nil else { try deadLetter(item, "the queued \(type) carries no id to be written at"); continue }
+                case .byIdentifier, .transaction:
+                    resource.removeChildren(named: "id")
                 }
-                for type in Self.types(in: observation) where strategies[type] == nil {
-                    strategies[type] = try Strategy(capabilities, type: type, inTransaction: observation.resourceType == "Bundle")
-                }
-                if observation.resourceType == "Bundle" { observation = try SurveyTransaction.fitted(observation, to: strategies, base: client.base) }
-                let subject = observation.resourceType == "Bundle" ? observation.first("entry.resource.subject.reference") : observation.first("subject.reference")
+                if type == "Bundle" { resource = try SurveyTransaction.fitted(resource, to: strategies, base: client.base) }
+                let subject = type == "Bundle" ? resource.first("entry.resource.subject.reference") : resource.first("subject.reference")
                 report.patients[item.idempotencyKey] = subject?.value
-                ready.append((item, observation))
+                ready.append((item, resource))
             } catch let error as FHIRClientError {
                 // The server cannot take this kind of resource at all: stop before sending anything.
                 throw error
             } catch {
                 // A payload that cannot be read will never go: dead-letter it.
-                try outbox.markAttempt(item.versionUUID, error: "the queued payload is not valid FHIR: \(error)", dead: true)
-                report.failed.append((item.idempotencyKey, "\(error)"))
+                try deadLetter(item, "the queued payload is not valid FHIR: \(error)")
             }
         }
         return ready
@@ -194,13 +222,12 @@ public struct OutcomePush: Sendable {
     func send(_ ready: [(item: OutboxItem, observation: Element)], strategies: [String: Strategy], done: Int, total: Int,
               failuresInARow: inout Int, report: inout PushReport) async throws {
         // A survey's transaction, and an AuditEvent (written at its id), each go on their own.
-        let alone: Set<String> = ["Bundle", "AuditEvent"]
-        let separate = ready.filter { alone.contains($0.observation.resourceType ?? "") }
+        let isAlone = { (resource: Element) in strategies[resource.resourceType ?? "Observation"]?.sentAlone == true }
+        let separate = ready.filter { isAlone($0.observation) }
         if !separate.isEmpty {
             try await sendEach(separate, strategies: strategies, done: done, total: total, failuresInARow: &failuresInARow, report: &report)
-            let rest = ready.filter { !alone.contains($0.observation.resourceType ?? "") }
-            try await send(rest, strategies: strategies.filter { !alone.contains($0.key) }, done: done + separate.count, total: total,
-                           failuresInARow: &failuresInARow, report: &report)
+            try await send(ready.filter { !isAlone($0.observation) }, strategies: strategies.filter { !$0.value.sentAlone }, done: done + separate.count,
+                           total: total, failuresInARow: &failuresInARow, report: &report)
             return
         }
         if batchSize > 1 && strategies.values.allSatisfy({ $0.batch && $0.conditionalCreate && $0.conditionalUpdate }) {
@@ -282,15 +309,48 @@ public struct OutcomePush: Sendable {
         var updateCreate = false
         /// The server finds the type by identifier (what a conditional write asks it).
         var searchable = true
+        /// How an item of the type is written.
+        var delivery = Delivery.byIdentifier
 
-        init(conditionalCreate: Bool, conditionalUpdate: Bool, batch: Bool, updateCreate: Bool, searchable: Bool) {
+        /// How an item is written, and whether it can be.
+        enum Delivery {
+            /// Found or written by its identifier: a conditional create or update, or a search first.
+            case byIdentifier
+            /// A survey's transaction Bundle: its entries are conditional; sent on its own.
+            case transaction
+            /// At the id its payload carries (`PUT Type/<id>`, the server creating it), so a resend
+            /// writes the same resource; sent on its own. An AuditEvent of `ehr.audit`.
+            case atOwnID
+            /// The server does not take it: each such item is dead-lettered with this reason, and
+            /// the rest of the run goes on (the outcomes do not wait for the trail).
+            case refused(String)
+        }
+
+        /// Sent one at a time, never in a batch with others.
+        var sentAlone: Bool {
+            switch delivery {
+            case .transaction, .atOwnID: true
+            case .byIdentifier, .refused: false
+            }
+        }
+
+        init(conditionalCreate: Bool, conditionalUpdate: Bool, batch: Bool, updateCreate: Bool, searchable: Bool, delivery: Delivery = .byIdentifier) {
             (self.conditionalCreate, self.conditionalUpdate, self.batch, self.updateCreate, self.searchable) = (conditionalCreate, conditionalUpdate, batch, updateCreate, searchable)
+            self.delivery = delivery
         }
 
         /// In a survey's transaction, a type the statement does not list (some servers list only the
         /// types they search) can be written only where the gateway picks its id, when the server
-        /// lets updates create as it does for Observations; the transaction is all or nothing.
+        /// lets updates create as it does for Observations; the transaction is all or nothing. An
+        /// AuditEvent is written at its own id, or refused when the server cannot.
         init(_ capabilities: ServerCapabilities, type: String, inTransaction: Bool) throws(FHIRClientError) {
+            if type == "AuditEvent" {
+                // Written at its id (from its entry's hash); an EHR that cannot is told, and outcomes go on.
+                let atID = capabilities.resources["AuditEvent"]?.updateCreate == true
+                self.init(conditionalCreate: false, conditionalUpdate: false, batch: false, updateCreate: atID, searchable: false,
+                          delivery: atID ? .atOwnID : .refused("the EHR does not take AuditEvents at the gateway's ids (PUT AuditEvent/<id>, update as create): turn ehr.audit off or enable it on the EHR"))
+                return
+            }
             if inTransaction, type != "Bundle", capabilities.resources[type] == nil, let observations = capabilities.resources["Observation"] {
                 self.init(conditionalCreate: false, conditionalUpdate: false, batch: false, updateCreate: observations.updateCreate, searchable: false)
                 return
@@ -307,8 +367,10 @@ public struct OutcomePush: Sendable {
                 }
                 conditionalCreate = true
                 conditionalUpdate = true
+                delivery = .transaction
                 return
             }
+
             guard let listed = capabilities.resources[type] else { throw .unsupported("store \(type)s (its CapabilityStatement does not list them)") }
             guard listed.interactions.contains("create") || listed.interactions.isEmpty else { throw .unsupported("create \(type)s") }
             conditionalCreate = listed.conditionalCreate
@@ -324,15 +386,15 @@ public struct OutcomePush: Sendable {
     /// Sends one resource; returns where the server keeps it.
     func deliver(_ observation: Element, key: String, strategy: Strategy) async throws(FHIRClientError) -> String? {
         let type = observation.resourceType ?? "Observation"
-        if type == "AuditEvent" {
-            let id = String(key.dropFirst(OutboxItem.auditKeyPrefix.count))
-            var event = observation
-            event.children.insert(Element(name: "id", type: "id", value: id), at: 0)
-            return try await client.update(event, at: "AuditEvent/\(id)").location ?? "AuditEvent/\(id)"
-        }
-        if type == "Bundle" {
+        switch strategy.delivery {
+        case .atOwnID:
+            let at = "\(type)/\(observation.string("id") ?? "")"
+            return try await client.update(observation, at: at).location ?? at
+        case .transaction:
             // Every entry is conditional: a transaction resent after a lost answer creates nothing twice.
             return FHIRRESTClient.entryOutcomes(try await client.transaction(observation)).first?.location
+        case .byIdentifier, .refused:
+            break
         }
         let query = "identifier=" + (key.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "|&=+"))) ?? key)
         if ExportedObservation.isFirstVersion(observation) {

@@ -8,6 +8,8 @@ Forwards every request to 127.0.0.1:UPSTREAM_PORT, except as CONFIG (read for ea
   {"storm": N, "status": 503, "retry_after": "0"}  the next N requests are answered with that
                              status and Retry-After, without forwarding
   {"delay": S}               wait S seconds before forwarding
+  {"drop_types": [T, ...]}   the CapabilityStatement (GET .../metadata) lists no such resource types
+  {"no_update_create": [T, ...]}  ... and says these types' updates do not create (updateCreate false)
 COUNTS records how many requests were forwarded, dropped and stormed, how many POSTs arrived (counted
 on arrival, before any delay), how many wrote a single Observation (POST or PUT to .../Observation)
 rather than a Bundle, and each read (a GET without a query) under "GET <path>".
@@ -35,6 +37,20 @@ def save_counts():
     with open(counts_path + ".new", "w") as file:
         json.dump(counts, file)
     os.replace(counts_path + ".new", counts_path)
+
+
+def patched_statement(data, config):
+    """The server's CapabilityStatement as CONFIG would have it: types dropped, update-create denied."""
+    drop, no_create = set(config.get("drop_types", [])), set(config.get("no_update_create", []))
+    if not drop and not no_create:
+        return data
+    statement = json.loads(data)
+    for rest in statement.get("rest", []):
+        rest["resource"] = [r for r in rest.get("resource", []) if r.get("type") not in drop]
+        for resource in rest["resource"]:
+            if resource.get("type") in no_create:
+                resource["updateCreate"] = False
+    return json.dumps(statement).encode()
 
 
 class Proxy(BaseHTTPRequestHandler):
@@ -77,6 +93,8 @@ class Proxy(BaseHTTPRequestHandler):
         connection.request(self.command, self.path, body=body, headers=headers)
         response = connection.getresponse()
         data = response.read()
+        if self.command == "GET" and self.path.split("?")[0].endswith("/metadata"):
+            data = patched_statement(data, config)
         with lock:
             counts["forwarded"] += 1
             if drop:
