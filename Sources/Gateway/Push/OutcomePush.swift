@@ -39,6 +39,7 @@ public struct PushInterrupted: Error, CustomStringConvertible {
     /// What stopped it.
     public var cause: any Error
 
+    /// What stopped the run, as its cause says it.
     public var description: String { "\(cause)" }
 }
 
