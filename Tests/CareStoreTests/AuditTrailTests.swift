@@ -34,7 +34,7 @@ struct AuditTrailTests {
         #expect(try AuditChain.verify(store, page: 4) == (6, nil))
     }
 
-    @Test("a query read a page at a time after a sequence gives every match once, oldest first, whatever the page size; the whole chain likewise", arguments: Backend.allCases)
+    @Test("a query read a page at a time after a sequence gives every match once, oldest first, whatever the page size; the whole chain likewise; an append of 1,227 entries is kept whole", arguments: Backend.allCases)
     func pages(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
         try store.record((1...23).map { Self.entry($0, patient: $0 % 3 == 0 ? "Patient/p2" : "Patient/p1") })
@@ -50,6 +50,10 @@ struct AuditTrailTests {
             while let row = try chain.next() { rest.append(row.sequence) }
             #expect(rest == [21, 22, 23], "the chain after 20, pages of \(size)")
         }
+        // One append larger than a statement's rows (PostgreSQL inserts 500 a statement): kept whole, in order.
+        try store.record((24...1_250).map { Self.entry($0, patient: "Patient/p3") })
+        #expect(try AuditChain.verify(store, page: 300) == (1_250, nil))
+        #expect(try store.auditEntries(AuditQuery(patientID: "Patient/p3", limit: 2_000)).map(\.sequence) == Array(24...1_250))
     }
 
     @Test("an entry changed, removed or inserted, or entries cut from the end, are found where it happened", arguments: Backend.allCases)
