@@ -82,14 +82,11 @@ struct CareKitSyncRoutes: Sendable {
     func perToken(_ request: Request, _ context: GatewayRequestContext, event: String,
                   _ handler: (Request, String) async throws -> Response) async throws -> Response {
         guard let token = Self.bearerToken(request) else { return refusedToken(context, event: event) }
-        guard server.perDevice.enter(token) else {
+        return try await server.perDevice.run(token, what: "device", refused: {
             // Refused before the token is checked: the entry names no device and no patient.
             server.audit.note(entry(context, actor: .device("(token not checked)"), Self.action(of: event), event, patientID: nil, .refused,
                                     detail: "too many calls in flight on one token (at most \(server.perDevice.limit))"))
-            return server.perDevice.refusal(what: "device")
-        }
-        defer { server.perDevice.leave(token) }
-        return try await handler(request, token)
+        }) { try await handler(request, token) }
     }
 
     // MARK: Audit

@@ -268,17 +268,15 @@ final class InFlightLimit: Sendable {
         }
     }
 
-    /// Runs `body` counted in, or answers 429 when `key` is at its ceiling.
-    func run(_ key: String, what: String, _ body: () async throws -> Response) async throws -> Response {
-        guard enter(key) else { return refusal(what: what) }
+    /// Runs `body` counted in, or answers 429 when `key` is at its ceiling (calling `refused` first).
+    func run(_ key: String, what: String, refused: () -> Void = {}, _ body: () async throws -> Response) async throws -> Response {
+        guard enter(key) else {
+            refused()
+            return JSONBody.error(.tooManyRequests, "too many requests in flight from this \(what) (at most \(limit) at once); try again shortly",
+                                  headers: [.retryAfter: "1"])
+        }
         defer { leave(key) }
         return try await body()
-    }
-
-    /// The 429 a `what` (a device, an address) at its ceiling gets.
-    func refusal(what: String) -> Response {
-        JSONBody.error(.tooManyRequests, "too many requests in flight from this \(what) (at most \(limit) at once); try again shortly",
-                       headers: [.retryAfter: "1"])
     }
 }
 

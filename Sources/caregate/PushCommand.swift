@@ -153,16 +153,18 @@ struct PushCommand: AsyncParsableCommand {
         push.batchSize = batchSize
         push.lease = TimeInterval(leaseSeconds)
         push.progress = { bar.update("pushing", done: $0, total: $1) }
+        /// What a run sent, as this host's OS user's entries.
+        func entries(_ report: PushReport) -> [AuditEntry] { report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName) }
         let report: PushReport
         do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
             bar.finish()
             // What the run sent before it failed is in the outbox, and entered in the trail with the failed run.
-            let sent = (error as? PushInterrupted)?.report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName) ?? []
+            let sent = ((error as? PushInterrupted)?.report).map(entries) ?? []
             try? store.record(sent + [CommandAudit(command: "push").entry(.create, patientID: nil, outcome: .failed, detail: "\(error)")])
             throw CommandError.message("\(error)")
         }
         bar.finish()
-        do { try store.record(report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName)) } catch {
+        do { try store.record(entries(report)) } catch {
             StandardError.print("warning: the push is done, and was not recorded in the audit trail: \(error)")
         }
         for line in report.planned { print("would \(line)") }
