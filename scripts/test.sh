@@ -14,7 +14,9 @@ scratch="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-run.XXXXXX")"
 postgres="$(mktemp -d "${TMPDIR:-/tmp}/caregate-test-postgres.XXXXXX")"; chmod 755 "$postgres"
 trap './scripts/test-postgres.sh stop "$postgres"; rm -rf "$scratch" "$postgres"' EXIT
 eval "$(./scripts/test-postgres.sh start "$postgres/cluster")"
-TMPDIR="$scratch" swift test --skip-build "$@"
+# A failing run ends by listing what failed, so the last lines of a long log name the tests.
+TMPDIR="$scratch" swift test --skip-build "$@" 2>&1 | tee "$scratch/tests.log" || {
+    echo "--- what failed ---"; grep -a -e '✘' -e 'SKIPPED' "$scratch/tests.log" | cut -c1-600 | tail -n 60; exit 1; }
 # The release build too: the optimizer has crashed on code the debug build took (it once broke
 # `caregate import`). Its binary then imports the demo patient and checks the shipped mappings.
 started=$SECONDS

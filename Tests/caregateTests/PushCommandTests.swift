@@ -89,7 +89,7 @@ struct PushTrailTests {
         try """
             caregate-mapping: 1
             resource: MedicationRequest
-            extends: \(CommandLineTests.projectRoot.appendingPathComponent("Mappings/medicationrequest.yaml").path)
+            extends: builtin:medicationrequest.yaml
             export-as:
               resource: MedicationAdministration
               medication-system: http://www.nlm.nih.gov/research/umls/rxnorm
