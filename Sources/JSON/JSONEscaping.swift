@@ -12,7 +12,7 @@ extension Array: JSONByteSink where Element == UInt8 {}
 /// non-ASCII text are written as they are.
 public enum JSONEscaping {
     /// The two-byte escape of a byte, or 0 when it takes `\u00XX` (or no escape).
-    static let shortEscapes: [UInt8] = {
+    @usableFromInline static let shortEscapes: [UInt8] = {
         var table = [UInt8](repeating: 0, count: 128)
         table[0x22] = 0x22; table[0x5C] = 0x5C; table[0x0A] = 0x6E; table[0x0D] = 0x72
         table[0x09] = 0x74; table[0x08] = 0x62; table[0x0C] = 0x66
@@ -24,6 +24,8 @@ public enum JSONEscaping {
     public static func needsEscape(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x22 || byte == 0x5C }
 
     /// Appends `value` as a quoted JSON string: runs that need no escaping are copied whole.
+    /// Inlinable, so that each sink gets its own specialised copy (writers call it per string).
+    @inlinable
     public static func appendQuoted<Sink: JSONByteSink & ~Copyable>(_ value: String, to sink: inout Sink) {
         var value = value
         sink.append(0x22)
@@ -32,6 +34,7 @@ public enum JSONEscaping {
     }
 
     /// Appends UTF-8 text escaped (without quotes).
+    @inlinable
     public static func appendEscaped<Sink: JSONByteSink & ~Copyable>(_ utf8: UnsafeBufferPointer<UInt8>, to sink: inout Sink) {
         var runStart = 0
         for i in 0..<utf8.count where needsEscape(utf8[i]) {
@@ -49,7 +52,7 @@ public enum JSONEscaping {
         sink.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     static func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
     /// An escape that cannot be read, at a byte offset into the string's contents.

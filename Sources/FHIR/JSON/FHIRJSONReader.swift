@@ -54,8 +54,9 @@ public struct FHIRJSONReader: Sendable {
     }
 }
 
-/// The recursive-descent parser behind `FHIRJSONReader`.
-struct JSONParser {
+/// The recursive-descent parser behind `FHIRJSONReader`. Not copyable: it owns the stack its
+/// objects' children are gathered on.
+struct JSONParser: ~Copyable {
     let input: UnsafeBufferPointer<UInt8>
     let options: ParseOptions
     let model = ModelInfo.r4
@@ -66,19 +67,37 @@ struct JSONParser {
     var nullPlaceholders = 0
     /// The element path being read, for locations.
     var path: [PathStep] = []
+    /// The children of every object being read.
+    var childStack = ChildStack()
     private var lineCache: (offset: Int, line: Int, lineStart: Int) = (0, 1, 0)
     private let lineOffset: Int
 
+    /// One step of the path: a property name as written in the input (a byte range, so that no
+    /// String is made for it unless a location is asked for), or a fixed name.
     struct PathStep {
-        var name: String
+        var key: Range<Int>
+        var fixed: String?
         var index: Int
+
+        init(name: String, index: Int) {
+            key = 0..<0
+            fixed = name
+            self.index = index
+        }
+
+        init(key: Range<Int>, index: Int) {
+            self.key = key
+            fixed = nil
+            self.index = index
+        }
     }
 
-    /// An `_name` property waiting to be merged with its values.
+    /// An `_name` property waiting to be merged with its values; `key` is its name in the input,
+    /// the `_` included.
     struct PendingExtensions {
         var slot: Int16
         var typeIndex: Int32
-        var name: String
+        var key: Range<Int>
         var parts: [Element?]
         var offset: Int
     }
@@ -112,10 +131,15 @@ struct JSONParser {
         var out = ""
         for (i, step) in path.enumerated() {
             if i > 0 { out += "." }
-            out += step.name
+            out += step.fixed ?? text(step.key)
             if step.index >= 0 { out += "[\(step.index)]" }
         }
         return out
+    }
+
+    /// The input's bytes in `range` as text (a property name, for messages and locations).
+    func text(_ range: Range<Int>) -> String {
+        String(decoding: UnsafeBufferPointer(rebasing: input[range]), as: UTF8.self)
     }
 
     mutating func report(_ code: ParseIssue.Code, _ message: String, at offset: Int, severity: ParseIssue.Severity = .error) {
@@ -133,8 +157,21 @@ struct JSONParser {
     mutating func skipWhitespace() {
         while pos < input.count {
             let b = input[pos]
-            if b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 { pos += 1 } else { return }
+            guard b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 else { return }
+            pos += 1
+            // Indentation: runs of spaces, passed eight bytes at a time.
+            while pos + 8 <= input.count {
+                let other = word(at: pos) ^ 0x2020_2020_2020_2020
+                if other != 0 { pos += other.trailingZeroBitCount >> 3; break }
+                pos += 8
+            }
         }
+    }
+
+    /// The eight input bytes at `offset`, the first in the lowest byte.
+    @inline(__always)
+    func word(at offset: Int) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(input.baseAddress! + offset).loadUnaligned(as: UInt64.self))
     }
 
     /// Throws at the end of the input where a value must follow (`{"active":` and nothing more).
@@ -149,9 +186,14 @@ struct JSONParser {
         return pos < input.count ? input[pos] : nil
     }
 
-    mutating func expect(_ byte: UInt8, _ what: String) throws(FHIRFormatError) {
-        guard peek() == byte else { throw syntaxError("expected \(what), found \(describeNext())") }
+    @inline(__always)
+    mutating func expect(_ byte: UInt8, _ what: StaticString) throws(FHIRFormatError) {
+        guard peek() == byte else { throw unexpected(what) }
         pos += 1
+    }
+
+    mutating func unexpected(_ what: StaticString) -> FHIRFormatError {
+        syntaxError("expected \(what), found \(describeNext())")
     }
 
     func describeNext() -> String {
@@ -186,13 +228,31 @@ struct JSONParser {
         let start = pos
         var escaped = false
         var high: UInt8 = 0
+        var highBits: UInt64 = 0
         while pos < input.count {
+            // Eight bytes at a time while none is a quote, a backslash or a control character.
+            while pos + 8 <= input.count {
+                let w = word(at: pos)
+                let stops = JSONParser.zeroBytes(w ^ 0x2222_2222_2222_2222) | JSONParser.zeroBytes(w ^ 0x5C5C_5C5C_5C5C_5C5C)
+                    | JSONParser.bytesBelow0x20(w)
+                if stops == 0 {
+                    highBits |= w
+                    pos += 8
+                    continue
+                }
+                // The bytes before the first stop are plain text.
+                let plain = stops.trailingZeroBitCount >> 3
+                if plain > 0 { highBits |= w & ((1 << UInt64(plain * 8)) &- 1) }
+                pos += plain
+                break
+            }
+            guard pos < input.count else { break }
             let b = input[pos]
             high |= b
             if b == 0x22 {
                 let end = pos
                 pos += 1
-                return (start, end, escaped, high >= 0x80)
+                return (start, end, escaped, high >= 0x80 || highBits & 0x8080_8080_8080_8080 != 0)
             }
             if b == 0x5C {
                 escaped = true
@@ -205,6 +265,19 @@ struct JSONParser {
             pos += 1
         }
         throw syntaxError("unterminated string", at: start - 1)
+    }
+
+    /// A word with 0x80 in each byte of `w` that is zero (exact up to the first such byte, which
+    /// is all the scans need).
+    @inline(__always)
+    static func zeroBytes(_ w: UInt64) -> UInt64 {
+        (w &- 0x0101_0101_0101_0101) & ~w & 0x8080_8080_8080_8080
+    }
+
+    /// A word with 0x80 in each byte of `w` below 0x20 (exact up to the first such byte).
+    @inline(__always)
+    static func bytesBelow0x20(_ w: UInt64) -> UInt64 {
+        (w &- 0x2020_2020_2020_2020) & ~w & 0x8080_8080_8080_8080
     }
 
     /// Decodes a scanned string to a Swift String, resolving escapes (`JSONEscaping`).
@@ -399,6 +472,7 @@ struct JSONParser {
         let objectStart = pos
         try enter()
         pos += 1
+        let firstChild = childStack.count
         var pending: [PendingExtensions] = []
         var seen = SlotSet()
         var seenExtensions = SlotSet()
@@ -424,38 +498,37 @@ struct JSONParser {
             var keyStart = key.start
             let isExtensionPart = input[keyStart] == 0x5F
             if isExtensionPart { keyStart += 1 }
+            // The property's name as written, without a leading `_`.
+            let name = keyStart..<key.end
             var found: (slot: Int16, type: Int32)? = nil
             if !key.escaped {
-                found = type.properties.lookup(UnsafeBufferPointer(rebasing: input[keyStart..<key.end]))
+                found = type.properties.lookup(UnsafeBufferPointer(rebasing: input[name]))
             }
 
             if let keeping, !Self.reads(found, of: type, keeping: keeping) {
                 try skipValue()
             } else if let (slot, typeIndex) = found {
-                let definition = type.elements[Int(slot)]
+                // The model lives as long as the program: no reference count for a definition.
+                unowned(unsafe) let definition = type.elements[Int(slot)]
                 if slot < lastSlot { sorted = false }
                 lastSlot = slot
-                let propertyName = definition.isChoice
-                    ? String(decoding: UnsafeBufferPointer(rebasing: input[keyStart..<key.end]), as: UTF8.self)
-                    : definition.name
                 // A second value for one element is reported and left out (the first is kept):
                 // kept, it would make a tree no format can write back.
                 if isExtensionPart {
                     if seenExtensions.insert(slot) == false {
-                        report(.structure, "'_\(propertyName)' appears twice (the second is left out)", at: keyOffset)
+                        report(.structure, "'_\(text(name))' appears twice (the second is left out)", at: keyOffset)
                         try skipValue()
                     } else {
-                        let parts = try parseExtensionParts(definition: definition, typeIndex: typeIndex, propertyName: propertyName)
-                        pending.append(PendingExtensions(slot: slot, typeIndex: typeIndex, name: propertyName, parts: parts, offset: keyOffset))
+                        let parts = try parseExtensionParts(definition: definition, typeIndex: typeIndex, key: key.start..<key.end)
+                        pending.append(PendingExtensions(slot: slot, typeIndex: typeIndex, key: key.start..<key.end, parts: parts, offset: keyOffset))
                     }
                 } else if seen.insert(slot) == false {
                     report(.structure, definition.isChoice
-                        ? "'\(propertyName)': \(definition.name)[x] can have only one type (the second is left out)"
-                        : "'\(propertyName)' appears twice (the second is left out)", at: keyOffset)
+                        ? "'\(text(name))': \(definition.name)[x] can have only one type (the second is left out)"
+                        : "'\(text(name))' appears twice (the second is left out)", at: keyOffset)
                     try skipValue()
                 } else {
-                    try parseProperty(definition: definition, typeIndex: typeIndex, propertyName: propertyName,
-                                      isResource: isResource, into: &node)
+                    try parseProperty(definition: definition, typeIndex: typeIndex, name: name, isResource: isResource)
                 }
             } else {
                 let keyString = try decodeString(key)
@@ -468,7 +541,7 @@ struct JSONParser {
                     path.append(PathStep(name: keyString, index: -1))
                     report(.unknownElement, "unknown element '\(keyString)' in \(type.name) (kept)", at: keyOffset, severity: .warning)
                     path.removeLast()
-                    node.children.append(Element(name: keyString, typeIndex: Element.unknownJSON, slot: Int16.max, value: raw))
+                    childStack.push(Element(name: keyString, typeIndex: Element.unknownJSON, slot: Int16.max, value: raw))
                 }
             }
 
@@ -478,6 +551,12 @@ struct JSONParser {
             guard next == 0x2C else { throw syntaxError("expected ',' or '}' after a property, found \(describeNext())", at: pos - 1) }
         }
         depth -= 1
+        if pending.isEmpty && nullPlaceholders == nullsBefore {
+            // The common case: the children are final, put in definition order as they move out.
+            node.children = childStack.pop(from: firstChild, inSlotOrder: !sorted)
+            return
+        }
+        node.children = childStack.pop(from: firstChild, inSlotOrder: false)
 
         if !pending.isEmpty {
             mergeExtensions(pending, into: &node)
@@ -506,14 +585,15 @@ struct JSONParser {
         return name == "id" || keeping.contains(name)
     }
 
-    /// Parses the value of one known property (a single value or an array) into `node`.
-    mutating func parseProperty(definition: ElementDefinition, typeIndex: Int32, propertyName: String,
-                                isResource: Bool, into node: inout Element) throws(FHIRFormatError) {
+    /// Parses the value of one known property (a single value or an array) onto the child stack.
+    /// `name` is the property's name in the input.
+    mutating func parseProperty(definition: ElementDefinition, typeIndex: Int32, name: Range<Int>,
+                                isResource: Bool) throws(FHIRFormatError) {
         let valueOffset = pos
         try expectValue()
         if input[pos] == 0x5B {
             if !definition.isRepeating {
-                path.append(PathStep(name: propertyName, index: -1))
+                path.append(PathStep(key: name, index: -1))
                 report(.cardinality, "expected a single value, found an array", at: valueOffset)
                 path.removeLast()
             }
@@ -522,17 +602,17 @@ struct JSONParser {
             if peek() == 0x5D {
                 pos += 1
                 depth -= 1
-                path.append(PathStep(name: propertyName, index: -1))
+                path.append(PathStep(key: name, index: -1))
                 report(.structure, "empty array (FHIR JSON has no empty arrays)", at: valueOffset)
                 path.removeLast()
                 return
             }
             var index = 0
             while true {
-                path.append(PathStep(name: propertyName, index: index))
+                path.append(PathStep(key: name, index: index))
                 _ = peek()
                 if let child = try parseValue(definition: definition, typeIndex: typeIndex, inArray: true, isResourceId: false) {
-                    node.children.append(child)
+                    childStack.push(child)
                 }
                 path.removeLast()
                 index += 1
@@ -543,18 +623,18 @@ struct JSONParser {
             }
             depth -= 1
             if let max = definition.max, index > max {
-                path.append(PathStep(name: propertyName, index: -1))
+                path.append(PathStep(key: name, index: -1))
                 report(.cardinality, "at most \(max) allowed, found \(index)", at: valueOffset)
                 path.removeLast()
             }
         } else {
-            path.append(PathStep(name: propertyName, index: -1))
+            path.append(PathStep(key: name, index: -1))
             if definition.isRepeating {
                 report(.cardinality, "expected an array", at: valueOffset)
             }
             let isResourceId = isResource && definition.slot == 0
             if let child = try parseValue(definition: definition, typeIndex: typeIndex, inArray: false, isResourceId: isResourceId) {
-                node.children.append(child)
+                childStack.push(child)
             }
             path.removeLast()
         }
@@ -563,7 +643,7 @@ struct JSONParser {
     /// Parses one value of an element. Returns nil when the value was reported and dropped.
     @inline(__always)
     mutating func parseValue(definition: ElementDefinition, typeIndex: Int32, inArray: Bool, isResourceId: Bool) throws(FHIRFormatError) -> Element? {
-        let type = model.types[Int(typeIndex)]
+        unowned(unsafe) let type = model.types[Int(typeIndex)]
         let valueOffset = pos
         try expectValue()
         switch type.kind {
@@ -609,7 +689,7 @@ struct JSONParser {
             default:
                 throw syntaxError("expected a value, found \(describeNext())")
             }
-            if formMatches { checkPrimitive(text, kind: kind, binding: definition.binding, at: valueOffset) }
+            if formMatches { checkPrimitive(text, kind: kind, definition: definition, at: valueOffset) }
             return Element(name: definition.name, typeIndex: typeIndex, slot: definition.slot, value: text)
 
         case .complex, .backbone:
@@ -636,9 +716,9 @@ struct JSONParser {
         }
     }
 
-    /// Checks a primitive's lexical form and required binding.
+    /// Checks a primitive's lexical form and its element's required binding.
     @inline(__always)
-    mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?, at offset: Int) {
+    mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, definition: ElementDefinition, at offset: Int) {
         var text = text
         let valid = text.withUTF8 { kind.isValid(utf8: $0) }
         if !valid {
@@ -649,7 +729,7 @@ struct JSONParser {
             report(.invalidValue, "the narrative is not well-formed XHTML (\(problem))", at: offset)
             return
         }
-        if let binding, !binding.contains(text) {
+        if definition.binding != nil, let binding = definition.binding, !binding.contains(text) {
             let shown = binding.codes.count <= 8
                 ? binding.codes.joined(separator: "|")
                 : binding.codes.prefix(6).joined(separator: "|") + "|..."
@@ -657,19 +737,20 @@ struct JSONParser {
         }
     }
 
-    /// Parses an `_name` property: an object, or an array of objects and nulls.
-    mutating func parseExtensionParts(definition: ElementDefinition, typeIndex: Int32, propertyName: String) throws(FHIRFormatError) -> [Element?] {
+    /// Parses an `_name` property (`key` is its name in the input): an object, or an array of
+    /// objects and nulls.
+    mutating func parseExtensionParts(definition: ElementDefinition, typeIndex: Int32, key: Range<Int>) throws(FHIRFormatError) -> [Element?] {
         try expectValue()
         let type = model.types[Int(typeIndex)]
         guard type.kind == .primitive else {
-            path.append(PathStep(name: "_" + propertyName, index: -1))
-            report(.structure, "'_\(propertyName)' is only allowed for primitive elements", at: pos)
+            path.append(PathStep(key: key, index: -1))
+            report(.structure, "'\(text(key))' is only allowed for primitive elements", at: pos)
             path.removeLast()
             try skipValue()
             return []
         }
         func part(_ parser: inout JSONParser, index: Int) throws(FHIRFormatError) -> Element? {
-            parser.path.append(PathStep(name: "_" + propertyName, index: index))
+            parser.path.append(PathStep(key: key, index: index))
             defer { parser.path.removeLast() }
             try parser.expectValue()
             if parser.input[parser.pos] == 0x6E {
@@ -707,29 +788,31 @@ struct JSONParser {
     /// Joins `_name` parts with the values of `name`, index by index.
     mutating func mergeExtensions(_ pending: [PendingExtensions], into node: inout Element) {
         for extensions in pending {
+            let partsName = text(extensions.key)
+            let name = String(partsName.dropFirst())
             let indices = node.children.indices.filter { node.children[$0].slot == extensions.slot && !node.children[$0].isUnknown }
             if indices.isEmpty {
                 // Only `_name`: the primitives have no values, just ids or extensions.
                 for part in extensions.parts {
                     if let part { node.children.append(part) }
                     else {
-                        path.append(PathStep(name: "_" + extensions.name, index: -1))
-                        report(.structure, "null in '_\(extensions.name)' without a value in '\(extensions.name)'", at: extensions.offset)
+                        path.append(PathStep(key: extensions.key, index: -1))
+                        report(.structure, "null in '\(partsName)' without a value in '\(name)'", at: extensions.offset)
                         path.removeLast()
                     }
                 }
                 continue
             }
             if indices.count != extensions.parts.count {
-                path.append(PathStep(name: "_" + extensions.name, index: -1))
-                report(.structure, "'_\(extensions.name)' has \(extensions.parts.count) entries but '\(extensions.name)' has \(indices.count)", at: extensions.offset)
+                path.append(PathStep(key: extensions.key, index: -1))
+                report(.structure, "'\(partsName)' has \(extensions.parts.count) entries but '\(name)' has \(indices.count)", at: extensions.offset)
                 path.removeLast()
             }
             for (i, childIndex) in indices.enumerated() where i < extensions.parts.count {
                 guard let part = extensions.parts[i] else {
                     if node.children[childIndex].value == nil {
-                        path.append(PathStep(name: extensions.name, index: i))
-                        report(.structure, "both '\(extensions.name)' and '_\(extensions.name)' are null at index \(i)", at: extensions.offset)
+                        path.append(PathStep(key: extensions.key.dropFirst(), index: i))
+                        report(.structure, "both '\(name)' and '\(partsName)' are null at index \(i)", at: extensions.offset)
                         path.removeLast()
                     }
                     continue
@@ -758,5 +841,67 @@ struct SlotSet {
         default: return overflow.insert(slot).inserted
         }
         return true
+    }
+}
+
+/// The children of the objects being read, gathered in one buffer: each object's children are
+/// pushed as they are read and moved into one array of the right size when it closes, instead of
+/// an array per object grown (and allocated again) child by child.
+struct ChildStack: ~Copyable {
+    private var base: UnsafeMutablePointer<Element>
+    private var capacity = 64
+    private(set) var count = 0
+    /// Each property's run of children, kept between objects for sorting them.
+    private var runs: [(slot: Int16, start: Int, end: Int)] = []
+
+    init() {
+        base = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        base.deinitialize(count: count)
+        base.deallocate()
+    }
+
+    @inline(__always)
+    mutating func push(_ element: consuming Element) {
+        if count == capacity { grow() }
+        (base + count).initialize(to: element)
+        count += 1
+    }
+
+    /// Moves the children pushed since `mark` out: in the order pushed, or `inSlotOrder`, each
+    /// property's run of values moved whole and runs of one slot kept in the order pushed.
+    mutating func pop(from mark: Int, inSlotOrder: Bool) -> [Element] {
+        let n = count - mark
+        guard n > 0 else { return [] }
+        var children: [Element] = []
+        children.reserveCapacity(n)
+        if inSlotOrder {
+            runs.removeAll(keepingCapacity: true)
+            var i = mark
+            while i < count {
+                var end = i + 1
+                while end < count && base[end].slot == base[i].slot { end += 1 }
+                runs.append((base[i].slot, i, end))
+                i = end
+            }
+            runs.sort { $0.slot != $1.slot ? $0.slot < $1.slot : $0.start < $1.start }
+            for run in runs {
+                for k in run.start..<run.end { children.append((base + k).move()) }
+            }
+        } else {
+            for k in mark..<count { children.append((base + k).move()) }
+        }
+        count = mark
+        return children
+    }
+
+    private mutating func grow() {
+        let larger = UnsafeMutablePointer<Element>.allocate(capacity: capacity * 2)
+        larger.moveInitialize(from: base, count: count)
+        base.deallocate()
+        base = larger
+        capacity *= 2
     }
 }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The FHIR R4 type system: every primitive, datatype, resource and backbone element with its
 /// elements in definition order, generated from the R4 core package (see `fhir-tablegen`).
 ///
@@ -270,29 +276,34 @@ public final class ElementDefinition: Sendable {
 }
 
 /// An open-addressing hash table from property-name bytes to (slot, type): the readers look up
-/// names straight from the input buffer without creating Strings.
+/// names straight from the input buffer without creating Strings. Entries are plain values and
+/// the names sit in one byte array, so a probe copies no reference.
 struct PropertyIndex: Sendable {
     struct Entry: Sendable {
         var hash: UInt64
-        var name: [UInt8]
+        var nameStart: Int32
+        var nameCount: Int32
+        /// -1 for an empty place.
         var slot: Int16
         var type: Int32
     }
 
-    private var table: [Entry?]
+    private var table: [Entry]
+    private var names: [UInt8] = []
     private var mask: Int
 
     init(_ entries: [(name: String, slot: Int16, type: Int32)]) {
         var capacity = 8
         while capacity < entries.count * 3 { capacity <<= 1 }
-        table = Array(repeating: nil, count: capacity)
+        table = Array(repeating: Entry(hash: 0, nameStart: 0, nameCount: 0, slot: -1, type: -1), count: capacity)
         mask = capacity - 1
         for entry in entries {
             let bytes = Array(entry.name.utf8)
             let hash = bytes.withUnsafeBufferPointer { PropertyIndex.hash($0) }
             var i = Int(truncatingIfNeeded: hash) & mask
-            while table[i] != nil { i = (i + 1) & mask }
-            table[i] = Entry(hash: hash, name: bytes, slot: entry.slot, type: entry.type)
+            while table[i].slot >= 0 { i = (i + 1) & mask }
+            table[i] = Entry(hash: hash, nameStart: Int32(names.count), nameCount: Int32(bytes.count), slot: entry.slot, type: entry.type)
+            names += bytes
         }
     }
 
@@ -306,14 +317,17 @@ struct PropertyIndex: Sendable {
     @inline(__always)
     func lookup(_ bytes: UnsafeBufferPointer<UInt8>) -> (slot: Int16, type: Int32)? {
         let hash = PropertyIndex.hash(bytes)
-        var i = Int(truncatingIfNeeded: hash) & mask
-        while let entry = table[i] {
-            if entry.hash == hash && entry.name.count == bytes.count
-                && entry.name.withUnsafeBufferPointer({ $0.elementsEqual(bytes) }) {
-                return (entry.slot, entry.type)
+        return table.withUnsafeBufferPointer { table in
+            var i = Int(truncatingIfNeeded: hash) & mask
+            while table[i].slot >= 0 {
+                let entry = table[i]
+                if entry.hash == hash && Int(entry.nameCount) == bytes.count
+                    && names.withUnsafeBufferPointer({ memcmp($0.baseAddress! + Int(entry.nameStart), bytes.baseAddress!, bytes.count) == 0 }) {
+                    return (entry.slot, entry.type)
+                }
+                i = (i + 1) & mask
             }
-            i = (i + 1) & mask
+            return nil
         }
-        return nil
     }
 }
