@@ -112,6 +112,40 @@ public enum FHIRJSONHarness: FuzzHarness {
     public static func run(_ input: [UInt8]) throws(PropertyFailure) {
         try RoundTrip.document(input, .json)
         try skim(input)
+        try shifted(input)
+    }
+
+    /// The reader passes indentation and plain string text eight bytes at a time: where those
+    /// words fall must not matter. After 1, 3 or 7 more spaces a document reads to the same tree,
+    /// or fails with the same issues at the same places (on the first line, that many columns on).
+    static func shifted(_ input: [UInt8]) throws(PropertyFailure) {
+        // A byte order mark counts only at the very start.
+        guard input.first != 0xEF else { return }
+        let before = outcome(input, shift: 0)
+        for k in [1, 3, 7] {
+            let after = outcome(Array(repeating: 0x20, count: k) + input, shift: k)
+            guard after == before else {
+                throw PropertyFailure("read after \(k) spaces:\n\(after)\n--- where it read before:\n\(before)\n\(RoundTrip.text(input))")
+            }
+        }
+    }
+
+    /// A strict read's tree (as compact JSON) and warnings, or its issues; columns on the first
+    /// line are taken back by `shift`.
+    static func outcome(_ input: [UInt8], shift: Int) -> String {
+        func render(_ issues: [ParseIssue]) -> String {
+            issues.map { issue in
+                var location = issue.location
+                if location.line == 1 { location.column -= shift }
+                return "\(issue.severity) \(issue.code) \(location.line):\(location.column) \(location.path): \(issue.message)"
+            }.joined(separator: "\n")
+        }
+        do {
+            let read = try FHIRJSONReader().read(input)
+            return String(decoding: FHIRJSONWriter(pretty: false).write(read.resource), as: UTF8.self) + "\n" + render(read.warnings)
+        } catch {
+            return "refused\n" + render(error.issues)
+        }
     }
 
     /// A skimming read (the import's staging) checks less, never more: a document that reads

@@ -33,14 +33,23 @@ public enum JSONEscaping {
         sink.append(0x22)
     }
 
-    /// Appends UTF-8 text escaped (without quotes).
+    /// Appends UTF-8 text escaped (without quotes); plain text is passed eight bytes at a time.
     @inlinable
     public static func appendEscaped<Sink: JSONByteSink & ~Copyable>(_ utf8: UnsafeBufferPointer<UInt8>, to sink: inout Sink) {
         var runStart = 0
-        for i in 0..<utf8.count where needsEscape(utf8[i]) {
+        var i = 0
+        let n = utf8.count
+        while i < n {
+            if i + 8 <= n {
+                let stops = stopBytes(word(utf8.baseAddress! + i))
+                if stops == 0 { i += 8; continue }
+                i += stops.trailingZeroBitCount >> 3
+            }
             let b = utf8[i]
-            sink.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<i]))
-            runStart = i + 1
+            i += 1
+            guard needsEscape(b) else { continue }
+            sink.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<(i - 1)]))
+            runStart = i
             sink.append(0x5C)
             let short = shortEscapes[Int(b)]
             if short != 0 {
@@ -49,7 +58,25 @@ public enum JSONEscaping {
                 sink.append(0x75); sink.append(0x30); sink.append(0x30); sink.append(hex(b >> 4)); sink.append(hex(b & 0xF))
             }
         }
-        sink.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<utf8.count]))
+        sink.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<n]))
+    }
+
+    /// The eight bytes at `p`, the first in the lowest byte.
+    @inlinable @inline(__always)
+    public static func word(_ p: UnsafePointer<UInt8>) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(p).loadUnaligned(as: UInt64.self))
+    }
+
+    /// A word with 0x80 in each byte of `w` that ends a run of plain string text (a quote, a
+    /// backslash or a control character), exact up to the first such byte: the bytes before the
+    /// lowest one set (`trailingZeroBitCount / 8`) need no escape. Readers and writers scan
+    /// strings with it eight bytes at a time.
+    @inlinable @inline(__always)
+    public static func stopBytes(_ w: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let quote = w ^ (ones &* 0x22), backslash = w ^ (ones &* 0x5C)
+        return ((quote &- ones) & ~quote | (backslash &- ones) & ~backslash | (w &- ones &* 0x20) & ~w) & highs
     }
 
     @inlinable @inline(__always)

@@ -4,9 +4,7 @@ import Foundation
 /// buffer rather than an array: entity encoding appends a few bytes at a time, hundreds of times
 /// per entity, and array appends (uniqueness and capacity checks) were most of its cost.
 public struct JSONWriter: ~Copyable, JSONByteSink {
-    private var base: UnsafeMutablePointer<UInt8>
-    private var count = 0
-    private var capacity: Int
+    private var buffer: JSONBytes
     /// Bit d is set while the container open at depth d has no member yet (entities nest a few
     /// levels; 64 is far beyond any CareKit shape).
     private var fresh: UInt64 = 0
@@ -15,39 +13,16 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
 
     /// A writer with room for `capacity` bytes before it has to grow.
     public init(capacity: Int = 1024) {
-        self.capacity = max(capacity, 64)
-        base = .allocate(capacity: self.capacity)
+        buffer = JSONBytes(capacity: capacity)
     }
-
-    deinit { base.deallocate() }
 
     /// The bytes written so far.
-    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    public var bytes: [UInt8] { buffer.bytes }
 
-    @inline(__always) private mutating func reserve(_ n: Int) {
-        if count + n > capacity { grow(count + n) }
-    }
-
-    private mutating func grow(_ needed: Int) {
-        let newCapacity = max(needed, capacity * 2)
-        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
-        newBase.update(from: base, count: count)
-        base.deallocate()
-        base = newBase
-        capacity = newCapacity
-    }
-
-    @inline(__always) private mutating func put(_ byte: UInt8) {
-        reserve(1)
-        base[count] = byte
-        count += 1
-    }
+    @inline(__always) private mutating func put(_ byte: UInt8) { buffer.append(byte) }
 
     @inline(__always) private mutating func put(_ bytes: UnsafeRawBufferPointer) {
-        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
-        reserve(bytes.count)
-        (base + count).update(from: source.assumingMemoryBound(to: UInt8.self), count: bytes.count)
-        count += bytes.count
+        buffer.append(contentsOf: bytes.assumingMemoryBound(to: UInt8.self))
     }
 
     @inline(__always) private mutating func separate() {
@@ -79,13 +54,14 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
     /// A member name known at compile time (CareKit's key names need no escaping).
     public mutating func key(_ name: StaticString) {
         separate()
-        reserve(name.utf8CodeUnitCount + 3)
-        base[count] = 0x22
-        (base + count + 1).update(from: name.utf8Start, count: name.utf8CodeUnitCount)
-        count += name.utf8CodeUnitCount + 1
-        base[count] = 0x22
-        base[count + 1] = 0x3A
-        count += 2
+        let n = name.utf8CodeUnitCount
+        buffer.reserve(n + 3)
+        let out = buffer.end
+        out[0] = 0x22
+        (out + 1).update(from: name.utf8Start, count: n)
+        out[n + 1] = 0x22
+        out[n + 2] = 0x3A
+        buffer.advance(n + 3)
         afterKey = true
     }
 
@@ -123,19 +99,20 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
 
     /// Decimal digits straight into the buffer (no intermediate string).
     private mutating func integer(_ value: Int64) {
-        reserve(21)
-        if value < 0 { base[count] = 0x2D; count += 1 }
+        buffer.reserve(21)
+        if value < 0 { put(0x2D) }
         var magnitude = value.magnitude
         var digits = 0
         var probe = magnitude
         repeat { digits += 1; probe /= 10 } while probe > 0
-        var position = count + digits - 1
+        let out = buffer.end
+        var position = digits - 1
         repeat {
-            base[position] = UInt8(truncatingIfNeeded: 0x30 + magnitude % 10)
+            out[position] = UInt8(truncatingIfNeeded: 0x30 + magnitude % 10)
             magnitude /= 10
             position -= 1
         } while magnitude > 0
-        count += digits
+        buffer.advance(digits)
     }
 
     public mutating func null() {
@@ -153,9 +130,9 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
     /// A UUID as CareKit writes it: uppercase, in quotes (without Foundation's formatter).
     public mutating func uuid(_ value: UUID) {
         separate()
-        reserve(38)
+        buffer.reserve(38)
         @inline(__always) func hex(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x37 + nibble }
-        let out = base + count
+        let out = buffer.end
         withUnsafeBytes(of: value.uuid) { raw in
             out[0] = 0x22
             var o = 1
@@ -167,6 +144,6 @@ public struct JSONWriter: ~Copyable, JSONByteSink {
             }
             out[o] = 0x22
         }
-        count += 38
+        buffer.advance(38)
     }
 }

@@ -171,7 +171,7 @@ struct JSONParser: ~Copyable {
     /// The eight input bytes at `offset`, the first in the lowest byte.
     @inline(__always)
     func word(at offset: Int) -> UInt64 {
-        UInt64(littleEndian: UnsafeRawPointer(input.baseAddress! + offset).loadUnaligned(as: UInt64.self))
+        JSONEscaping.word(input.baseAddress! + offset)
     }
 
     /// Throws at the end of the input where a value must follow (`{"active":` and nothing more).
@@ -233,8 +233,7 @@ struct JSONParser: ~Copyable {
             // Eight bytes at a time while none is a quote, a backslash or a control character.
             while pos + 8 <= input.count {
                 let w = word(at: pos)
-                let stops = JSONParser.zeroBytes(w ^ 0x2222_2222_2222_2222) | JSONParser.zeroBytes(w ^ 0x5C5C_5C5C_5C5C_5C5C)
-                    | JSONParser.bytesBelow0x20(w)
+                let stops = JSONEscaping.stopBytes(w)
                 if stops == 0 {
                     highBits |= w
                     pos += 8
@@ -265,19 +264,6 @@ struct JSONParser: ~Copyable {
             pos += 1
         }
         throw syntaxError("unterminated string", at: start - 1)
-    }
-
-    /// A word with 0x80 in each byte of `w` that is zero (exact up to the first such byte, which
-    /// is all the scans need).
-    @inline(__always)
-    static func zeroBytes(_ w: UInt64) -> UInt64 {
-        (w &- 0x0101_0101_0101_0101) & ~w & 0x8080_8080_8080_8080
-    }
-
-    /// A word with 0x80 in each byte of `w` below 0x20 (exact up to the first such byte).
-    @inline(__always)
-    static func bytesBelow0x20(_ w: UInt64) -> UInt64 {
-        (w &- 0x2020_2020_2020_2020) & ~w & 0x8080_8080_8080_8080
     }
 
     /// Decodes a scanned string to a Swift String, resolving escapes (`JSONEscaping`).

@@ -67,9 +67,22 @@ public struct Element: Sendable, Hashable {
     /// The other format's unknown content has no form in this one, so an element holding only
     /// that is left out rather than written empty (`{}` or `<code/>`, which no reader accepts).
     public func hasContent(in format: FHIRFormat) -> Bool {
-        if value != nil { return true }
+        withUnsafePointer(to: self) { Element.hasContent(at: $0, in: format) }
+    }
+
+    /// `hasContent(in:)` of an element read in place: writers ask it of every element, and a call
+    /// on an element held in a buffer copies it first.
+    static func hasContent(at element: UnsafePointer<Element>, in format: FHIRFormat) -> Bool {
+        if element.pointee.value != nil { return true }
         let kept = format == .xml ? Element.unknownXML : Element.unknownJSON
-        return children.contains { $0.isUnknown ? $0.typeIndex == kept : $0.hasContent(in: format) } || isResource
+        let found = element.pointee.children.withUnsafeBufferPointer { children in
+            for i in children.indices {
+                let child = children.baseAddress! + i
+                if child.pointee.typeIndex < 0 ? child.pointee.typeIndex == kept : hasContent(at: child, in: format) { return true }
+            }
+            return false
+        }
+        return found || element.pointee.isResource
     }
 
     /// The resource type, when this element is a resource.

@@ -175,6 +175,9 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     public let elements: [ElementDefinition]
     /// The primitive's lexical kind; nil for other kinds.
     public let primitiveKind: PrimitiveKind?
+    /// What a choice element's JSON name takes after its base name for this type (`Quantity`,
+    /// `DateTime`), made once.
+    let choiceSuffix: String
     /// JSON and XML property names (`status`, `valueQuantity`) to elements and chosen types.
     let properties: PropertyIndex
     private let elementSlotByName: [String: Int16]
@@ -187,6 +190,7 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
         self.isAbstract = isAbstract
         self.elements = elements
         self.primitiveKind = kind == .primitive ? PrimitiveKind(rawValue: name) : nil
+        self.choiceSuffix = ElementDefinition.choiceSuffix(for: name)
         var entries: [(name: String, slot: Int16, type: Int32)] = []
         var slots: [String: Int16] = [:]
         for element in elements {
@@ -214,6 +218,19 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
         let slot = Int(child.slot)
         if slot < elements.count, elements[slot].name == child.name { return elements[slot] }
         return element(named: child.name)
+    }
+
+    /// What a writer needs to know of a child's element: whether the definitions know it, whether
+    /// it is a choice, whether it repeats. Found through the child's slot like `element(of:)`, and
+    /// read without taking a reference to the definition (writers ask it of every child).
+    func traits(of child: UnsafePointer<Element>) -> (known: Bool, isChoice: Bool, isRepeating: Bool) {
+        var slot = Int(child.pointee.slot)
+        if slot >= elements.count || elements[slot].name != child.pointee.name {
+            guard let named = elementSlotByName[child.pointee.name] else { return (false, false, false) }
+            slot = Int(named)
+        }
+        unowned(unsafe) let element = elements[slot]
+        return (true, element.isChoice, element.isRepeating)
     }
 
     /// Resolves a JSON or XML property name (`valueQuantity`, `status`) to its element and the

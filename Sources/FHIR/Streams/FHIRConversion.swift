@@ -130,11 +130,11 @@ public struct StreamingBundleWriter {
     public mutating func write(entry: Element) throws(FHIRFormatError) {
         switch format {
         case .json:
-            var emitter = JSONEmitter(out: [], pretty: pretty)
+            var emitter = JSONEmitter(pretty: pretty)
             if entries > 0 { emitter.out.append(0x2C) }
             emitter.newline(2)
             emitter.writeObject(entry, indent: 2)
-            try output.write(emitter.out)
+            try output.write(emitter.out.bytes)
         default:
             var emitter = XMLEmitter(pretty: pretty)
             emitter.out.append(0x0A)
