@@ -2,8 +2,12 @@
 # Measures CareGate's FHIR reading and writing side by side with orjson and Python's json on the
 # same files in one run, and (with --ndjson-1gb) streams a 1 GB NDJSON file reporting peak memory.
 #
-#   Benchmarks/compare-peers.sh [--ndjson-1gb]
+#   Benchmarks/compare-peers.sh [--rounds N] [--baseline OLD-fhir-throughput] [--ndjson-1gb]
 #
+# Each round measures every party once, in turn (best of 3 each); with several rounds the last
+# lines give each figure's median and the median of the per-round ratios, since this machine's
+# speed drifts by a third between minutes. --baseline runs a fhir-throughput built from an earlier
+# commit in the same rounds: before and after from one run.
 # Needs ../shared/synthea beside the project, python3 and pip (orjson goes into Benchmarks/.venv).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,11 +18,23 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q orjson
 fi
+rounds=1; baseline=""; ndjson=false
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --baseline) baseline="$2"; shift 2 ;;
+    --ndjson-1gb) ndjson=true; shift ;;
+    *) echo "compare-peers.sh: unknown option $1" >&2; exit 64 ;;
+  esac
+done
 swift build -c release --product fhir-throughput >/dev/null
 tool=.build/release/fhir-throughput
+log=$(mktemp)
 
-echo "== Parsing all of synthea/ ($(du -sh $shared | cut -f1)), best of 3, one process each"
-.venv/bin/python - "$shared" <<'PY'
+echo "== All of synthea/ ($(du -sh $shared | cut -f1)), $rounds round(s), best of 3 each"
+for round in $(seq "$rounds"); do
+  echo "-- round $round"
+  .venv/bin/python - "$shared" <<'PY' | tee -a "$log"
 import glob, json, sys, time, orjson
 files = [open(f, "rb").read() for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
 total = sum(map(len, files))
@@ -32,9 +48,33 @@ best("python-json-parse", lambda: [json.loads(f) for f in files])
 trees = [orjson.loads(f) for f in files]
 best("orjson-write", lambda: [orjson.dumps(t) for t in trees])
 PY
-$tool "$shared"/*.json
+  $tool "$shared"/*.json | tee -a "$log"
+  if [ -n "$baseline" ]; then "$baseline" "$shared"/*.json | sed 's/^/baseline-/' | tee -a "$log"; fi
+done
+if [ "$rounds" -gt 1 ]; then
+  echo "== Medians over $rounds rounds (MB/s), and of the per-round ratios"
+  python3 - "$log" <<'PY'
+import collections, statistics, sys
+rounds, current = [], None
+for line in open(sys.argv[1]):
+    label, value = line.split()[:2]
+    if label == "orjson-parse": current = {}; rounds.append(current)
+    current[label] = float(value)
+for label in rounds[0]:
+    print(f"{label} {statistics.median(r[label] for r in rounds):.1f}")
+def ratio(a, b, text):
+    if all(a in r and b in r for r in rounds):
+        print(f"{text} {statistics.median(r[a] / r[b] for r in rounds):.2f}x")
+ratio("parse-json", "orjson-parse", "parse-json / orjson-parse")
+ratio("parse-json", "baseline-parse-json", "parse-json / baseline")
+ratio("write-json", "baseline-write-json", "write-json / baseline")
+ratio("parse-xml", "baseline-parse-xml", "parse-xml / baseline")
+ratio("write-xml", "baseline-write-xml", "write-xml / baseline")
+PY
+fi
+rm -f "$log"
 
-if [ "${1:-}" = "--ndjson-1gb" ]; then
+if $ndjson; then
   big=${TMPDIR:-/tmp}/caregate-1gb.ndjson
   if [ ! -s "$big" ] || [ "$(stat -c %s "$big")" -lt 1000000000 ]; then
     echo "== Building a 1 GB NDJSON file from the Synthea resources at $big"
