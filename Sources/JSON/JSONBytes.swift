@@ -39,6 +39,7 @@ public struct JSONBytes: ~Copyable, JSONByteSink {
     @inlinable @inline(__always)
     public mutating func advance(_ n: Int) { written += n }
 
+    /// Appends one byte.
     @inlinable @inline(__always)
     public mutating func append(_ byte: UInt8) {
         reserve(1)
@@ -46,6 +47,7 @@ public struct JSONBytes: ~Copyable, JSONByteSink {
         written += 1
     }
 
+    /// Appends a run of bytes.
     @inlinable @inline(__always)
     public mutating func append(contentsOf bytes: UnsafeBufferPointer<UInt8>) {
         guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
