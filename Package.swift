@@ -48,7 +48,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
-        // libxml2's streaming reader (xmlTextReader), used by the FHIR XML reader.
+        // libxml2's SAX2 push parser, used by the FHIR XML reader; its tree API checks JSON narratives.
         .systemLibrary(
             name: "CLibXML2",
             pkgConfig: "libxml-2.0",

@@ -53,21 +53,34 @@ struct FHIROutputTests {
     }
 }
 
-@Suite("XML libxml2 cannot read whole")
-struct XMLTruncationTests {
+@Suite("XML nested deeply")
+struct XMLDepthTests {
     func patient(_ inner: String) -> String {
         #"<Patient xmlns="http://hl7.org/fhir"><id value="p1"/>"# + inner + #"<active value="true"/><gender value="female"/></Patient>"#
     }
+    let deepUnknown = String(repeating: "<x>", count: 300) + String(repeating: "</x>", count: 300)
+    let deepNarrative = #"<text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml">"# + String(repeating: "<span>", count: 300)
+        + "deep" + String(repeating: "</span>", count: 300) + "</div></text>"
 
-    @Test("an unknown element or a narrative nested deeper than libxml2 reads is an error, never a patient with the rest dropped")
-    func tooDeep() throws {
-        let deepUnknown = String(repeating: "<x>", count: 300) + String(repeating: "</x>", count: 300)
-        let deepNarrative = #"<text><status value="generated"/><div xmlns="http://www.w3.org/1999/xhtml">"# + String(repeating: "<span>", count: 300)
-            + "deep" + String(repeating: "</span>", count: 300) + "</div></text>"
-        for inner in [deepUnknown, deepNarrative] {
-            #expect(throws: FHIRFormatError.self) { try FHIRXMLReader(options: ParseOptions(maximumDepth: 1000)).read(patient(inner)) }
+    @Test("an unknown element or a narrative nested 300 deep is kept whole within the depth limit, and nothing after it is lost")
+    func keptWhole() throws {
+        let unknown = try FHIRXMLReader(options: ParseOptions(maximumDepth: 1000)).read(patient(deepUnknown)).resource
+        #expect(unknown.children.last?.value == "<x xmlns=\"http://hl7.org/fhir\">" + String(repeating: "<x>", count: 298) + "<x/>" + String(repeating: "</x>", count: 299))
+        let narrative = try FHIRXMLReader(options: ParseOptions(maximumDepth: 1000)).read(patient(deepNarrative)).resource
+        #expect(narrative["text"]?.string("div") == #"<div xmlns="http://www.w3.org/1999/xhtml">"# + String(repeating: "<span>", count: 300)
+                + "deep" + String(repeating: "</span>", count: 300) + "</div>")
+        for resource in [unknown, narrative] {
+            #expect(resource.string("active") == "true" && resource.string("gender") == "female")
         }
-        // Shallow ones read, and nothing after them is lost.
+    }
+
+    @Test("nesting past the depth limit, inside a kept subtree too, is an error with its line")
+    func pastTheLimit() throws {
+        for inner in [deepUnknown, deepNarrative] {
+            let error = #expect(throws: FHIRFormatError.self) { try FHIRXMLReader(options: ParseOptions(maximumDepth: 200)).read(patient(inner)) }
+            #expect(error?.issues.first?.message == "nesting deeper than the limit of 200")
+            #expect(error?.issues.first?.location.line == 1)
+        }
         let shallow = try FHIRXMLReader().read(patient("<x><y/></x>")).resource
         #expect(shallow.string("active") == "true" && shallow.string("gender") == "female")
     }

@@ -24,6 +24,13 @@ struct ModelInfoTests {
         #expect(model.type(named: "Extension")?.element(named: "value")?.typeNames.count == 50)
     }
 
+    @Test("every type that is not a resource has its id first, as the XML reader assumes when it tells an <id> element from the id attribute")
+    func idFirst() {
+        let withId = ModelInfo.r4.types.filter { $0.kind != .resource && $0.element(named: "id") != nil }
+        #expect(withId.count > 100)
+        #expect(withId.filter { $0.elements.first?.name != "id" }.map(\.name) == [])
+    }
+
     @Test("the committed table and views are what fhir-tablegen makes from the R4 definitions")
     func tableIsUpToDate() throws {
         guard let shared = SharedData.root else { return SharedData.skipNotice("generated table drift check") }

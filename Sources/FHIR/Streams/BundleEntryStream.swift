@@ -14,13 +14,7 @@ import Diagnostics
 public final class BundleEntryStream {
     private enum Source {
         case json(JSONBundleScanner)
-        case xml(XMLParserBox)
-    }
-
-    /// Holds the (struct) XML parser so the stream can advance it in place.
-    final class XMLParserBox {
-        var parser: XMLResourceParser
-        init(_ parser: XMLResourceParser) { self.parser = parser }
+        case xml(XMLResourceParser)
     }
     private let source: Source
     /// Warnings found so far (unknown elements kept, demoted errors in lenient mode).
@@ -39,9 +33,9 @@ public final class BundleEntryStream {
         case .json:
             source = .json(try JSONBundleScanner(path: path, options: options))
         case .xml:
-            var parser = try XMLResourceParser(path: path, options: options)
+            let parser = try XMLResourceParser(path: path, options: options)
             parser.streamEntries = true
-            source = .xml(XMLParserBox(parser))
+            source = .xml(parser)
         case .ndjson:
             throw .malformed(ParseIssue(.error, .structure, "an NDJSON file is not a Bundle; read it with NDJSONReader",
                                         at: SourceLocation(file: path)))
@@ -62,12 +56,12 @@ public final class BundleEntryStream {
             warnings += shell.warnings
             bundle = shell.resource
             return nil
-        case .xml(let box):
-            return try nextXML(&box.parser)
+        case .xml(let parser):
+            return try nextXML(parser)
         }
     }
 
-    private func nextXML(_ parser: inout XMLResourceParser) throws(FHIRFormatError) -> Element? {
+    private func nextXML(_ parser: XMLResourceParser) throws(FHIRFormatError) -> Element? {
         parser.streamedEntry = nil
         let root = try parser.run()
         if let error = parser.reportedError() { throw error }
@@ -80,9 +74,6 @@ public final class BundleEntryStream {
         warnings += parser.issues
         parser.issues.removeAll()
         if let entry = parser.streamedEntry {
-            if parser.frames.first?.type?.name != "Bundle" {
-                throw .malformed(ParseIssue(.error, .structure, "the document is not a Bundle", at: parser.location()))
-            }
             return entry
         }
         finished = true
