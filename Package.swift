@@ -179,7 +179,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FHIRTests",
-            dependencies: ["FHIR", "JSON"],
+            dependencies: ["FHIR", "JSON", "CLibXML2"],
             resources: []
         ),
         .testTarget(
