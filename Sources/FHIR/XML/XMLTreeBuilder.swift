@@ -9,7 +9,7 @@ import Glibc
 /// definitions as it opens and closes: names, order, repeats, primitive values and required
 /// bindings. Problems become issues with the element's line and path; the few that make the
 /// rest unreadable stop the parser.
-struct XMLTreeBuilder {
+struct XMLTreeBuilder: ~Copyable {
     static let fhirNamespace = "http://hl7.org/fhir"
     static let xhtmlNamespace = "http://www.w3.org/1999/xhtml"
 
@@ -48,6 +48,8 @@ struct XMLTreeBuilder {
         var pathIndex: Int
         /// The line of its start tag, where issues found at its end are placed.
         var line: Int
+        /// Where its children start on `children`.
+        var childrenStart: Int
 
         /// The element this frame built (for a resource wrapper, the resource it holds), moved out.
         consuming func finished() -> Element {
@@ -55,6 +57,8 @@ struct XMLTreeBuilder {
         }
     }
     private(set) var frames: [Frame] = []
+    /// The children of the open elements, each element's moved out as it closes.
+    private var children = ChildStack()
 
     /// A subtree being written back as text, and what it becomes.
     private enum Kept {
@@ -105,7 +109,7 @@ struct XMLTreeBuilder {
         }
         reportStrayText()
         guard fatal == nil, !frames.isEmpty else { return }
-        closeElement(tag: String(cString: localName))
+        closeElement(localName: localName)
     }
 
     mutating func text(_ characters: UnsafeBufferPointer<UInt8>) {
@@ -187,7 +191,7 @@ struct XMLTreeBuilder {
             return stop(.malformed(ParseIssue(.error, .unknownResourceType, "'\(name)' is not an R4 resource type", at: location())))
         }
         frames.append(Frame(element: Element(name: name, typeIndex: type.index, slot: Int16.max), type: type,
-                            wrapsResource: false, pathIndex: -1, line: line))
+                            wrapsResource: false, pathIndex: -1, line: line, childrenStart: children.count))
         readAttributes(tag, isResource: true)
     }
 
@@ -204,7 +208,7 @@ struct XMLTreeBuilder {
         }
         let parent = frames[parentIndex].element
         frames.append(Frame(element: Element(name: parent.name, typeIndex: type.index, slot: parent.slot),
-                            type: type, wrapsResource: false, pathIndex: -1, line: line))
+                            type: type, wrapsResource: false, pathIndex: -1, line: line, childrenStart: children.count))
         readAttributes(tag, isResource: true)
     }
 
@@ -243,7 +247,7 @@ struct XMLTreeBuilder {
             return keep(.narrative(name: definition.name, typeIndex: typeIndex, slot: slot), tag)
         }
         frames.append(Frame(element: Element(name: definition.name, typeIndex: typeIndex, slot: slot), type: type,
-                            wrapsResource: type.kind == .resource, pathIndex: pathIndex, line: line))
+                            wrapsResource: type.kind == .resource, pathIndex: pathIndex, line: line, childrenStart: children.count))
         if tag.attributeCount > 0 { readAttributes(tag, isResource: false) }
     }
 
@@ -285,9 +289,9 @@ struct XMLTreeBuilder {
         case .skipped:
             break
         case .unknown(let name):
-            frames[parentIndex].element.children.append(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: text.finished()))
+            children.push(Element(name: name, typeIndex: Element.unknownXML, slot: Int16.max, value: text.finished()))
         case .narrative(let name, let typeIndex, let slot):
-            frames[parentIndex].element.children.append(Element(name: name, typeIndex: typeIndex, slot: slot, value: text.finished()))
+            children.push(Element(name: name, typeIndex: typeIndex, slot: slot, value: text.finished()))
         }
     }
 
@@ -341,7 +345,7 @@ struct XMLTreeBuilder {
                 if let kind = element.typeIndices.first.flatMap({ model.types[Int($0)].primitiveKind }) {
                     checkPrimitive(value, kind: kind, binding: nil, at: at)
                 }
-                frames[frameIndex].element.children.append(Element(name: element.name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
+                children.push(Element(name: element.name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
                 _ = frames[frameIndex].seen.insert(element.slot)
                 // `url` (slot 2 of Extension) precedes child `extension` elements (slot 1) here.
                 if element.slot > 0 { frames[frameIndex].sorted = false }
@@ -375,30 +379,27 @@ struct XMLTreeBuilder {
     // MARK: Closing elements
 
     /// Closes the innermost element: the root is kept, a Bundle entry queued when streaming.
-    private mutating func closeElement(tag: String) {
+    private mutating func closeElement(localName: UnsafePointer<xmlChar>) {
         let last = frames.count - 1
         line = frames[last].line
+        let hasChildren = children.count > frames[last].childrenStart
+        frames[last].element.children = children.pop(from: frames[last].childrenStart, inSlotOrder: !frames[last].sorted)
         // Checks first, while the frame is still open, so that reports carry its path.
         let kind = frames[last].type.kind
         if frames[last].wrapsResource {
             if frames[last].wrapped == nil {
-                report(.structure, "<\(frames[last].element.name)> must hold a resource", tag: tag)
+                report(.structure, "<\(frames[last].element.name)> must hold a resource", tag: String(cString: localName))
                 frames.removeLast()
                 return
             }
         } else if kind == .primitive {
-            if frames[last].element.value == nil && frames[last].element.children.isEmpty {
-                report(.structure, "<\(frames[last].element.name)> has neither a value nor extensions", tag: tag)
+            if frames[last].element.value == nil && !hasChildren {
+                report(.structure, "<\(frames[last].element.name)> has neither a value nor extensions", tag: String(cString: localName))
                 frames.removeLast()
                 return
             }
-        } else if kind != .resource && frames[last].element.children.isEmpty {
-            report(.structure, "<\(frames[last].element.name)> is empty (FHIR XML has no empty elements)", tag: tag)
-        }
-        if !frames[last].sorted {
-            frames[last].element.children = frames[last].element.children.enumerated().sorted { a, b in
-                a.element.slot != b.element.slot ? a.element.slot < b.element.slot : a.offset < b.offset
-            }.map(\.element)
+        } else if kind != .resource && !hasChildren {
+            report(.structure, "<\(frames[last].element.name)> is empty (FHIR XML has no empty elements)", tag: String(cString: localName))
         }
         let closesResource = kind == .resource && !frames[last].wrapsResource
         let finished = frames.removeLast().finished()
@@ -416,7 +417,7 @@ struct XMLTreeBuilder {
             log = XMLIssueLog()
             return
         }
-        frames[parentIndex].element.children.append(finished)
+        children.push(finished)
     }
 
     // MARK: Issues
