@@ -774,8 +774,9 @@ struct JSONParser: ~Copyable {
     /// Joins `_name` parts with the values of `name`, index by index.
     mutating func mergeExtensions(_ pending: [PendingExtensions], into node: inout Element) {
         for extensions in pending {
-            let partsName = text(extensions.key)
-            let name = String(partsName.dropFirst())
+            // `_name` and `name` are made only for a report.
+            func partsName() -> String { text(extensions.key) }
+            func name() -> String { String(text(extensions.key).dropFirst()) }
             let indices = node.children.indices.filter { node.children[$0].slot == extensions.slot && !node.children[$0].isUnknown }
             if indices.isEmpty {
                 // Only `_name`: the primitives have no values, just ids or extensions.
@@ -783,7 +784,7 @@ struct JSONParser: ~Copyable {
                     if let part { node.children.append(part) }
                     else {
                         path.append(PathStep(key: extensions.key, index: -1))
-                        report(.structure, "null in '\(partsName)' without a value in '\(name)'", at: extensions.offset)
+                        report(.structure, "null in '\(partsName())' without a value in '\(name())'", at: extensions.offset)
                         path.removeLast()
                     }
                 }
@@ -791,14 +792,14 @@ struct JSONParser: ~Copyable {
             }
             if indices.count != extensions.parts.count {
                 path.append(PathStep(key: extensions.key, index: -1))
-                report(.structure, "'\(partsName)' has \(extensions.parts.count) entries but '\(name)' has \(indices.count)", at: extensions.offset)
+                report(.structure, "'\(partsName())' has \(extensions.parts.count) entries but '\(name())' has \(indices.count)", at: extensions.offset)
                 path.removeLast()
             }
             for (i, childIndex) in indices.enumerated() where i < extensions.parts.count {
                 guard let part = extensions.parts[i] else {
                     if node.children[childIndex].value == nil {
                         path.append(PathStep(key: extensions.key.dropFirst(), index: i))
-                        report(.structure, "both '\(name)' and '\(partsName)' are null at index \(i)", at: extensions.offset)
+                        report(.structure, "both '\(name())' and '\(partsName())' are null at index \(i)", at: extensions.offset)
                         path.removeLast()
                     }
                     continue

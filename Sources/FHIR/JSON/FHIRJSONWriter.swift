@@ -202,8 +202,8 @@ struct JSONEmitter: ~Copyable {
         }
     }
 
-    /// The end of the run of siblings starting at `start` that form one JSON property (or one
-    /// XML element name): same name, and for choice elements the same type.
+    /// The end of the run of siblings starting at `start` that form one JSON property: same
+    /// name, and for choice elements the same type.
     static func groupEnd(_ children: UnsafeBufferPointer<Element>, from start: Int, isChoice: Bool) -> Int {
         var j = start + 1
         while j < children.count && children[j].name == children[start].name && !children[j].isUnknown

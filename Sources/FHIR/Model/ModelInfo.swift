@@ -20,6 +20,9 @@ import Darwin
 public final class ModelInfo: Sendable {
     /// The R4 (4.0.1) model, parsed from the generated table on first use.
     public static let r4 = ModelInfo(table: ModelInfo.r4Table)
+    /// The index of `Extension` in R4's types: the XML reader and writer ask of every element
+    /// whether it is one (its `url` is an attribute), without comparing names.
+    static let extensionTypeIndex = r4.type(named: "Extension")!.index
 
     /// Every type, in table order; an element's `typeIndices` index into this array.
     public let types: [TypeDefinition]
@@ -215,20 +218,22 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     /// The definition of one of an element's children: found through the slot the child was
     /// read into (no hashing of its name), by name when it has none.
     func element(of child: Element) -> ElementDefinition? {
-        let slot = Int(child.slot)
-        if slot < elements.count, elements[slot].name == child.name { return elements[slot] }
-        return element(named: child.name)
+        slot(named: child.name, at: child.slot).map { elements[$0] }
+    }
+
+    /// The slot of the element a child names: its own slot when the name there matches (the
+    /// common case, no lookup), else the slot found by name.
+    private func slot(named name: String, at slot: Int16) -> Int? {
+        let slot = Int(slot)
+        if slot < elements.count, elements[slot].name == name { return slot }
+        return elementSlotByName[name].map(Int.init)
     }
 
     /// What a writer needs to know of a child's element: whether the definitions know it, whether
     /// it is a choice, whether it repeats. Found through the child's slot like `element(of:)`, and
     /// read without taking a reference to the definition (writers ask it of every child).
     func traits(of child: UnsafePointer<Element>) -> (known: Bool, isChoice: Bool, isRepeating: Bool) {
-        var slot = Int(child.pointee.slot)
-        if slot >= elements.count || elements[slot].name != child.pointee.name {
-            guard let named = elementSlotByName[child.pointee.name] else { return (false, false, false) }
-            slot = Int(named)
-        }
+        guard let slot = slot(named: child.pointee.name, at: child.pointee.slot) else { return (false, false, false) }
         unowned(unsafe) let element = elements[slot]
         return (true, element.isChoice, element.isRepeating)
     }
@@ -335,16 +340,18 @@ struct PropertyIndex: Sendable {
     func lookup(_ bytes: UnsafeBufferPointer<UInt8>) -> (slot: Int16, type: Int32)? {
         let hash = PropertyIndex.hash(bytes)
         return table.withUnsafeBufferPointer { table in
-            var i = Int(truncatingIfNeeded: hash) & mask
-            while table[i].slot >= 0 {
-                let entry = table[i]
-                if entry.hash == hash && Int(entry.nameCount) == bytes.count
-                    && names.withUnsafeBufferPointer({ memcmp($0.baseAddress! + Int(entry.nameStart), bytes.baseAddress!, bytes.count) == 0 }) {
-                    return (entry.slot, entry.type)
+            names.withUnsafeBufferPointer { names in
+                var i = Int(truncatingIfNeeded: hash) & mask
+                while table[i].slot >= 0 {
+                    let entry = table[i]
+                    if entry.hash == hash && Int(entry.nameCount) == bytes.count
+                        && memcmp(names.baseAddress! + Int(entry.nameStart), bytes.baseAddress!, bytes.count) == 0 {
+                        return (entry.slot, entry.type)
+                    }
+                    i = (i + 1) & mask
                 }
-                i = (i + 1) & mask
+                return nil
             }
-            return nil
         }
     }
 }
