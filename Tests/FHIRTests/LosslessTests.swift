@@ -52,6 +52,32 @@ struct LosslessTests {
         #expect(tree.first("name.text")?.value == "line one\nline two\ttabbed \"quoted\" <b> & ü 😀 é")
     }
 
+    @Test("every character an XML attribute escapes, at every position of values 1 to 24 bytes long, is escaped exactly once and reads back (the writer finds them eight bytes at a time)")
+    func attributeEscapesAtEveryAlignment() throws {
+        let specials: [Character] = ["&", "<", ">", "\"", "\n", "\r", "\t", "é"]
+        for length in 1...24 {
+            for position in 0..<length {
+                for special in specials {
+                    var text = Array(repeating: Character("a"), count: length)
+                    text[position] = special
+                    let value = String(text)
+                    var patient = Element(name: "Patient", type: "Patient")
+                    patient.append(Element(name: "gender", type: "code", value: "female"))
+                    var name = Element(name: "name", type: "HumanName")
+                    name.append(Element(name: "text", type: "string", value: value))
+                    patient.append(name)
+                    let xml = FHIRXMLWriter(pretty: false).string(patient)
+                    let escaped = value.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                        .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+                        .replacingOccurrences(of: "\n", with: "&#10;").replacingOccurrences(of: "\r", with: "&#13;")
+                        .replacingOccurrences(of: "\t", with: "&#9;")
+                    #expect(xml.contains("<text value=\"\(escaped)\"/>"), "\(length) bytes, \(special) at \(position): \(xml)")
+                    #expect(try FHIRXMLReader().read(xml).resource.first("name.text")?.value == value)
+                }
+            }
+        }
+    }
+
     @Test("unknown JSON properties are kept verbatim, reported as warnings, and written back")
     func unknownJSON() throws {
         let json = #"{"resourceType":"Patient","id":"p","futureElement":{"a":[1,2.50,{"b":null}]},"gender":"female"}"#

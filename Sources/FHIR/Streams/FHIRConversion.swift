@@ -138,8 +138,8 @@ public struct StreamingBundleWriter {
         default:
             var emitter = XMLEmitter(pretty: pretty)
             emitter.out.append(0x0A)
-            emitter.writeElement(entry, name: "entry", indent: 1)
-            try output.write(emitter.out)
+            withUnsafePointer(to: entry) { emitter.writeElement(at: $0, suffix: nil, indent: 1) }
+            try output.write(emitter.out.bytes)
         }
         entries += 1
     }

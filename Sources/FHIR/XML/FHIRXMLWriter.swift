@@ -1,3 +1,5 @@
+import JSON
+
 /// Writes `Element` trees as FHIR R4 XML.
 ///
 /// Elements come out in definition order (the order the R4 schemas require), primitives carry
@@ -26,9 +28,9 @@ public struct FHIRXMLWriter: Sendable {
             emitter.raw("<?xml version=\"1.0\" encoding=\"UTF-8\"?>")
             if pretty { emitter.out.append(0x0A) }
         }
-        emitter.writeResource(resource, indent: 0, root: true)
+        withUnsafePointer(to: resource) { emitter.writeResource(at: $0, indent: 0, root: true) }
         if pretty { emitter.out.append(0x0A) }
-        return emitter.out
+        return emitter.out.bytes
     }
 
     /// The resource as an XML string.
@@ -37,54 +39,94 @@ public struct FHIRXMLWriter: Sendable {
     }
 }
 
-struct XMLEmitter {
-    var out: [UInt8] = []
+/// Writes XML into one plain buffer, reading elements in place through pointers (an element
+/// taken out of an array by value is copied first, a reference count for each of its parts), as
+/// the JSON writer does.
+struct XMLEmitter: ~Copyable {
+    var out = JSONBytes(capacity: 8192)
     let pretty: Bool
+    unowned(unsafe) let model = ModelInfo.r4
 
     init(pretty: Bool) {
         self.pretty = pretty
-        out.reserveCapacity(8192)
     }
 
     @inline(__always) mutating func raw(_ s: StaticString) {
-        s.withUTF8Buffer { out.append(contentsOf: $0) }
+        out.append(s)
     }
 
     @inline(__always) mutating func text(_ s: String) {
-        out.append(contentsOf: s.utf8)
+        if s.utf8.withContiguousStorageIfAvailable({ out.append(contentsOf: $0) }) == nil {
+            var s = s
+            s.withUTF8 { out.append(contentsOf: $0) }
+        }
     }
 
     mutating func indent(_ level: Int) {
         guard pretty else { return }
-        if !out.isEmpty && out.last != 0x0A { out.append(0x0A) }
-        for _ in 0..<level { out.append(0x20); out.append(0x20) }
+        if out.count > 0 && out.end[-1] != 0x0A { out.append(0x0A) }
+        out.reserve(2 * level)
+        out.end.initialize(repeating: 0x20, count: 2 * level)
+        out.advance(2 * level)
     }
 
-    /// An attribute value, escaped so that it reads back unchanged.
+    /// The type of an element the model knows, held without a reference count.
+    @inline(__always)
+    func type(at element: UnsafePointer<Element>) -> TypeDefinition? {
+        let index = element.pointee.typeIndex
+        guard index >= 0 else { return nil }
+        unowned(unsafe) let type = model.types[Int(index)]
+        return type
+    }
+
+    /// An attribute value, escaped so that it reads back unchanged; runs that need no escape are
+    /// found eight bytes at a time and copied whole.
     mutating func attributeValue(_ value: String) {
         var value = value
         value.withUTF8 { bytes in
-            var runStart = 0
-            for i in 0..<bytes.count {
-                let b = bytes[i]
-                let escape: StaticString
-                switch b {
-                case 0x26: escape = "&amp;"
-                case 0x3C: escape = "&lt;"
-                case 0x3E: escape = "&gt;"
-                case 0x22: escape = "&quot;"
-                case 0x0A: escape = "&#10;"
-                case 0x0D: escape = "&#13;"
-                case 0x09: escape = "&#9;"
-                // XML has no form for the other control characters (the readers refuse them).
-                case 0x00..<0x20: escape = "\u{FFFD}"
-                default: continue
+            guard let p = bytes.baseAddress else { return }
+            let n = bytes.count
+            var runStart = 0, i = 0
+            while i < n {
+                if i + 8 <= n {
+                    let stops = XMLEmitter.attributeStops(JSONEscaping.word(p + i))
+                    if stops == 0 { i += 8; continue }
+                    i += stops.trailingZeroBitCount / 8
                 }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
-                runStart = i + 1
-                escape.withUTF8Buffer { out.append(contentsOf: $0) }
+                guard let escape = XMLEmitter.attributeEscape(p[i]) else { i += 1; continue }
+                out.append(contentsOf: UnsafeBufferPointer(start: p + runStart, count: i - runStart))
+                out.append(escape)
+                i += 1
+                runStart = i
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+            out.append(contentsOf: UnsafeBufferPointer(start: p + runStart, count: n - runStart))
+        }
+    }
+
+    /// A word with 0x80 in each byte of `w` that an attribute value must escape (a quote, `&`,
+    /// `<`, `>` or a control character), exact up to the first such byte.
+    @inline(__always)
+    static func attributeStops(_ w: UInt64) -> UInt64 {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let quote = w ^ (ones &* 0x22), amp = w ^ (ones &* 0x26), less = w ^ (ones &* 0x3C), greater = w ^ (ones &* 0x3E)
+        return ((quote &- ones) & ~quote | (amp &- ones) & ~amp | (less &- ones) & ~less | (greater &- ones) & ~greater
+                | (w &- ones &* 0x20) & ~w) & 0x8080_8080_8080_8080
+    }
+
+    /// What a byte of an attribute value is written as, or nil when it is written as itself.
+    @inline(__always)
+    static func attributeEscape(_ byte: UInt8) -> StaticString? {
+        switch byte {
+        case 0x26: "&amp;"
+        case 0x3C: "&lt;"
+        case 0x3E: "&gt;"
+        case 0x22: "&quot;"
+        case 0x0A: "&#10;"
+        case 0x0D: "&#13;"
+        case 0x09: "&#9;"
+        // XML has no form for the other control characters (the readers refuse them).
+        case 0x00..<0x20: "\u{FFFD}"
+        default: nil
         }
     }
 
@@ -96,84 +138,125 @@ struct XMLEmitter {
         out.append(0x22)
     }
 
-    mutating func writeResource(_ resource: Element, indent level: Int, root: Bool) {
+    /// A start or end tag's name: the element's name, and a choice's type suffix.
+    @inline(__always) mutating func name(_ element: UnsafePointer<Element>, suffix: String?) {
+        text(element.pointee.name)
+        if let suffix { text(suffix) }
+    }
+
+    mutating func writeResource(at resource: UnsafePointer<Element>, indent level: Int, root: Bool) {
         indent(level)
-        let name = resource.typeName ?? resource.name
+        let name = type(at: resource)?.name ?? resource.pointee.name
         out.append(0x3C)
         text(name)
         if root { raw(" xmlns=\"http://hl7.org/fhir\"") }
-        if resource.children.isEmpty {
+        if resource.pointee.children.isEmpty {
             raw("/>")
             return
         }
         out.append(0x3E)
-        writeChildren(of: resource, indent: level + 1, attributes: [])
+        writeChildren(of: resource, indent: level + 1, attributes: Attributes())
         indent(level)
         raw("</")
         text(name)
         out.append(0x3E)
     }
 
-    /// Writes the children of `element` that are elements (not attributes).
-    mutating func writeChildren(of element: Element, indent level: Int, attributes: Set<String>) {
-        let parentType = element.definition
-        for child in element.children {
-            if child.isUnknown {
-                if child.typeIndex == Element.unknownXML, let rawXML = child.value {
-                    indent(level)
-                    text(rawXML)
-                }
-                continue
-            }
-            if attributes.contains(child.name) || !child.hasContent(in: .xml) { continue }
-            let definition = parentType?.element(of: child)
-            var name = child.name
-            if definition?.isChoice == true, let typeName = child.typeName {
-                name += ElementDefinition.choiceSuffix(for: typeName)
-            }
-            writeElement(child, name: name, indent: level)
+    /// Which children of an element were written as its attributes.
+    struct Attributes {
+        var id = false
+        var url = false
+
+        func contains(_ child: UnsafePointer<Element>) -> Bool {
+            (id && child.pointee.name == "id") || (url && child.pointee.name == "url")
         }
     }
 
-    mutating func writeElement(_ element: Element, name: String, indent level: Int) {
-        guard let type = element.definition else { return }
+    /// Writes the children of `element` that are elements (not attributes).
+    mutating func writeChildren(of element: UnsafePointer<Element>, indent level: Int, attributes: Attributes) {
+        unowned(unsafe) let parentType = type(at: element)
+        element.pointee.children.withUnsafeBufferPointer { children in
+            for i in children.indices {
+                let child = children.baseAddress! + i
+                if child.pointee.isUnknown {
+                    if child.pointee.typeIndex == Element.unknownXML, let rawXML = child.pointee.value {
+                        indent(level)
+                        text(rawXML)
+                    }
+                    continue
+                }
+                if attributes.contains(child) || !Element.hasContent(at: child, in: .xml) { continue }
+                let isChoice = parentType?.traits(of: child).isChoice ?? false
+                writeElement(at: child, suffix: isChoice ? type(at: child)?.choiceSuffix : nil, indent: level)
+            }
+        }
+    }
+
+    mutating func writeElement(at element: UnsafePointer<Element>, suffix: String?, indent level: Int) {
+        guard let type = type(at: element) else { return }
         switch type.kind {
         case .resource:
             indent(level)
-            out.append(0x3C); text(name); out.append(0x3E)
-            writeResource(element, indent: level + 1, root: false)
+            out.append(0x3C); name(element, suffix: suffix); out.append(0x3E)
+            writeResource(at: element, indent: level + 1, root: false)
             indent(level)
-            raw("</"); text(name); out.append(0x3E)
+            raw("</"); name(element, suffix: suffix); out.append(0x3E)
         case .primitive where type.primitiveKind == .xhtml:
             indent(level)
-            writeXHTML(element.value ?? "")
+            writeXHTML(element.pointee.value ?? "")
         case .primitive, .complex, .backbone:
             indent(level)
             out.append(0x3C)
-            text(name)
-            var attributes: Set<String> = []
-            if let id = element.children.first(where: { $0.name == "id" && !$0.isUnknown }), let value = id.value {
-                attribute("id", value)
-                attributes.insert("id")
-            }
-            if type.name == "Extension", let url = element.children.first(where: { $0.name == "url" && !$0.isUnknown }), let value = url.value {
-                attribute("url", value)
-                attributes.insert("url")
-            }
-            if let value = element.value {
-                attribute("value", value)
-            }
-            let hasElements = element.children.contains {
-                $0.isUnknown ? $0.typeIndex == Element.unknownXML : !attributes.contains($0.name) && $0.hasContent(in: .xml)
-            }
-            if !hasElements {
+            name(element, suffix: suffix)
+            let attributes = writeAttributes(of: element, isExtension: type.index == ModelInfo.extensionTypeIndex)
+            if !hasElements(element, besides: attributes) {
                 raw("/>")
                 return
             }
             out.append(0x3E)
             writeChildren(of: element, indent: level + 1, attributes: attributes)
             indent(level)
-            raw("</"); text(name); out.append(0x3E)
+            raw("</"); name(element, suffix: suffix); out.append(0x3E)
+        }
+    }
+
+    /// Writes an element's id, an extension's url and a primitive's value as attributes.
+    mutating func writeAttributes(of element: UnsafePointer<Element>, isExtension: Bool) -> Attributes {
+        var attributes = Attributes()
+        if let id = first(named: "id", in: element), let value = id.pointee.value {
+            attribute("id", value)
+            attributes.id = true
+        }
+        if isExtension, let url = first(named: "url", in: element), let value = url.pointee.value {
+            attribute("url", value)
+            attributes.url = true
+        }
+        if let value = element.pointee.value {
+            attribute("value", value)
+        }
+        return attributes
+    }
+
+    /// The first known child of this name, read in place.
+    func first(named name: String, in element: UnsafePointer<Element>) -> UnsafePointer<Element>? {
+        element.pointee.children.withUnsafeBufferPointer { children in
+            for i in children.indices {
+                let child = children.baseAddress! + i
+                if !child.pointee.isUnknown && child.pointee.name == name { return child }
+            }
+            return nil
+        }
+    }
+
+    /// Whether any child is written as an element rather than an attribute.
+    func hasElements(_ element: UnsafePointer<Element>, besides attributes: Attributes) -> Bool {
+        element.pointee.children.withUnsafeBufferPointer { children in
+            for i in children.indices {
+                let child = children.baseAddress! + i
+                if child.pointee.isUnknown ? child.pointee.typeIndex == Element.unknownXML
+                    : !attributes.contains(child) && Element.hasContent(at: child, in: .xml) { return true }
+            }
+            return false
         }
     }
 

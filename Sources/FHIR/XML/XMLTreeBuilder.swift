@@ -13,7 +13,6 @@ struct XMLTreeBuilder: ~Copyable {
     static let fhirNamespace = "http://hl7.org/fhir"
     static let xhtmlNamespace = "http://www.w3.org/1999/xhtml"
 
-    private static let extensionIndex = ModelInfo.r4.type(named: "Extension")!.index
     let options: ParseOptions
     unowned(unsafe) let model = ModelInfo.r4
     /// The parser feeding this builder: its line, and stopping it.
@@ -223,7 +222,7 @@ struct XMLTreeBuilder: ~Copyable {
         // they are unknown content (read as the property, two of them could not be written back).
         let isAttributeOnly = found.map { slot, _ in
             slot == 0 ? parentType.kind != .resource && parentType.elements[0].name == "id"
-                : parentType.index == XMLTreeBuilder.extensionIndex && parentType.elements[Int(slot)].name == "url"
+                : parentType.index == ModelInfo.extensionTypeIndex && parentType.elements[Int(slot)].name == "url"
         } ?? false
         guard let (slot, typeIndex) = found, typeIndex >= 0, !isAttributeOnly else {
             let name = String(decoding: nameBytes, as: UTF8.self)
@@ -339,7 +338,7 @@ struct XMLTreeBuilder: ~Copyable {
                 continue
             }
             let isId = !isResource && Lexical.equals(name, "id")
-            let isURL = !isId && Lexical.equals(name, "url") && type.index == XMLTreeBuilder.extensionIndex
+            let isURL = !isId && Lexical.equals(name, "url") && type.index == ModelInfo.extensionTypeIndex
             if (isId || isURL), let element = type.element(named: isId ? "id" : "url") {
                 let value = attribute.string
                 if let kind = element.typeIndices.first.flatMap({ model.types[Int($0)].primitiveKind }) {
