@@ -97,15 +97,6 @@ struct JSONEmitter: ~Copyable {
     /// A JSON string literal, escaped by the one rule (`JSONEscaping`).
     mutating func string(_ value: String) { JSONEscaping.appendQuoted(value, to: &out) }
 
-    /// The type of an element the model knows, held without a reference count.
-    @inline(__always)
-    func type(at element: UnsafePointer<Element>) -> TypeDefinition? {
-        let index = element.pointee.typeIndex
-        guard index >= 0 else { return nil }
-        unowned(unsafe) let type = model.types[Int(index)]
-        return type
-    }
-
     // The elements are read in place through pointers from here on: an element passed by value
     // out of an array is copied first (a reference count for each of its parts).
 
@@ -124,7 +115,7 @@ struct JSONEmitter: ~Copyable {
 
     mutating func primitiveValue(at element: UnsafePointer<Element>) {
         guard var value = element.pointee.value else { raw("null"); return }
-        switch type(at: element)?.primitiveKind?.jsonForm ?? .string {
+        switch model.type(at: element)?.primitiveKind?.jsonForm ?? .string {
         case .string:
             string(value)
         case .boolean:
@@ -147,7 +138,7 @@ struct JSONEmitter: ~Copyable {
     mutating func writeResource(at resource: UnsafePointer<Element>, indent: Int) {
         byte(0x7B)
         key("resourceType", defined: true, indent + 1)
-        string(type(at: resource)?.name ?? resource.pointee.name)
+        string(model.type(at: resource)?.name ?? resource.pointee.name)
         writeMembers(of: resource, indent: indent + 1, hasFirst: true)
         newline(indent)
         byte(0x7D)
@@ -163,7 +154,7 @@ struct JSONEmitter: ~Copyable {
 
     /// Writes the children of `element` as object members, grouping repeats into arrays.
     mutating func writeMembers(of element: UnsafePointer<Element>, indent: Int, hasFirst: Bool) {
-        unowned(unsafe) let parentType = type(at: element)
+        unowned(unsafe) let parentType = model.type(at: element)
         element.pointee.children.withUnsafeBufferPointer { children in
             var first = !hasFirst
             var i = 0
@@ -184,7 +175,7 @@ struct JSONEmitter: ~Copyable {
                 // Several values of a single-valued element (kept by a lenient read) stay an array:
                 // writing one of them would drop the others without a word.
                 let isRepeating = traits.isRepeating || j - i > 1
-                let suffix = isChoice ? type(at: child)?.choiceSuffix : nil
+                let suffix = isChoice ? model.type(at: child)?.choiceSuffix : nil
                 let group = UnsafeBufferPointer(rebasing: children[i..<j])
                 i = j
                 if Self.allHaveContent(group) {
@@ -236,7 +227,7 @@ struct JSONEmitter: ~Copyable {
     /// definitions gave it) and its value or array.
     mutating func writeGroup(_ group: UnsafeBufferPointer<Element>, suffix: String?, defined: Bool, repeating: Bool, indent: Int) {
         let first = group.baseAddress!
-        guard let type = type(at: first) else { return }
+        guard let type = model.type(at: first) else { return }
         let name = first.pointee.name
         switch type.kind {
         case .primitive:

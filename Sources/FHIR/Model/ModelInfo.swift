@@ -20,6 +20,16 @@ import Darwin
 public final class ModelInfo: Sendable {
     /// The R4 (4.0.1) model, parsed from the generated table on first use.
     public static let r4 = ModelInfo(table: ModelInfo.r4Table)
+    /// The type of an element the model knows, held without a reference count: the writers ask
+    /// it of every element they read in place.
+    @inline(__always)
+    func type(at element: UnsafePointer<Element>) -> TypeDefinition? {
+        let index = element.pointee.typeIndex
+        guard index >= 0 else { return nil }
+        unowned(unsafe) let type = types[Int(index)]
+        return type
+    }
+
     /// The index of `Extension` in R4's types: the XML reader and writer ask of every element
     /// whether it is one (its `url` is an attribute), without comparing names.
     static let extensionTypeIndex = r4.type(named: "Extension")!.index

@@ -70,15 +70,6 @@ struct XMLEmitter: ~Copyable {
         out.advance(2 * level)
     }
 
-    /// The type of an element the model knows, held without a reference count.
-    @inline(__always)
-    func type(at element: UnsafePointer<Element>) -> TypeDefinition? {
-        let index = element.pointee.typeIndex
-        guard index >= 0 else { return nil }
-        unowned(unsafe) let type = model.types[Int(index)]
-        return type
-    }
-
     /// An attribute value, escaped so that it reads back unchanged; runs that need no escape are
     /// found eight bytes at a time and copied whole.
     mutating func attributeValue(_ value: String) {
@@ -146,7 +137,7 @@ struct XMLEmitter: ~Copyable {
 
     mutating func writeResource(at resource: UnsafePointer<Element>, indent level: Int, root: Bool) {
         indent(level)
-        let name = type(at: resource)?.name ?? resource.pointee.name
+        let name = model.type(at: resource)?.name ?? resource.pointee.name
         out.append(0x3C)
         text(name)
         if root { raw(" xmlns=\"http://hl7.org/fhir\"") }
@@ -174,7 +165,7 @@ struct XMLEmitter: ~Copyable {
 
     /// Writes the children of `element` that are elements (not attributes).
     mutating func writeChildren(of element: UnsafePointer<Element>, indent level: Int, attributes: Attributes) {
-        unowned(unsafe) let parentType = type(at: element)
+        unowned(unsafe) let parentType = model.type(at: element)
         element.pointee.children.withUnsafeBufferPointer { children in
             for i in children.indices {
                 let child = children.baseAddress! + i
@@ -187,13 +178,13 @@ struct XMLEmitter: ~Copyable {
                 }
                 if attributes.contains(child) || !Element.hasContent(at: child, in: .xml) { continue }
                 let isChoice = parentType?.traits(of: child).isChoice ?? false
-                writeElement(at: child, suffix: isChoice ? type(at: child)?.choiceSuffix : nil, indent: level)
+                writeElement(at: child, suffix: isChoice ? model.type(at: child)?.choiceSuffix : nil, indent: level)
             }
         }
     }
 
     mutating func writeElement(at element: UnsafePointer<Element>, suffix: String?, indent level: Int) {
-        guard let type = type(at: element) else { return }
+        guard let type = model.type(at: element) else { return }
         switch type.kind {
         case .resource:
             indent(level)
