@@ -11,7 +11,10 @@ import Glibc
 /// `&` and carriage returns; attribute values escaping those, quotes, tabs, line feeds and every
 /// non-ASCII character (as `&#xE9;`); and a namespace the subtree uses but declares outside
 /// itself declared on its root, after the root's own declarations.
+/// A subtree that is skipped, not kept, only has its depth counted.
 struct XMLSubtreeText {
+    /// Whether the subtree is written (kept) or only followed to its end (skipped).
+    let writes: Bool
     private(set) var bytes: [UInt8] = []
     /// Open elements inside the subtree; the subtree ends when this falls back to zero.
     private(set) var depth = 0
@@ -24,8 +27,15 @@ struct XMLSubtreeText {
     /// Namespaces used inside the subtree but declared outside it, in order of first use.
     private var outside: [(prefix: [UInt8]?, uri: [UInt8])] = []
 
+    /// A subtree written as text, or (`writes: false`) only followed to its end.
+    init(writes: Bool) {
+        self.writes = writes
+    }
+
     /// Opens an element: its name, its own namespace declarations, then its attributes.
     mutating func start(_ event: XMLStartTag) {
+        depth += 1
+        guard writes else { return }
         closeStartTag()
         bytes.append(UInt8(ascii: "<"))
         appendName(event.prefix, event.localName)
@@ -39,7 +49,7 @@ struct XMLSubtreeText {
             appendQuotedURI(uri.map(XMLSubtreeText.cBytes) ?? [])
         }
         declared.append(prefixes)
-        if depth == 0 { rootDeclarationsEnd = bytes.count }
+        if depth == 1 { rootDeclarationsEnd = bytes.count }
         noteNamespace(prefix: event.prefix, uri: event.uri)
         for i in 0..<event.attributeCount {
             let attribute = event.attribute(i)
@@ -51,22 +61,12 @@ struct XMLSubtreeText {
             bytes.append(UInt8(ascii: "\""))
         }
         startTagOpen = true
-        depth += 1
-    }
-
-    /// Counts an element opened inside a subtree that is skipped, not kept.
-    mutating func skip() {
-        depth += 1
-    }
-
-    /// Counts an element closed inside a skipped subtree; returns true when that closes it.
-    mutating func unskip() -> Bool {
-        depth -= 1
-        return depth == 0
     }
 
     /// Closes the innermost element; returns true when that closes the subtree.
     mutating func end(prefix: UnsafePointer<xmlChar>?, localName: UnsafePointer<xmlChar>) -> Bool {
+        depth -= 1
+        guard writes else { return depth == 0 }
         if startTagOpen {
             bytes.append(contentsOf: Array("/>".utf8))
             startTagOpen = false
@@ -76,13 +76,12 @@ struct XMLSubtreeText {
             bytes.append(UInt8(ascii: ">"))
         }
         declared.removeLast()
-        depth -= 1
         return depth == 0
     }
 
     /// Character data, escaped as element content.
     mutating func text(_ characters: UnsafeBufferPointer<UInt8>) {
-        guard !characters.isEmpty else { return }
+        guard writes, !characters.isEmpty else { return }
         closeStartTag()
         for byte in characters {
             switch byte {
@@ -97,6 +96,7 @@ struct XMLSubtreeText {
 
     /// A CDATA section, a comment or a processing instruction, written as it came.
     mutating func markup(open: String, _ content: UnsafeBufferPointer<UInt8>, close: String) {
+        guard writes else { return }
         closeStartTag()
         bytes.append(contentsOf: Array(open.utf8))
         bytes.append(contentsOf: content)

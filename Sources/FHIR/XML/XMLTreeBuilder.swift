@@ -79,21 +79,17 @@ struct XMLTreeBuilder: ~Copyable {
     // MARK: Events
 
     mutating func start(_ tag: XMLStartTag) {
-        if kept != nil {
-            if frames.count + kept!.text.depth >= options.maximumDepth {
-                line = currentLine()
-                return stop(.limitExceeded(ParseIssue(.error, .limit, "nesting deeper than the limit of \(options.maximumDepth)", at: location())))
-            }
-            if case .skipped = kept!.purpose { kept!.text.skip() } else { kept!.text.start(tag) }
-            return
+        if kept == nil {
+            reportStrayText()
+            guard fatal == nil else { return }
         }
-        reportStrayText()
-        guard fatal == nil else { return }
         line = currentLine()
-        elementsOpened += 1
-        if frames.count >= options.maximumDepth {
+        // Nesting inside a kept or skipped subtree counts as well.
+        if frames.count + (kept?.text.depth ?? 0) >= options.maximumDepth {
             return stop(.limitExceeded(ParseIssue(.error, .limit, "nesting deeper than the limit of \(options.maximumDepth)", at: location())))
         }
+        if kept != nil { return kept!.text.start(tag) }
+        elementsOpened += 1
         guard let parentIndex = frames.indices.last else { return openRoot(tag) }
         if frames[parentIndex].wrapsResource { return openWrapped(tag, in: parentIndex) }
         openProperty(tag, in: parentIndex)
@@ -101,9 +97,7 @@ struct XMLTreeBuilder: ~Copyable {
 
     mutating func end(localName: UnsafePointer<xmlChar>, prefix: UnsafePointer<xmlChar>?) {
         if kept != nil {
-            let closed: Bool
-            if case .skipped = kept!.purpose { closed = kept!.text.unskip() } else { closed = kept!.text.end(prefix: prefix, localName: localName) }
-            if closed { finishKept() }
+            if kept!.text.end(prefix: prefix, localName: localName) { finishKept() }
             return
         }
         reportStrayText()
@@ -112,11 +106,7 @@ struct XMLTreeBuilder: ~Copyable {
     }
 
     mutating func text(_ characters: UnsafeBufferPointer<UInt8>) {
-        if kept != nil {
-            if case .skipped = kept!.purpose { return }
-            kept!.text.text(characters)
-            return
-        }
+        if kept != nil { return kept!.text.text(characters) }
         if strayText == nil {
             if characters.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x09 || $0 == 0x0D }) { return }
             strayText = ([], currentLine())
@@ -125,11 +115,7 @@ struct XMLTreeBuilder: ~Copyable {
     }
 
     mutating func cdata(_ characters: UnsafeBufferPointer<UInt8>) {
-        if kept != nil {
-            if case .skipped = kept!.purpose { return }
-            kept!.text.markup(open: "<![CDATA[", characters, close: "]]>")
-            return
-        }
+        if kept != nil { return kept!.text.markup(open: "<![CDATA[", characters, close: "]]>") }
         reportStrayText()
         text(characters)
         reportStrayText()
@@ -137,13 +123,12 @@ struct XMLTreeBuilder: ~Copyable {
 
     mutating func markup(open: String, _ value: UnsafePointer<xmlChar>?, close: String) {
         guard kept != nil else { return reportStrayText() }
-        if case .skipped = kept!.purpose { return }
         kept!.text.markup(open: open, UnsafeBufferPointer(start: value, count: value.map { strlen($0) } ?? 0), close: close)
     }
 
     mutating func instruction(target: UnsafePointer<xmlChar>, data: UnsafePointer<xmlChar>?) {
         guard kept != nil else { return reportStrayText() }
-        if case .skipped = kept!.purpose { return }
+        guard kept!.text.writes else { return }
         let content = XMLSubtreeText.cBytes(target) + (data.map { [0x20] + XMLSubtreeText.cBytes($0) } ?? [])
         content.withUnsafeBufferPointer { kept!.text.markup(open: "<?", $0, close: "?>") }
     }
@@ -276,8 +261,9 @@ struct XMLTreeBuilder: ~Copyable {
 
     /// Starts keeping (or skipping) the subtree this start tag opens.
     private mutating func keep(_ purpose: Kept, _ tag: XMLStartTag) {
-        var text = XMLSubtreeText()
-        if case .skipped = purpose { text.skip() } else { text.start(tag) }
+        let skipped = if case .skipped = purpose { true } else { false }
+        var text = XMLSubtreeText(writes: !skipped)
+        text.start(tag)
         kept = (text, purpose)
     }
 
