@@ -187,7 +187,8 @@ public final class SQLiteImportStaging: ImportStaging {
 
         func item(identity: String) throws -> StagedItem? {
             guard let sequence = identities.withLock({ $0.sequence(of: identity) }),
-                  let item = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM item WHERE sequence = ?"), arguments: [sequence]).map(SQLiteImportStaging.item),
+                  let item = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(SQLiteImportStaging.columns) FROM item WHERE sequence = ?"), arguments: [sequence])
+                      .map(SQLiteImportStaging.item),
                   item.identity == identity else { return nil }
             return item
         }
@@ -205,7 +206,9 @@ public final class SQLiteImportStaging: ImportStaging {
 
     public func items(group: String) throws(StoreError) -> [StagedItem] {
         try index()
-        return try read { db in try Row.fetchAll(db, sql: "SELECT * FROM item WHERE grp = ? ORDER BY sequence", arguments: [group]).map(Self.item) }
+        return try read { db in
+            try Array(Row.fetchCursor(db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE grp = ? ORDER BY sequence"), arguments: [group]).map(Self.item))
+        }
     }
 
     public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
@@ -220,8 +223,8 @@ public final class SQLiteImportStaging: ImportStaging {
             func items<Value: DatabaseValueConvertible>(_ column: String, _ values: [Value]) throws -> [StagedItem] {
                 try stride(from: 0, to: values.count, by: 500).flatMap { start in
                     let chunk = Array(values[start..<min(start + 500, values.count)])
-                    return try Row.fetchAll(db, sql: "SELECT * FROM item WHERE \(column) IN (\(databaseQuestionMarks(count: chunk.count)))",
-                                            arguments: StatementArguments(chunk)).map(Self.item)
+                    return try Array(Row.fetchCursor(db, sql: "SELECT \(Self.columns) FROM item WHERE \(column) IN (\(databaseQuestionMarks(count: chunk.count)))",
+                                                     arguments: StatementArguments(chunk)).map(Self.item))
                 }
             }
             return try items("sequence", sequences).filter { $0.identity.map(wanted.contains) ?? false } + items("full_url", fullURLs)
@@ -249,9 +252,13 @@ public final class SQLiteImportStaging: ImportStaging {
         }
     }
 
-    static func item(_ row: Row) -> StagedItem {
-        let bytes: Data = row["bytes"]
-        return StagedItem(sequence: row["sequence"], group: row["grp"], identity: row["identity"], fullURL: row["full_url"],
-                          container: row["container"], origin: row["origin"], bytes: [UInt8](bytes))
+    /// The columns `item(_:)` reads, in its order.
+    static let columns = "sequence, grp, identity, full_url, container, origin, bytes"
+
+    /// An item from a row of `columns`; its bytes are copied once, straight from SQLite's row
+    /// (a patient's items are most of what is staged for it).
+    static func item(_ row: Row) throws -> StagedItem {
+        StagedItem(sequence: row[0], group: row[1], identity: row[2], fullURL: row[3], container: row[4], origin: row[5],
+                   bytes: try row.withUnsafeData(atIndex: 6) { [UInt8]($0 ?? Data()) })
     }
 }

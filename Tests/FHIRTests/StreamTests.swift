@@ -65,6 +65,42 @@ struct StreamTests {
         for bundle in bundles { try expectEntryTextsMatch(bundle.path) }
     }
 
+    /// The text outside strings without whitespace, a byte at a time: what `CompactJSON` does eight at a time.
+    static func compactedByteByByte(_ text: [UInt8]) -> [UInt8] {
+        var result: [UInt8] = [], inString = false, escaped = false
+        for b in text {
+            if inString {
+                if escaped { escaped = false } else if b == 0x5C { escaped = true } else if b == 0x22 { inString = false }
+                result.append(b)
+            } else if ![0x20, 0x0A, 0x0D, 0x09].contains(b) {
+                if b == 0x22 { inString = true }
+                result.append(b)
+            }
+        }
+        return result
+    }
+
+    @Test("a kept entry text is the entry's resource as the file has it without whitespace between tokens, whatever the alignment of escapes in its strings and the length of its indentation; an entry without a resource keeps none")
+    func entryTextAtEveryAlignment() throws {
+        var resources: [String] = []
+        for n in 0..<20 {
+            let pad = String(repeating: "a", count: n), indent = String(repeating: " ", count: n)
+            resources.append("""
+                { "resourceType" :"Patient", "id": "p\(n)",\t
+                \(indent)\(indent)"name": [ { "text": "\(pad)\\"\(pad)\\\\\\"}{ ]\(pad)",\r\n "given": ["\(pad) \\\\", "\\u00e9\(pad)\\n"] } ] }
+                """)
+        }
+        var entries = resources.enumerated().map { n, resource in "{\n\(String(repeating: " ", count: n))\"fullUrl\": \"urn:uuid:\(n)\", \"resource\":  \(resource) }" }
+        entries.insert(#"{ "request": { "method": "DELETE", "url": "Patient/gone" } }"#, at: 7)
+        let path = try temporaryFile("aligned-bundle.json", #"{"resourceType":"Bundle","type":"collection","entry":[ "# + entries.joined(separator: ",\n  ") + "]}")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try expectEntryTextsMatch(path)
+        var kept = try #require(try FHIRDocument.readKeepingEntryText(contentsOf: path).entryText)
+        #expect(kept.count == 21 && kept[7] == nil)
+        kept.remove(at: 7)
+        #expect(kept.map { $0 ?? [] } == resources.map { Self.compactedByteByByte(Array($0.utf8)) })
+    }
+
     @Test("a skimming read keeps a Bundle entry's id and the kept elements of the types it does not read whole, checks the rest only as JSON, and never skims a root Bundle, a whole type or a contained resource")
     func skim() throws {
         let bundle = """

@@ -95,6 +95,26 @@ struct MappingEngineTests {
         #expect(inOrder.outcomes.allSatisfy { $0.isComplete == $0.taskGroups.contains(where: groups.contains) })
     }
 
+    @Test("a urn:uuid reference names the patient of its own Bundle: two Bundles that give one urn to different patients keep their care plans apart")
+    func sameURNInTwoBundles() throws {
+        let set = try MappingSet.load([mappingsDirectory.path])
+        func bundle(_ patientID: String) throws -> [SourcedResource] {
+            let bundle = try FHIRJSONReader().read("""
+                {"resourceType": "Bundle", "type": "collection", "entry": [
+                  {"fullUrl": "urn:uuid:5e1f", "resource": {"resourceType": "Patient", "id": "\(patientID)"}},
+                  {"fullUrl": "urn:uuid:c1", "resource": {"resourceType": "CarePlan", "id": "plan-\(patientID)", "status": "active", "intent": "plan",
+                    "subject": {"reference": "urn:uuid:5e1f"}}},
+                  {"fullUrl": "urn:uuid:c2", "resource": {"resourceType": "CarePlan", "id": "plan-2-\(patientID)", "status": "active", "intent": "plan",
+                    "subject": {"reference": "urn:uuid:5e1f"}}}]}
+                """).resource
+            let index = BundleIndex(bundle)
+            return bundle.children.compactMap { $0["resource"].map { SourcedResource(resource: $0, container: bundle, index: index, origin: patientID) } }
+        }
+        let output = MappingEngine(mappings: set, timeZone: newYork, now: importTime).map(try bundle("p-a") + bundle("p-b"))
+        let plans = Dictionary(uniqueKeysWithValues: output.batches.map { ($0.patientID, $0.carePlans.map(\.plan.id)) })
+        #expect(plans == ["Patient/p-a": ["CarePlan/plan-p-a", "CarePlan/plan-2-p-a"], "Patient/p-b": ["CarePlan/plan-p-b", "CarePlan/plan-2-p-b"]])
+    }
+
     @Test("the same resources read from XML give the same entries as from JSON")
     func xmlAndJSON() throws {
         let set = try MappingSet.load([mappingsDirectory.path])

@@ -39,18 +39,26 @@ public struct FHIRJSONReader: Sendable {
     /// Reads one resource from a buffer of JSON bytes. `lineOffset` is added to reported line
     /// numbers (for lines of an NDJSON file).
     public func read(_ buffer: UnsafeBufferPointer<UInt8>, lineOffset: Int = 0) throws(FHIRFormatError) -> ParsedResource {
+        try read(buffer, lineOffset: lineOffset, keepingEntryRanges: false).parsed
+    }
+
+    /// Reads as `read(_:lineOffset:)` does and, when asked, gives where each root Bundle entry's
+    /// `resource` is in `buffer`, in order (only those read: a resource of an unknown type has none).
+    func read(_ buffer: UnsafeBufferPointer<UInt8>, lineOffset: Int = 0,
+              keepingEntryRanges: Bool) throws(FHIRFormatError) -> (parsed: ParsedResource, entryRanges: [Range<Int>]) {
         guard buffer.count <= options.maximumDocumentSize else {
             throw .limitExceeded(ParseIssue(.error, .limit,
                 "document is \(buffer.count) bytes, larger than the limit of \(options.maximumDocumentSize)",
                 at: SourceLocation(file: options.sourceName)))
         }
         var parser = JSONParser(input: buffer, options: options, lineOffset: lineOffset)
+        parser.keepsEntryRanges = keepingEntryRanges
         let root = try parser.parseDocument()
         let errors = parser.issues.filter { $0.severity == .error }
         if !errors.isEmpty {
             throw .invalid(parser.issues)
         }
-        return ParsedResource(resource: root, warnings: parser.issues)
+        return (ParsedResource(resource: root, warnings: parser.issues), parser.entryRanges)
     }
 }
 
@@ -69,6 +77,10 @@ struct JSONParser: ~Copyable {
     var path: [PathStep] = []
     /// The children of every object being read.
     var childStack = ChildStack()
+    /// Whether to note where each root Bundle entry's resource is (`entryRanges`): a reader that
+    /// keeps their text learns it from the one read, instead of walking the text again.
+    var keepsEntryRanges = false
+    var entryRanges: [Range<Int>] = []
     private var lineCache: (offset: Int, line: Int, lineStart: Int) = (0, 1, 0)
     private let lineOffset: Int
 
@@ -695,9 +707,12 @@ struct JSONParser: ~Copyable {
                 return nil
             }
             let depthBefore = path.count
-            let resource = try parseResource(name: definition.name, slot: definition.slot,
-                                             skimmable: definition === model.bundleEntryResource)
+            let isEntryResource = definition === model.bundleEntryResource
+            let start = pos
+            let resource = try parseResource(name: definition.name, slot: definition.slot, skimmable: isEntryResource)
             path.removeSubrange(depthBefore...)
+            // A root Bundle's entry resource is three levels in: the Bundle, `entry`'s array, the entry.
+            if keepsEntryRanges, isEntryResource, depth == 3, resource != nil { entryRanges.append(start..<pos) }
             return resource
         }
     }

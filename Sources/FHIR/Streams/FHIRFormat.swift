@@ -82,13 +82,14 @@ public enum FHIRDocument {
         var options = options
         if options.sourceName == nil { options.sourceName = path }
         let bytes = try FileBytes.read(path, limit: options.maximumDocumentSize)
-        let parsed = try FHIRJSONReader(options: options).read(bytes)
-        guard parsed.resource.resourceType == "Bundle" else { return (parsed, nil) }
-        return bytes.withUnsafeBufferPointer { text in
-            guard let ranges = JSONTextCursor.entryResources(in: text),
-                  // Paired by position: only when the text has as many entries as were read.
-                  ranges.count == parsed.resource.children.count(where: { $0.name == "entry" }) else { return (parsed, nil) }
-            return (parsed, ranges.map { $0.map { JSONTextCursor.compacted(text, $0) } })
+        return try bytes.withUnsafeBufferPointer { text throws(FHIRFormatError) in
+            let (parsed, ranges) = try FHIRJSONReader(options: options).read(text, keepingEntryRanges: true)
+            guard parsed.resource.resourceType == "Bundle" else { return (parsed, nil) }
+            let entries = parsed.resource.children.filter { $0.name == "entry" }
+            // Paired by position: only when every entry read with a resource has its range.
+            guard ranges.count == entries.count(where: { $0["resource"] != nil }) else { return (parsed, nil) }
+            var next = ranges.makeIterator()
+            return (parsed, entries.map { $0["resource"] == nil ? nil : CompactJSON.text(text, next.next()!) })
         }
     }
 

@@ -219,7 +219,16 @@ struct XMLAttribute {
 
     /// The value's bytes, with `&#38;` read back as `&`.
     var value: [UInt8] {
-        guard raw.contains(UInt8(ascii: "&")) else { return Array(raw) }
+        raw.contains(UInt8(ascii: "&")) ? unescaped : Array(raw)
+    }
+
+    /// The value as a string.
+    var string: String {
+        raw.contains(UInt8(ascii: "&")) ? String(decoding: unescaped, as: UTF8.self) : String(decoding: raw, as: UTF8.self)
+    }
+
+    /// The value's bytes with each `&#38;` read back as `&`.
+    private var unescaped: [UInt8] {
         var result: [UInt8] = []
         result.reserveCapacity(raw.count)
         var i = 0
@@ -234,10 +243,5 @@ struct XMLAttribute {
             }
         }
         return result
-    }
-
-    /// The value as a string.
-    var string: String {
-        raw.contains(UInt8(ascii: "&")) ? String(decoding: value, as: UTF8.self) : String(decoding: raw, as: UTF8.self)
     }
 }

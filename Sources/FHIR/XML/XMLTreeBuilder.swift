@@ -268,7 +268,7 @@ struct XMLTreeBuilder: ~Copyable {
     }
 
     private mutating func finishKept() {
-        guard let (text, purpose) = kept, let parentIndex = frames.indices.last else { kept = nil; return }
+        guard let (text, purpose) = kept else { return }
         kept = nil
         switch purpose {
         case .skipped:

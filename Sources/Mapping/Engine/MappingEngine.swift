@@ -72,6 +72,14 @@ public struct MappingEngine: Sendable {
         var defersUnrecordedOutcomes = false
         /// Each outcome rule's share of the outcomes left unworked, by file and rule.
         var outcomeRuleScopes: [String: OutcomeRuleScope] = [:]
+        /// Patients' keys by the `urn:` reference that named them and the Bundle it was resolved
+        /// in: a patient's hundreds of Observations name it alike, and its key is made once.
+        var patientKeys: [PatientReference: String] = [:]
+
+        struct PatientReference: Hashable {
+            let reference: String
+            let bundle: ObjectIdentifier?
+        }
 
         init(mappings: MappingSet, scope: MappingScope, resources: [SourcedResource]) {
             self.mappings = mappings
@@ -218,8 +226,13 @@ public struct MappingEngine: Sendable {
                     notes.add(.error, source, nil, "no patient: \(expression.text) has no reference")
                     return nil
                 }
+                // A `urn:` reference names the same resource wherever in its Bundle it is written.
+                let known = reference.hasPrefix("urn:") ? PatientReference(reference: reference, bundle: source.index.map(ObjectIdentifier.init)) : nil
+                if let known, let key = patientKeys[known] { return key }
                 if let resolved = context.resolve(.string(reference)), resolved.resourceType == "Patient" {
-                    return patientKey(resolved, source)
+                    let key = patientKey(resolved, source)
+                    if let known, let key { patientKeys[known] = key }
+                    return key
                 }
                 if let key = Element.relativeReference(of: reference), key.hasPrefix("Patient/") { return key }
                 notes.add(.error, source, nil, "the patient \(reference) is not in the imported data, and the reference names no Patient id")

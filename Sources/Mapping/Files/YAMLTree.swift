@@ -53,7 +53,10 @@ public indirect enum YAMLTree: Sendable {
         if let refusal = YAMLKeyScan.firstComplexKey(text, file: file) { throw MappingError([refusal]) }
         let node: Node?
         do {
-            node = try Yams.compose(yaml: text)
+            // Scalars are kept as text (no tag resolution: Yams' default resolver runs regular
+            // expressions over every value), and the encoding is given (the default reads the
+            // environment at every parse).
+            node = try Yams.compose(yaml: text, .basic, .default, .utf8)
         } catch let error as YamlError {
             throw MappingError([YAMLTree.diagnostic(error, at: Places(text, file: file))])
         } catch {
