@@ -2,12 +2,14 @@
 # Measures CareGate's FHIR reading and writing side by side with orjson and Python's json on the
 # same files in one run, and (with --ndjson-1gb) streams a 1 GB NDJSON file reporting peak memory.
 #
-#   Benchmarks/compare-peers.sh [--rounds N] [--baseline OLD-fhir-throughput] [--ndjson-1gb]
+#   Benchmarks/compare-peers.sh [--rounds N] [--baseline OLD-fhir-throughput] [--import [--baseline-caregate OLD-caregate]] [--ndjson-1gb]
 #
 # Each round measures every party once, in turn (best of 3 each); with several rounds the last
 # lines give each figure's median and the median of the per-round ratios, since this machine's
 # speed drifts by a third between minutes. --baseline runs a fhir-throughput built from an earlier
-# commit in the same rounds: before and after from one run.
+# commit in the same rounds: before and after from one run. --import times `caregate import` of
+# the bundles as a command (process start, mappings, a new SQLite store, commit) in each round,
+# and --baseline-caregate an earlier build's beside it.
 # Needs ../shared/synthea beside the project, python3 and pip (orjson goes into Benchmarks/.venv).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,18 +20,37 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q orjson
 fi
-rounds=1; baseline=""; ndjson=false
+rounds=1; baseline=""; ndjson=false; import=false; baseline_caregate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --baseline) baseline="$2"; shift 2 ;;
     --ndjson-1gb) ndjson=true; shift ;;
+    --import) import=true; shift ;;
+    --baseline-caregate) baseline_caregate="$2"; shift 2 ;;
     *) echo "compare-peers.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
 swift build -c release --product fhir-throughput >/dev/null
 tool=.build/release/fhir-throughput
 log=$(mktemp)
+if $import; then caregate=$(cd .. && swift build -c release --product caregate >/dev/null && swift build -c release --show-bin-path)/caregate; fi
+
+# `caregate import` of the bundles into a new store, as a command: best of 3, in MB/s.
+import_rate() {
+  local binary="$1" label="$2" scratch best=""
+  scratch=$(mktemp -d)
+  for _ in 1 2 3; do
+    rm -f "$scratch"/store.sqlite*
+    local start end
+    start=$(date +%s%N)
+    "$binary" import --store "$scratch/store.sqlite" "$shared" > /dev/null
+    end=$(date +%s%N)
+    if [ -z "$best" ] || [ $((end - start)) -lt "$best" ]; then best=$((end - start)); fi
+  done
+  rm -rf "$scratch"
+  python3 -c "print(f'$label {$(cat "$shared"/*.json | wc -c) / ($best / 1e9) / 1e6:.1f} MB/s')"
+}
 
 echo "== All of synthea/ ($(du -sh $shared | cut -f1)), $rounds round(s), best of 3 each"
 for round in $(seq "$rounds"); do
@@ -50,6 +71,10 @@ best("orjson-write", lambda: [orjson.dumps(t) for t in trees])
 PY
   $tool "$shared"/*.json | tee -a "$log"
   if [ -n "$baseline" ]; then "$baseline" "$shared"/*.json | sed 's/^/baseline-/' | tee -a "$log"; fi
+  if $import; then
+    import_rate "$caregate" import-command | tee -a "$log"
+    if [ -n "$baseline_caregate" ]; then import_rate "$baseline_caregate" baseline-import-command | tee -a "$log"; fi
+  fi
 done
 if [ "$rounds" -gt 1 ]; then
   echo "== Medians over $rounds rounds (MB/s), and of the per-round ratios"
@@ -70,6 +95,7 @@ ratio("parse-json", "baseline-parse-json", "parse-json / baseline")
 ratio("write-json", "baseline-write-json", "write-json / baseline")
 ratio("parse-xml", "baseline-parse-xml", "parse-xml / baseline")
 ratio("write-xml", "baseline-write-xml", "write-xml / baseline")
+ratio("import-command", "baseline-import-command", "import-command / baseline")
 PY
 fi
 rm -f "$log"

@@ -46,12 +46,22 @@ public protocol ImportStaging: Sendable {
     func write<T>(_ body: (any ImportStagingWriter) throws -> T) throws(StoreError) -> T
     /// The groups, in the order their first items were staged (the empty group left out).
     func groups() throws(StoreError) -> [String]
-    /// A group's items in the order staged.
-    func items(group: String) throws(StoreError) -> [StagedItem]
+    /// A group's items in the order staged; the bytes only of those `wanted` says (the others'
+    /// are empty until `readingBytes(of:)`): most of a patient's items are never read again.
+    func items(group: String, readingBytesOf wanted: (StagedItem) -> Bool) throws(StoreError) -> [StagedItem]
+    /// Items given without their bytes, with them.
+    func readingBytes(of items: [StagedItem]) throws(StoreError) -> [StagedItem]
     /// The items with these identities or full URLs (any group).
     func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem]
     /// How many items are staged.
     func count() throws(StoreError) -> Int
+}
+
+extension ImportStaging {
+    /// A group's items in the order staged, each with its bytes.
+    public func items(group: String) throws(StoreError) -> [StagedItem] {
+        try items(group: group) { _ in true }
+    }
 }
 
 /// What a staging area's `write` may do.
@@ -204,11 +214,25 @@ public final class SQLiteImportStaging: ImportStaging {
         return try read { db in try String.fetchAll(db, sql: "SELECT grp FROM item WHERE grp != '' GROUP BY grp ORDER BY MIN(sequence)") }
     }
 
-    public func items(group: String) throws(StoreError) -> [StagedItem] {
+    public func items(group: String, readingBytesOf wanted: (StagedItem) -> Bool) throws(StoreError) -> [StagedItem] {
         try index()
         return try read { db in
-            try Array(Row.fetchCursor(db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE grp = ? ORDER BY sequence"), arguments: [group]).map(Self.item))
+            let outlines = try Array(Row.fetchCursor(db.cachedStatement(sql: "SELECT \(Self.outlineColumns) FROM item WHERE grp = ? ORDER BY sequence"),
+                                                     arguments: [group]).map(Self.outline))
+            return try outlines.map { wanted($0) ? try Self.withBytes($0, db) : $0 }
         }
+    }
+
+    public func readingBytes(of items: [StagedItem]) throws(StoreError) -> [StagedItem] {
+        try read { db in try items.map { try Self.withBytes($0, db) } }
+    }
+
+    /// An item's bytes, read by its sequence (a look-up of SQLite's row id).
+    static func withBytes(_ item: StagedItem, _ db: Database) throws -> StagedItem {
+        var item = item
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT bytes FROM item WHERE sequence = ?"), arguments: [item.sequence])
+        if let row = try rows.next() { item.bytes = try row.withUnsafeData(atIndex: 0) { [UInt8]($0 ?? Data()) } }
+        return item
     }
 
     public func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem] {
@@ -252,8 +276,14 @@ public final class SQLiteImportStaging: ImportStaging {
         }
     }
 
-    /// The columns `item(_:)` reads, in its order.
-    static let columns = "sequence, grp, identity, full_url, container, origin, bytes"
+    /// The columns `item(_:)` reads, in its order; `outline(_:)` reads all but the bytes.
+    static let columns = outlineColumns + ", bytes"
+    static let outlineColumns = "sequence, grp, identity, full_url, container, origin"
+
+    /// An item from a row of `outlineColumns`, its bytes empty.
+    static func outline(_ row: Row) -> StagedItem {
+        StagedItem(sequence: row[0], group: row[1], identity: row[2], fullURL: row[3], container: row[4], origin: row[5], bytes: [])
+    }
 
     /// An item from a row of `columns`; its bytes are copied once, straight from SQLite's row
     /// (a patient's items are most of what is staged for it).

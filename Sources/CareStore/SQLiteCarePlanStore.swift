@@ -382,20 +382,29 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ",") }
 
     /// The SQL for a query on one kind of entity (`VersionSelect`), its values bound as GRDB binds them.
-    func select(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) -> (String, StatementArguments) {
+    func select(kind: String, _ query: EntityQuery, includeTombstones: Bool = false) -> (sql: String, arguments: StatementArguments, reusable: Bool) {
         let select = VersionSelect(kind: kind, query, includeTombstones: includeTombstones, dialect: .sqlite)
         var arguments = StatementArguments()
+        var reusable = true
         for value in select.arguments {
             switch value {
             case .text(let text): arguments += [text]
             case .double(let number): arguments += [number]
             case .uuid(let uuid): arguments += [uuid]
-            case .texts(let texts): arguments += StatementArguments(texts)
-            case .uuids(let uuids): arguments += StatementArguments(uuids)
+            case .texts(let texts):
+                arguments += StatementArguments(texts)
+                reusable = reusable && texts.count <= Self.reusedListLength
+            case .uuids(let uuids):
+                arguments += StatementArguments(uuids)
+                reusable = reusable && uuids.count <= Self.reusedListLength
             }
         }
-        return (select.sql, arguments)
+        return (select.sql, arguments, reusable)
     }
+
+    /// The longest list of values a version query is kept prepared for (a statement per query
+    /// shape and list length, at most): an import asks the same few queries of every patient.
+    static let reusedListLength = 8
 
     /// Versions of one kind: those decoded already come from the cache; the rest are decoded,
     /// and cached only when `committed` (read outside any write transaction, which may yet roll
@@ -407,9 +416,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     /// `fetch`, each version with its patient.
     func fetchScoped(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, db: Database,
                      committed: Bool) throws -> [(entity: CareEntity, patientID: String?)] {
-        let (sql, arguments) = select(kind: kind, query, includeTombstones: includeTombstones)
+        let (sql, arguments, reusable) = select(kind: kind, query, includeTombstones: includeTombstones)
         // Versions never change: read the JSON only for those not decoded yet.
-        let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
+        let rows = try Row.fetchAll(reusable ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql), arguments: arguments)
         let uuids = rows.map { $0["uuid"] as UUID }
         // What the cache holds is taken now: another reader filling the cache may empty it
         // (it is emptied when full) before this one is done.

@@ -33,6 +33,13 @@ struct ImportStagingTests {
         #expect(try staging.items(identities: ["Patient/p3"], fullURLs: []).isEmpty)
         #expect(try staging.groups() == ["Patient/p1", "Patient/p2"])
         #expect(try staging.items(group: "Patient/p1").map(\.identity) == ["Patient/p1", "Observation/o1"])
+        // A group read with only some bytes: the others are read when asked for, as staged (the replacement's).
+        let outline = try staging.items(group: "Patient/p1") { $0.identity == "Patient/p1" }
+        #expect(outline.map { String(decoding: $0.bytes, as: UTF8.self) } == [#"{"resourceType":"Patient","id":"p1"}"#, ""])
+        #expect(outline.map(\.origin) == ["test.ndjson", "test.ndjson"] && outline.map(\.sequence) == [1, sequence])
+        let later = try staging.readingBytes(of: [outline[1]])
+        #expect(later.map { String(decoding: $0.bytes, as: UTF8.self) } == [#"{"resourceType":"Observation","id":"o1","status":"final"}"#])
+        #expect(later.map(\.identity) == ["Observation/o1"])
     }
 
     @Test("groups are read back on several threads at once, each through a connection of its own; what is staged after a read is seen by the next")

@@ -385,15 +385,19 @@ public struct StagedImport: Sendable {
                 return (item, resource)
             }
         }
-        let own = try staging.items(group: group)
         // Resources of types no mapping maps are read back only when a mapped one refers to
         // them (most of a Synthea patient: claims, encounters, procedures); the rest are counted.
+        // Their bytes stay in the staging until then.
+        func isUnmapped(_ item: StagedItem) -> Bool {
+            guard item.identity != nil, let type = Self.type(of: item) else { return false }
+            return engine.mappings.files[type] == nil
+        }
+        let own = try staging.items(group: group) { !isUnmapped($0) }
         var unread: [Int64: StagedItem] = [:]
         var unreadByKey: [String: Int64] = [:]
-        for item in own {
-            guard let identity = item.identity, let type = Self.type(of: item), engine.mappings.files[type] == nil else { continue }
+        for item in own where isUnmapped(item) {
             unread[item.sequence] = item
-            unreadByKey[identity] = item.sequence
+            unreadByKey[item.identity!] = item.sequence
             if let url = item.fullURL { unreadByKey[url] = item.sequence }
         }
         var read = decoded(own.filter { unread[$0.sequence] == nil })
@@ -404,7 +408,7 @@ public struct StagedImport: Sendable {
         while !frontier.isEmpty {
             let named = Set(frontier.flatMap { Self.references(in: $0.resource) })
             let keys = Set(named.compactMap(Element.relativeReference(of:)))
-            let ownFound = (named.union(keys)).compactMap { unreadByKey[$0] }.compactMap { unread.removeValue(forKey: $0) }
+            let ownFound = try staging.readingBytes(of: (named.union(keys)).compactMap { unreadByKey[$0] }.compactMap { unread.removeValue(forKey: $0) })
             let sharedFound = try staging.items(identities: Array(keys), fullURLs: named.filter { $0.contains(":") })
                 .filter { $0.group.isEmpty }
             let found = (ownFound + sharedFound).filter { seen.insert($0.sequence).inserted }
