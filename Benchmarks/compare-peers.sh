@@ -44,7 +44,7 @@ import_rate() {
     rm -f "$scratch"/store.sqlite*
     local start end
     start=$(date +%s%N)
-    "$binary" import --store "$scratch/store.sqlite" "$shared" > /dev/null
+    "$binary" import --store "$scratch/store.sqlite" "$shared" > /dev/null 2> "$scratch/errors" || { cat "$scratch/errors" >&2; exit 1; }
     end=$(date +%s%N)
     if [ -z "$best" ] || [ $((end - start)) -lt "$best" ]; then best=$((end - start)); fi
   done
