@@ -72,6 +72,53 @@ public enum FHIRStreamHarness: FuzzHarness {
             var rest = whole.resource
             rest.children.removeAll { $0.name == "entry" }
             try RoundTrip.same(rest, shell, "the streamed Bundle shell against the whole read")
+            if format == .json { try keptTexts(file.path, entries: wholeEntries) }
         }
+    }
+
+    /// A JSON Bundle's entry texts as a staged import keeps them (`readKeepingEntryText`): an
+    /// entry with a resource has a text that reads back as that resource, one without has none.
+    /// An unknown element keeps its JSON text, and the kept text is compacted: the two are
+    /// compared as JSON written without whitespace between tokens.
+    static func keptTexts(_ path: String, entries: [Element]) throws(PropertyFailure) {
+        let kept: [[UInt8]?]?
+        do { kept = try FHIRDocument.readKeepingEntryText(contentsOf: path).entryText } catch {
+            throw PropertyFailure("a Bundle that reads whole is refused when its entry texts are kept: \(error)")
+        }
+        guard let texts = kept else { throw PropertyFailure("a JSON Bundle that reads whole keeps no entry texts") }
+        guard texts.count == entries.count else { throw PropertyFailure("\(texts.count) entry texts for \(entries.count) entries") }
+        for (entry, text) in zip(entries, texts) {
+            switch (entry["resource"], text) {
+            case (nil, nil):
+                continue
+            case (var resource?, let text?):
+                guard let again = try? FHIRJSONReader().read(text).resource else {
+                    throw PropertyFailure("a kept entry text does not read on its own\n\(RoundTrip.text(text))")
+                }
+                resource.name = again.name
+                let writer = FHIRJSONWriter(pretty: false)
+                guard compacted(writer.write(again)) == compacted(writer.write(resource)) else {
+                    try RoundTrip.same(again, resource, "a kept entry text against the whole read's entry")
+                    throw PropertyFailure("a kept entry text against the whole read's entry differs\n\(RoundTrip.text(text))")
+                }
+            default:
+                throw PropertyFailure("an entry \(text == nil ? "with a resource keeps no text" : "without a resource keeps a text")")
+            }
+        }
+    }
+
+    /// JSON text without whitespace outside strings, a byte at a time.
+    static func compacted(_ text: [UInt8]) -> [UInt8] {
+        var result: [UInt8] = [], inString = false, escaped = false
+        for b in text {
+            if inString {
+                if escaped { escaped = false } else if b == 0x5C { escaped = true } else if b == 0x22 { inString = false }
+                result.append(b)
+            } else if b != 0x20 && b != 0x0A && b != 0x0D && b != 0x09 {
+                if b == 0x22 { inString = true }
+                result.append(b)
+            }
+        }
+        return result
     }
 }
