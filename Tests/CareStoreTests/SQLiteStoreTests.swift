@@ -82,6 +82,45 @@ struct SQLiteStoreTests {
         #expect(throws: StoreError.alreadyExists(.task, id: "weight")) { try store.add([.task(weight)]) }
     }
 
+    /// Two patients whose plan and task share ids ("home", "metformin").
+    func twoPatients(_ store: any CarePlanStore) throws -> [String: CareTask] {
+        var tasks: [String: CareTask] = [:]
+        for name in ["ana", "ben"] {
+            let patient = Patient(id: name, name: PersonName(givenName: name, familyName: "Test"), effectiveDate: start, timezone: zone)
+            let plan = CarePlan(id: "home", title: "Home care", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+            var pill = CareTask(id: "metformin", title: "Metformin for \(name)", carePlanUUID: plan.uuid,
+                                schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+            pill.effectiveDate = start
+            try store.add([.patient(patient), .carePlan(plan), .task(pill)])
+            tasks[name] = pill
+        }
+        return tasks
+    }
+
+    @Test("a query kept prepared serves one patient at a time: asked for ana, then ben, then ana on one connection, each sees only their own versions", arguments: Backend.allCases)
+    func preparedQueryPerPatient(backend: Backend) throws {
+        guard let store = try backend.freshStore() else { return }
+        let tasks = try twoPatients(store)
+        for name in ["ana", "ben", "ana", "ben"] {
+            let other = name == "ana" ? "ben" : "ana"
+            #expect(try store.fetchTasks(EntityQuery(ids: ["metformin"], patientIDs: [name])).map(\.title) == ["Metformin for \(name)"])
+            #expect(try store.fetchTasks(EntityQuery(uuids: [tasks[other]!.uuid], patientIDs: [name])).isEmpty)
+            #expect(try store.fetchCarePlans(EntityQuery(ids: ["home"], patientIDs: [name])).count == 1)
+        }
+        // On SQLite, the same reader connection for every call, where the prepared statement lives.
+        guard let sqlite = store as? SQLiteCarePlanStore else { return }
+        try sqlite.pool.read { db in
+            for name in ["ana", "ben", "ana"] {
+                let other = name == "ana" ? "ben" : "ana"
+                let own = try sqlite.fetchScoped(kind: "task", EntityQuery(ids: ["metformin"], patientIDs: [name]), db: db, committed: true)
+                #expect(own.map(\.patientID) == [name])
+                #expect(own.map(\.entity.version.uuid) == [tasks[name]!.uuid])
+                let crossed = try sqlite.fetchScoped(kind: "task", EntityQuery(uuids: [tasks[other]!.uuid], patientIDs: [name]), db: db, committed: true)
+                #expect(crossed.isEmpty)
+            }
+        }
+    }
+
     @Test("updates append linked versions; an interval query returns the version in effect; history returns all", arguments: Backend.allCases)
     func versions(backend: Backend) throws {
         guard let store = try backend.freshStore() else { return }
