@@ -9,7 +9,7 @@
 # speed drifts by a third between minutes. --baseline runs a fhir-throughput built from an earlier
 # commit in the same rounds: before and after from one run. --import times `caregate import` of
 # the bundles as a command (process start, mappings, a new SQLite store, commit) in each round,
-# and --baseline-caregate an earlier build's beside it.
+# built as the container image builds it, and --baseline-caregate an earlier build's beside it.
 # Needs ../shared/synthea beside the project, python3 and pip (orjson goes into Benchmarks/.venv).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -34,7 +34,8 @@ done
 swift build -c release --product fhir-throughput >/dev/null
 tool=.build/release/fhir-throughput
 log=$(mktemp)
-if $import; then caregate=$(cd .. && swift build -c release --product caregate >/dev/null && swift build -c release --show-bin-path)/caregate; fi
+# The caregate the container image ships: the Swift runtime linked in (faster to start).
+if $import; then caregate=$(cd .. && swift build -c release --product caregate --static-swift-stdlib >/dev/null && swift build -c release --static-swift-stdlib --show-bin-path)/caregate; fi
 
 # `caregate import` of the bundles into a new store, as a command: best of 3, in MB/s.
 import_rate() {

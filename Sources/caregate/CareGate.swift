@@ -167,6 +167,9 @@ enum StandardError {
 extension CareGate {
     /// Prints failures as `error:` lines and exits 1, usage errors as argument-parser does.
     static func main() async {
+        // Nearly every command reads FHIR: the R4 model is parsed on another core meanwhile
+        // (start-up and the command's own set-up run single-threaded).
+        Task.detached(priority: .high) { _ = ModelInfo.r4 }
         do {
             var command = try parseAsRoot()
             if var asynchronous = command as? AsyncParsableCommand {
