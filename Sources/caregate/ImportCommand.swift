@@ -134,7 +134,7 @@ struct ImportCommand: AsyncParsableCommand {
         } else if let bulkFrom {
             result = try await bulkImport(bulkFrom, importer: importer, store: store, progress: update)
         } else {
-            let staging = try staging()
+            let staging = try staging(holding: importer.files.files(paths))
             do { result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun, spill: spill(), progress: update) } catch {
                 throw CommandError.store(error)
             }
@@ -236,6 +236,19 @@ struct ImportCommand: AsyncParsableCommand {
     /// large as what is imported; not the temporary directory, often memory).
     func staging() throws -> any ImportStaging {
         do { return try SQLiteImportStaging(directory: scratchDirectory) } catch { throw CommandError.store(error) }
+    }
+
+    /// Where these files are staged: in memory when they hold at most `InMemoryImportStaging.limit`
+    /// bytes in all (writing them to a scratch file and reading them back would be most of a
+    /// small import's work), else `staging()`.
+    func staging(holding files: [String]) throws -> any ImportStaging {
+        var bytes = 0
+        for file in files {
+            guard let size = try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int else { continue }
+            bytes += size
+            if bytes > InMemoryImportStaging.limit { return try staging() }
+        }
+        return InMemoryImportStaging()
     }
 
     /// The store's folder (the working directory for a PostgreSQL store), where an import's scratch files go.

@@ -13,11 +13,12 @@ struct StagedImportTests {
     /// Both ways into fresh stores; the snapshots (every entity, notes left out), the reports'
     /// figures, changes counted and notes must be equal; `inOrder`: the patients' order too (see
     /// the official examples below for when it differs).
-    func compare(_ paths: [String], window: Int = 2, inOrder: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    func compare(_ paths: [String], window: Int = 2, inOrder: Bool = true, staging: () throws -> any ImportStaging = { try SQLiteImportStaging(inMemory: ()) },
+                 sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let whole = try temporaryStore()
         let wholeReport = try importer(whole).run(paths)
         let staged = try temporaryStore()
-        let stagedReport = try await StagedImport(importer: try importer(staged), window: window).run(paths, staging: try SQLiteImportStaging(inMemory: ()))
+        let stagedReport = try await StagedImport(importer: try importer(staged), window: window).run(paths, staging: try staging())
         #expect(try StoreSnapshot.json(staged, notes: [], timeZone: newYork) == StoreSnapshot.json(whole, notes: [], timeZone: newYork), sourceLocation: sourceLocation)
         #expect(stagedReport.files == wholeReport.files && stagedReport.resources == wholeReport.resources && stagedReport.repeated == wholeReport.repeated,
                 "\(stagedReport.resources) \(wholeReport.resources) \(stagedReport.repeated) \(wholeReport.repeated)", sourceLocation: sourceLocation)
@@ -32,11 +33,12 @@ struct StagedImportTests {
         }
     }
 
-    /// Staged one patient at a time and four at once: the same store, the same report, in order.
+    /// Staged one patient at a time (in a scratch file) and four at once (in memory): the same
+    /// store, the same report, in order.
     func serialEqualsParallel(_ paths: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws {
         let serial = try temporaryStore(), parallel = try temporaryStore()
         let one = try await StagedImport(importer: try importer(serial), window: 1).run(paths, staging: try SQLiteImportStaging())
-        let four = try await StagedImport(importer: try importer(parallel), window: 4).run(paths, staging: try SQLiteImportStaging())
+        let four = try await StagedImport(importer: try importer(parallel), window: 4).run(paths, staging: InMemoryImportStaging())
         #expect(try StoreSnapshot.json(serial, notes: one.notes, timeZone: newYork) == StoreSnapshot.json(parallel, notes: four.notes, timeZone: newYork), sourceLocation: sourceLocation)
         #expect(one.patients.map { "\($0.patientID) \($0.changes.map(\.description))" } == four.patients.map { "\($0.patientID) \($0.changes.map(\.description))" }, sourceLocation: sourceLocation)
         #expect(one.counts == four.counts && one.unmapped == four.unmapped && one.resources == four.resources, sourceLocation: sourceLocation)
@@ -53,14 +55,16 @@ struct StagedImportTests {
         #expect(Element.relativeReference(of: "Patient") == nil)
     }
 
-    @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import")
+    @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import, staged in a scratch database or in memory")
     func samples() async throws {
         try await compare(sampleFiles)
+        try await compare(sampleFiles, staging: { InMemoryImportStaging() })
         try await compare([demoBundle])
         try await compare([projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.xml").path])
         try await compare([projectRoot.appendingPathComponent("FHIRSamples/ndjson").path])
         // Everything at once: each resource read several times, collapsed as the whole run does.
         try await compare([projectRoot.appendingPathComponent("FHIRSamples").path], window: 1)
+        try await compare([projectRoot.appendingPathComponent("FHIRSamples").path], window: 1, staging: { InMemoryImportStaging() })
     }
 
     @Test("the Synthea bundles and the official examples: the same store as a whole-run import; one patient at a time or four at once, the same store and report")
@@ -69,6 +73,7 @@ struct StagedImportTests {
         let synthea = try FileManager.default.contentsOfDirectory(atPath: shared.appendingPathComponent("synthea").path).sorted()
             .prefix(5).map { shared.appendingPathComponent("synthea/\($0)").path }
         try await compare(Array(synthea))
+        try await compare(Array(synthea), staging: { InMemoryImportStaging() })
         try await serialEqualsParallel(Array(synthea))
         // The examples' Patients without an id are refused both ways, never merged into one. The
         // patients come in another order: a whole run lists them as their resources come, a
