@@ -36,7 +36,8 @@ public final class InMemoryImportStaging: ImportStaging {
             return item.sequence
         }
 
-        /// Takes back the last item appended; `identity` is what its identity named before.
+        /// Takes back the last item appended; `identityBefore` is the sequence its identity named
+        /// before it came (nil: none).
         mutating func removeLast(identityBefore: Int64?) {
             let item = all.removeLast()
             byGroup[item.group]?.removeLast()
