@@ -37,7 +37,7 @@ public struct VersionSelect: Sendable {
     /// CareKit JSON.
     public init(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, withJSON: Bool = false, dialect: Dialect) {
         self.dialect = dialect
-        var conditions = ["v.kind = \(parameter(.text(kind)))"]
+        var conditions = ["v.kind = \(kindLiteral(kind))"]
         switch query.versions {
         case .latest:
             conditions.append("v.next_uuids IS NULL AND v.deleted_date IS NULL")
@@ -73,6 +73,19 @@ public struct VersionSelect: Sendable {
             : ("v.seq", "v.id COLLATE \"C\"", "v.patient_id COLLATE \"C\" NULLS FIRST", "v.event_start NULLS FIRST")
         sql += kind == "outcome" ? " ORDER BY \(event), \(written)" : " ORDER BY \(id), \(patient), v.effective_date, \(written)"
         if let limit = query.limit { sql += " LIMIT \(max(0, limit))" }
+    }
+
+    /// A kind as the statement compares it: a word (every kind the store has) written into the
+    /// SQL, anything else bound. SQLite compares a bound kind with the constant of the partial
+    /// index `live_outcome_per_occurrence` (`kind = 'outcome'`) and prepares the statement
+    /// again each time another kind is bound to it; written in, each kind keeps its statement.
+    mutating func kindLiteral(_ kind: String) -> String {
+        Self.isWord(kind) ? "'\(kind)'" : parameter(.text(kind))
+    }
+
+    /// Whether `text` is ASCII letters only (safe to write into a statement as a quoted literal).
+    public static func isWord(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
     }
 
     mutating func parameter(_ value: Value) -> String {

@@ -134,8 +134,9 @@ struct ImportCommand: AsyncParsableCommand {
         } else if let bulkFrom {
             result = try await bulkImport(bulkFrom, importer: importer, store: store, progress: update)
         } else {
-            let staging = try staging(holding: importer.files.files(paths))
-            do { result = try await StagedImport(importer: importer).run(paths, staging: staging, dryRun: dryRun, spill: spill(), progress: update) } catch {
+            let files = importer.files.files(paths)
+            let staging = try staging(holding: files)
+            do { result = try await StagedImport(importer: importer).run(files: files, staging: staging, dryRun: dryRun, spill: spill(), progress: update) } catch {
                 throw CommandError.store(error)
             }
         }

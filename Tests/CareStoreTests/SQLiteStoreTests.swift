@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Testing
 @testable import CareStore
 
@@ -119,6 +120,58 @@ struct SQLiteStoreTests {
                 #expect(crossed.isEmpty)
             }
         }
+    }
+
+    @Test("kinds asked in turn keep their prepared statements: none is prepared again, on a reader or on the writer")
+    func statementsKeptAcrossKinds() throws {
+        let temporary = try TemporaryStore()
+        let store = temporary.store
+        _ = try twoPatients(store)
+        // An update asks for the current versions (tips) of its kind: plans, then tasks, in turn.
+        for (day, name) in ["ana", "ben", "ana"].enumerated() {
+            var plan = try #require(try store.fetchCarePlans(EntityQuery(ids: ["home"], patientIDs: [name])).first)
+            plan.title += "!"
+            plan.effectiveDate = start.addingTimeInterval(Double(day + 1) * 86400)
+            try store.update([.carePlan(plan)])
+            var task = try #require(try store.fetchTasks(EntityQuery(ids: ["metformin"], patientIDs: [name])).first)
+            task.title = (task.title ?? "") + "!"
+            task.effectiveDate = start.addingTimeInterval(Double(day + 1) * 86400)
+            try store.update([.task(task)])
+        }
+        try store.pool.read { db in
+            for _ in 0..<3 {
+                for kind in ["patient", "carePlan", "task"] {
+                    let found = try store.fetchScoped(kind: kind, EntityQuery(patientIDs: ["ana"]), db: db, committed: true)
+                    #expect(found.count == 1)
+                }
+            }
+            #expect(Self.preparedAgain(db) == 0)
+        }
+        try store.pool.write { db in #expect(Self.preparedAgain(db) == 0) }
+    }
+
+    @Test("a version query writes a kind that is a word into its statement, and binds anything else")
+    func kindWrittenOrBound() {
+        for dialect in [VersionSelect.Dialect.sqlite, .postgres] {
+            let task = VersionSelect(kind: "task", EntityQuery(ids: ["metformin"]), dialect: dialect)
+            #expect(task.sql.contains("v.kind = 'task'"))
+            #expect(task.arguments == (dialect == .sqlite ? [.text("metformin")] : [.texts(["metformin"])]))
+            let hostile = VersionSelect(kind: "task' OR 'a'='a", EntityQuery(), dialect: dialect)
+            #expect(!hostile.sql.contains("OR 'a'"))
+            #expect(hostile.arguments == [.text("task' OR 'a'='a")])
+        }
+    }
+
+    /// How many times SQLite prepared again the statements a connection keeps (a changed
+    /// schema, or a bound value that might change the plan, makes it do so on the next step).
+    static func preparedAgain(_ db: Database) -> Int32 {
+        var total: Int32 = 0
+        var statement = sqlite3_next_stmt(db.sqliteConnection, nil)
+        while let current = statement {
+            total += sqlite3_stmt_status(current, SQLITE_STMTSTATUS_REPREPARE, 0)
+            statement = sqlite3_next_stmt(db.sqliteConnection, current)
+        }
+        return total
     }
 
     @Test("updates append linked versions; an interval query returns the version in effect; history returns all", arguments: Backend.allCases)

@@ -23,20 +23,26 @@ public enum FileBytes {
             throw .limitExceeded(ParseIssue(.error, .limit,
                 "file is \(size) bytes, larger than the limit of \(limit)", at: SourceLocation(file: path)))
         }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var total = 0
-        while total < size {
-            let n = bytes.withUnsafeMutableBytes { buffer in
-                sysRead(fd, buffer.baseAddress! + total, size - total)
+        // Not zeroed first: `read` fills it, and only what it filled is kept.
+        var failure: Int32?
+        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var total = 0
+            while total < size {
+                let n = sysRead(fd, buffer.baseAddress! + total, size - total)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    break
+                }
+                if n == 0 { break }
+                total += n
             }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .io(path: path, reason: "cannot read: " + errnoDescription())
-            }
-            if n == 0 { break }
-            total += n
+            count = total
         }
-        if total < size { bytes.removeLast(size - total) }
+        if let failure {
+            errno = failure
+            throw .io(path: path, reason: "cannot read: " + errnoDescription())
+        }
         return bytes
     }
 

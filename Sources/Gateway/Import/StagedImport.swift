@@ -31,10 +31,16 @@ public struct StagedImport: Sendable {
     /// first of each kind go to `spill` (see `SpilledNotes`).
     public func run(_ paths: [String], staging: any ImportStaging, dryRun: Bool = false, spill: SpilledNotes? = nil,
                     progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(StoreError) -> ImportReport {
+        try await run(files: importer.files.files(paths), staging: staging, dryRun: dryRun, spill: spill, progress: progress)
+    }
+
+    /// Imports `list`, files already found (`ResourceFiles.files`), in its order: for a caller
+    /// that looked at them first (their sizes choose the staging) and lists a folder once.
+    public func run(files list: [String], staging: any ImportStaging, dryRun: Bool = false, spill: SpilledNotes? = nil,
+                    progress: (@Sendable (ImportProgress) -> Void)? = nil) async throws(StoreError) -> ImportReport {
         var report = ImportReport()
         let clock = ContinuousClock()
         var start = clock.now
-        let list = importer.files.files(paths)
         report.files = list.count
         var forms = importer.questionnaires
         try await stage(list, into: staging, report: &report, forms: &forms, progress: progress)
@@ -133,7 +139,7 @@ public struct StagedImport: Sendable {
                 guard let identity = item.identity, let earlier = try writer.item(identity: identity) else {
                     // Shared resources (always with an identity: those without get a group of
                     // their own) are counted here, once; in each patient's mapping they are context.
-                    if item.group.isEmpty, let type = Self.type(of: item), !QuestionnaireCatalog.types.contains(type) { unmapped[type, default: 0] += 1 }
+                    if item.group.isEmpty, let type = Self.type(of: item).map(String.init), !QuestionnaireCatalog.types.contains(type) { unmapped[type, default: 0] += 1 }
                     try writer.insert(item)
                     continue
                 }
@@ -388,9 +394,10 @@ public struct StagedImport: Sendable {
         // Resources of types no mapping maps are read back only when a mapped one refers to
         // them (most of a Synthea patient: claims, encounters, procedures); the rest are counted.
         // Their bytes stay in the staging until then.
+        let mappedTypes = Set(engine.mappings.files.keys.map { Substring($0) })
         func isUnmapped(_ item: StagedItem) -> Bool {
-            guard item.identity != nil, let type = Self.type(of: item) else { return false }
-            return engine.mappings.files[type] == nil
+            guard let type = Self.type(of: item) else { return false }
+            return !mappedTypes.contains(type)
         }
         let own = try staging.items(group: group) { !isUnmapped($0) }
         var unread: [Int64: StagedItem] = [:]
@@ -445,7 +452,7 @@ public struct StagedImport: Sendable {
             sources.append(SourcedResource(resource: resource, container: bundle?.0, index: bundle?.1, origin: item.origin))
         }
         var output = engine.map(sources)
-        for type in unread.values.compactMap(Self.type(of:)) { output.unmapped[type, default: 0] += 1 }
+        for type in unread.values.compactMap(Self.type(of:)) { output.unmapped[String(type), default: 0] += 1 }
         // Shared resources are context here, counted once by the run (below), not per patient.
         for (source, item) in zip(sources, order.map(\.2)) where shared.contains(item.sequence) {
             guard let type = source.resource.resourceType, let n = output.unmapped[type] else { continue }
@@ -467,10 +474,11 @@ public struct StagedImport: Sendable {
         return found
     }
 
-    /// A staged item's resource type, from its identity (`Type/id`).
-    static func type(of item: StagedItem) -> String? {
-        // Over bytes, not characters: this runs for every staged item.
-        item.identity.flatMap { $0.utf8.split(separator: UInt8(ascii: "/")).first }.map { String(Substring($0)) }
+    /// A staged item's resource type, from its identity (`Type/id`): the text before the
+    /// slash, not copied (this runs for every staged item of every group).
+    static func type(of item: StagedItem) -> Substring? {
+        guard let identity = item.identity else { return nil }
+        return identity[..<(identity.utf8.firstIndex(of: UInt8(ascii: "/")) ?? identity.endIndex)]
     }
 }
 
