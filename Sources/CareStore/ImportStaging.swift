@@ -55,6 +55,10 @@ public protocol ImportStaging: Sendable {
     func items(identities: [String], fullURLs: [String]) throws(StoreError) -> [StagedItem]
     /// How many items are staged.
     func count() throws(StoreError) -> Int
+    /// Whether items' text is best staged compact (whitespace between tokens left out): where
+    /// every byte is written out and read back. Held in memory, text is copied as the file has it,
+    /// which is faster than compacting it.
+    var prefersCompactText: Bool { get }
 }
 
 extension ImportStaging {
@@ -254,6 +258,9 @@ public final class SQLiteImportStaging: ImportStaging {
             return try items("sequence", sequences).filter { $0.identity.map(wanted.contains) ?? false } + items("full_url", fullURLs)
         }
     }
+
+    /// Text is staged compact: every byte is written to the file and read back.
+    public var prefersCompactText: Bool { true }
 
     public func count() throws(StoreError) -> Int {
         // Items are never deleted, so the last sequence is the count: a look-up at the table's

@@ -14,6 +14,9 @@ public final class InMemoryImportStaging: ImportStaging {
     /// The most bytes of files an import stages in memory; larger ones go to a scratch file.
     public static let limit = 64 << 20
 
+    /// Text is held as the file has it: copying it is faster than compacting it.
+    public var prefersCompactText: Bool { false }
+
     /// Every item, at `sequence - 1`, with the look-ups reading needs.
     struct Items: Sendable {
         var all: [StagedItem] = []

@@ -27,9 +27,13 @@ struct StreamTests {
         return nil
     }
 
-    /// Each entry's kept text read on its own: the same resource as the whole read's entry.
+    /// Each entry's kept text read on its own, compacted and as is: the same resource as the whole read's entry.
     func expectEntryTextsMatch(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let (parsed, texts) = try FHIRDocument.readKeepingEntryText(contentsOf: path, options: ParseOptions(lenient: true))
+        for compacting in [true, false] { try expectEntryTextsMatch(path, compacting: compacting, sourceLocation: sourceLocation) }
+    }
+
+    func expectEntryTextsMatch(_ path: String, compacting: Bool, sourceLocation: SourceLocation) throws {
+        let (parsed, texts) = try FHIRDocument.readKeepingEntryText(contentsOf: path, options: ParseOptions(lenient: true), compacting: compacting)
         let entries = parsed.resource.children.filter { $0.name == "entry" }
         guard let texts else { return #expect(parsed.resource.resourceType != "Bundle", "\(path): no entry texts", sourceLocation: sourceLocation) }
         #expect(texts.count == entries.count, sourceLocation: sourceLocation)
@@ -99,6 +103,11 @@ struct StreamTests {
         #expect(kept.count == 21 && kept[7] == nil)
         kept.remove(at: 7)
         #expect(kept.map { $0 ?? [] } == resources.map { Self.compactedByteByByte(Array($0.utf8)) })
+        // Not compacted: each resource exactly as the file has it.
+        var asIs = try #require(try FHIRDocument.readKeepingEntryText(contentsOf: path, compacting: false).entryText)
+        #expect(asIs.count == 21 && asIs[7] == nil)
+        asIs.remove(at: 7)
+        #expect(asIs.map { $0 ?? [] } == resources.map { Array($0.utf8) })
     }
 
     @Test("a skimming read keeps a Bundle entry's id and the kept elements of the types it does not read whole, checks the rest only as JSON, and never skims a root Bundle, a whole type or a contained resource")

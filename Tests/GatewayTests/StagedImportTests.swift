@@ -55,6 +55,16 @@ struct StagedImportTests {
         #expect(Element.relativeReference(of: "Patient") == nil)
     }
 
+    @Test("a Bundle's entries are staged as the file has them in memory, and compacted in a scratch database")
+    func stagedText() async throws {
+        for (staging, start): (any ImportStaging, String) in [(InMemoryImportStaging(), "{\n"), (try SQLiteImportStaging(inMemory: ()), #"{"resourceType":"Patient","#)] {
+            _ = try await StagedImport(importer: try importer(try temporaryStore()), window: 1).run([demoBundle], staging: staging, dryRun: true)
+            let patient = try #require(try staging.items(group: "Patient/maria-lopez").first { $0.identity == "Patient/maria-lopez" })
+            let text = String(decoding: patient.bytes, as: UTF8.self)
+            #expect(text.hasPrefix(start), "\(type(of: staging)): \(text.prefix(40))")
+        }
+    }
+
     @Test("the samples as files, as a Bundle (JSON and XML) and as NDJSON: the same store as a whole-run import, staged in a scratch database or in memory")
     func samples() async throws {
         try await compare(sampleFiles)

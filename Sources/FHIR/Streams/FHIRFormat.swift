@@ -72,10 +72,11 @@ public enum FHIRDocument {
     }
 
     /// Reads one resource as `read` does and, for a JSON Bundle, the text of each entry's
-    /// `resource` as the file has it (whitespace between tokens left out), by entry (nil for an entry without one, and for XML): what
-    /// a reader that keeps resources for later keeps, instead of writing them again.
-    public static func readKeepingEntryText(contentsOf path: String, format: FHIRFormat? = nil,
-                                            options: ParseOptions = ParseOptions()) throws(FHIRFormatError) -> (parsed: ParsedResource, entryText: [[UInt8]?]?) {
+    /// `resource` as the file has it, by entry (nil for an entry without one, and for XML): what
+    /// a reader that keeps resources for later keeps, instead of writing them again. `compacting`
+    /// leaves out the whitespace between tokens (smaller to keep; copying as is is faster).
+    public static func readKeepingEntryText(contentsOf path: String, format: FHIRFormat? = nil, options: ParseOptions = ParseOptions(),
+                                            compacting: Bool = true) throws(FHIRFormatError) -> (parsed: ParsedResource, entryText: [[UInt8]?]?) {
         let resolved: FHIRFormat
         if let format { resolved = format } else { resolved = try FHIRFormat.detect(path: path) }
         guard resolved == .json else { return (try read(contentsOf: path, format: resolved, options: options), nil) }
@@ -89,7 +90,10 @@ public enum FHIRDocument {
             // Paired by position: only when every entry read with a resource has its range.
             guard ranges.count == entries.count(where: { $0["resource"] != nil }) else { return (parsed, nil) }
             var next = ranges.makeIterator()
-            return (parsed, entries.map { $0["resource"] == nil ? nil : CompactJSON.text(text, next.next()!) })
+            return (parsed, entries.map { entry in
+                guard entry["resource"] != nil, let range = next.next() else { return nil }
+                return compacting ? CompactJSON.text(text, range) : Array(text[range])
+            })
         }
     }
 

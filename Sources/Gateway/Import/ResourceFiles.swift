@@ -129,8 +129,9 @@ public struct ResourceFiles: Sendable {
     /// `keepingText`, its JSON text as the file has it (an NDJSON line; a JSON Bundle's entry),
     /// and returns what could not be read and what reading let through with a warning.
     /// With `skim` (only when keeping text, which a skimmed resource's tree does not hold), the
-    /// resources of types it does not read whole are skimmed (`ParseOptions.Skim`).
-    public func parse(_ unit: Unit, keepingText: Bool, skim: ParseOptions.Skim? = nil,
+    /// resources of types it does not read whole are skimmed (`ParseOptions.Skim`). With
+    /// `compactingText`, a Bundle entry's text leaves out the whitespace between tokens.
+    public func parse(_ unit: Unit, keepingText: Bool, compactingText: Bool = true, skim: ParseOptions.Skim? = nil,
                       _ body: (SourcedResource, _ fullURL: String?, _ json: [UInt8]?) -> Void) -> [ImportNote] {
         var problems: [ImportNote] = []
         let skim = keepingText ? skim : nil
@@ -152,7 +153,7 @@ public struct ResourceFiles: Sendable {
             do {
                 var skimming = options
                 skimming.skim = skim?.skimmingRoot(false)
-                var (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: skimming)
+                var (parsed, entryText) = keepingText ? try FHIRDocument.readKeepingEntryText(contentsOf: path, options: skimming, compacting: compactingText)
                     : (try FHIRDocument.read(contentsOf: path, options: options), nil)
                 if skim != nil, entryText == nil, parsed.resource.resourceType == "Bundle" {
                     // Entries without their text: read whole, as they will be written from the tree.

@@ -106,7 +106,8 @@ public struct StagedImport: Sendable {
         var staged = report
         var catalog = forms
         let skim = skim
-        try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file, skim: skim) }) { (unit: ParsedUnit) throws(StoreError) in
+        let compacting = staging.prefersCompactText
+        try await Self.inOrder(window: window, next: nextUnit, work: { [self] in parse($0.unit, file: $0.file, skim: skim, compacting: compacting) }) { (unit: ParsedUnit) throws(StoreError) in
             try write(unit, into: staging, report: &staged)
             for form in unit.forms { catalog.add(form) }
         }
@@ -115,10 +116,11 @@ public struct StagedImport: Sendable {
     }
 
     /// Parses a unit and works out each resource's group; keeps each resource's text as the file
-    /// has it (written again only where the file has none: XML).
-    func parse(_ unit: ResourceFiles.Unit, file: Int, skim: ParseOptions.Skim) -> ParsedUnit {
+    /// has it (written again only where the file has none: XML), `compacting` it or not as the
+    /// staging prefers.
+    func parse(_ unit: ResourceFiles.Unit, file: Int, skim: ParseOptions.Skim, compacting: Bool) -> ParsedUnit {
         var parsed = ParsedUnit(items: [], problems: [])
-        parsed.problems = importer.files.parse(unit, keepingText: true, skim: skim) { source, fullURL, json in
+        parsed.problems = importer.files.parse(unit, keepingText: true, compactingText: compacting, skim: skim) { source, fullURL, json in
             let identity = source.resource.relativeReference
             if QuestionnaireCatalog.types.contains(source.resource.resourceType ?? "") { parsed.forms.append(source) }
             var group = group(of: source, identity: identity, fullURL: fullURL)
