@@ -65,13 +65,13 @@ final class SQLiteVersionRows: VersionRows {
         guard !identities.isEmpty else { return result }
         let list = JSONValue.array(identities.map { .array([.string($0.id), $0.patientID.map(JSONValue.string) ?? .null]) }).serialized()
         // The kind written in, as `VersionSelect` writes it: one statement per kind, not prepared again per kind.
-        let isWord = VersionSelect.isWord(kind)
+        let literal = VersionSelect.literal(kind)
         let statement = try db.cachedStatement(sql: """
             SELECT v.id, v.patient_id, v.uuid, v.effective_date, v.deleted_date
             FROM json_each(?) AS wanted CROSS JOIN entity_version v
-              ON v.kind = \(isWord ? "'\(kind)'" : "?") AND v.id = wanted.value ->> 0 AND v.patient_id IS wanted.value ->> 1 AND v.next_uuids IS NULL
+              ON v.kind = \(literal ?? "?") AND v.id = wanted.value ->> 0 AND v.patient_id IS wanted.value ->> 1 AND v.next_uuids IS NULL
             """)  // CROSS JOIN keeps the wanted ids outside: the planner otherwise walked every version of the kind for each id
-        for row in try Row.fetchAll(statement, arguments: isWord ? [list] : [list, kind]) {
+        for row in try Row.fetchAll(statement, arguments: literal == nil ? [list, kind] : [list]) {
             result[VersionIdentity(id: row["id"], patientID: row["patient_id"]), default: []]
                 .append(VersionTip(uuid: row["uuid"], effective: Date(timeIntervalSinceReferenceDate: row["effective_date"]),
                                    deleted: (row["deleted_date"] as Double?) != nil))

@@ -80,12 +80,14 @@ public struct VersionSelect: Sendable {
     /// index `live_outcome_per_occurrence` (`kind = 'outcome'`) and prepares the statement
     /// again each time another kind is bound to it; written in, each kind keeps its statement.
     mutating func kindLiteral(_ kind: String) -> String {
-        Self.isWord(kind) ? "'\(kind)'" : parameter(.text(kind))
+        Self.literal(kind) ?? parameter(.text(kind))
     }
 
-    /// Whether `text` is ASCII letters only (safe to write into a statement as a quoted literal).
-    public static func isWord(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }
+    /// `text` as a quoted SQL literal when it is a word (ASCII letters only, so safe to write into
+    /// a statement), or nil when it must be bound. Every query that compares a kind uses this.
+    public static func literal(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else { return nil }
+        return "'\(text)'"
     }
 
     mutating func parameter(_ value: Value) -> String {
