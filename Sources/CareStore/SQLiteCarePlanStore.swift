@@ -60,12 +60,17 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 try checkpointer.install(on: db)
             }
             pool = try DatabasePool(path: path, configuration: configuration)
-            // Every commit syncs the log, so that what a caller was told is stored survives a
-            // power cut. Set on the writer once the pool is open: the pool puts the file in WAL
-            // mode after `prepareDatabase`, and with it sets `synchronous = NORMAL` (which syncs
-            // only at checkpoints: the last commits may be lost).
-            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+            // The schema's migrations commit one by one under the pool's `synchronous = NORMAL`:
+            // a new store's thirteen commits are not each synced. A power cut can lose only the
+            // last of them, never leave the file inconsistent (WAL), and the next open runs what
+            // was lost again.
             try SQLiteCarePlanStore.prepare(pool)
+            // From here every commit syncs the log, so that what a caller was told is stored
+            // survives a power cut (the first such commit syncs the migrations' frames with it).
+            // Set on the writer once the pool is open: the pool puts the file in WAL mode after
+            // `prepareDatabase`, and with it sets `synchronous = NORMAL` (which syncs only at
+            // checkpoints: the last commits may be lost).
+            try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         } catch let error as StoreError {
             throw error
         } catch {

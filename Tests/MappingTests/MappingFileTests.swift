@@ -224,3 +224,56 @@ struct MappingValidationTests {
         #expect(merged.skip.count == 3)
     }
 }
+
+@Suite("Loading a set of mapping files")
+struct MappingSetLoadTests {
+    static let patient = """
+        caregate-mapping: 1
+        resource: Patient
+        include:
+          - shared/times.yaml
+        patient-fields:
+          id: "'Patient/' & id"
+        """
+
+    static func times(_ clock: String) -> String {
+        "caregate-mapping: 1\ntables:\n  event-times:\n    ACM: \"\(clock)\"\n"
+    }
+
+    @Test("a file that several files include is parsed once per loader: a loader made later reads it again")
+    func includedOnce() throws {
+        let first = try writeMappings(["a.yaml": Self.patient, "b.yaml": Self.patient, "shared/times.yaml": Self.times("06:45")])
+        let folder = (first as NSString).deletingLastPathComponent
+        let loader = MappingLoader()
+        guard case .mapping(let a?) = loader.read(folder + "/a.yaml").contents else { Issue.record("a.yaml is a mapping"); return }
+        try Self.times("07:15").write(toFile: folder + "/shared/times.yaml", atomically: true, encoding: .utf8)
+        guard case .mapping(let b?) = loader.read(folder + "/b.yaml").contents else { Issue.record("b.yaml is a mapping"); return }
+        #expect(a.tables.timing.eventTimes["ACM"] == 6 * 60 + 45)
+        #expect(b.tables.timing.eventTimes["ACM"] == 6 * 60 + 45)
+        guard case .mapping(let again?) = MappingLoader().read(folder + "/b.yaml").contents else { Issue.record("b.yaml is a mapping"); return }
+        #expect(again.tables.timing.eventTimes["ACM"] == 7 * 60 + 15)
+    }
+
+    @Test("files read side by side are merged in the order listed: findings in file order, the second mapping of a type named against the first")
+    func inOrder() throws {
+        let broken = "caregate-mapping: 1\nresource: Patient\npatient-fields:\n  id: idd\n"
+        let first = try writeMappings(["a.yaml": Self.patient, "b.yaml": broken, "c.yaml": broken, "shared/times.yaml": Self.times("06:45")])
+        let folder = (first as NSString).deletingLastPathComponent
+        for _ in 0..<5 {
+            do {
+                _ = try MappingSet.load([folder])
+                Issue.record("three mappings of Patient, two with errors, are refused")
+            } catch {
+                let found = error.diagnostics.map { $0.description.replacingOccurrences(of: folder + "/", with: "") }
+                #expect(found == [
+                    "b.yaml:2:1: error: a second mapping for Patient (the first is a.yaml); use extends to override one",
+                    "b.yaml:4:7: error: 'idd' is not an element of Patient; did you mean 'id'?",
+                    "c.yaml:2:1: error: a second mapping for Patient (the first is b.yaml); use extends to override one",
+                    "c.yaml:4:7: error: 'idd' is not an element of Patient; did you mean 'id'?",
+                ])
+            }
+        }
+        let set = try MappingSet.load([folder + "/a.yaml", folder + "/shared/times.yaml"])
+        #expect(set.files["Patient"]?.tables.timing.eventTimes["ACM"] == 6 * 60 + 45)
+    }
+}

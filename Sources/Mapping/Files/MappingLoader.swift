@@ -10,6 +10,9 @@ public struct MappingLoader: Sendable {
     /// The folder `include`, `extends` and golden-test inputs must stay inside (nil: anywhere);
     /// the command line sets it to the working directory unless `--mapping-root` widens it.
     public var root: String?
+    /// Files already parsed by this loader's reads, by path: the shared tables most mapping
+    /// files include are parsed once per load, not once per file that includes them.
+    let parsed = Locked<[String: YAMLTree]>([:])
 
     /// A loader keeping reads inside `root`.
     public init(root: String? = nil) {
@@ -27,7 +30,7 @@ public struct MappingLoader: Sendable {
 
     /// Reads a file once, as a mapping or as shared tables, with what was found reading it.
     public func read(_ path: String) -> (contents: Contents, diagnostics: [Diagnostic]) {
-        var reader = Reader(root: root)
+        var reader = Reader(root: root, parsed: parsed)
         guard let tree = reader.tree(path) else { return (.mapping(nil), reader.diagnostics) }
         if case .mapping(let pairs, _) = tree, Self.holdsOnlyTables(pairs.map(\.key)) {
             return (.tables(reader.sharedTables(tree)), reader.diagnostics)
@@ -37,7 +40,7 @@ public struct MappingLoader: Sendable {
 
     /// The file with what was found reading it; the file is nil when it cannot be read at all.
     public func load(_ path: String) -> (file: MappingFile?, diagnostics: [Diagnostic]) {
-        var reader = Reader(root: root)
+        var reader = Reader(root: root, parsed: parsed)
         let file = reader.load(path, chain: [])
         return (file, reader.diagnostics)
     }
@@ -49,6 +52,7 @@ public struct MappingLoader: Sendable {
 
     struct Reader {
         let root: String?
+        let parsed: Locked<[String: YAMLTree]>
         var diagnostics: [Diagnostic] = []
 
         /// Whether a file this one names may be read; reports it when not.
@@ -61,8 +65,16 @@ public struct MappingLoader: Sendable {
         mutating func error(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.error, at, message)) }
         mutating func warning(_ at: SourceLocation, _ message: String) { diagnostics.append(Diagnostic(.warning, at, message)) }
 
-        /// Parses `path` into a tree, or reports why not.
+        /// Parses `path` into a tree (once per loader: a file that cannot be parsed is tried,
+        /// and reported, each time it is named), or reports why not.
         mutating func tree(_ path: String) -> YAMLTree? {
+            if let tree = parsed.withLock({ $0[path] }) { return tree }
+            guard let tree = parse(path) else { return nil }
+            parsed.withLock { $0[path] = tree }
+            return tree
+        }
+
+        private mutating func parse(_ path: String) -> YAMLTree? {
             let start = SourceLocation(file: path, line: 1, column: 1)
             if FolderFiles.isFolder(path) {
                 error(SourceLocation(file: path), "a folder with no mapping file (.yaml, .yml) in it")

@@ -1,3 +1,4 @@
+import CareStore
 import Diagnostics
 import Foundation
 
@@ -24,19 +25,14 @@ public struct MappingSet: Sendable {
         var files: [String: MappingFile] = [:]
         var problems: [Diagnostic] = []
         var shared = MappingTables()
-        let validator = MappingValidator(root: root)
-        let loader = MappingLoader(root: root)
-        for path in MappingSet.yamlFiles(paths) {
-            let (contents, found) = loader.read(path)
-            var fileProblems = found
-            defer { problems += fileProblems.filter { $0.severity == .error }.sorted(by: MappingValidator.order) }
+        for (contents, found) in read(MappingSet.yamlFiles(paths), root: root) {
+            defer { problems += found.filter { $0.severity == .error }.sorted(by: MappingValidator.order) }
             switch contents {
             case .tables(let tables):
                 shared.observationCodes.merge(tables.observationCodes) { $1 }
                 shared.units.merge(tables.units) { $1 }
                 shared.healthKit.merge(tables.healthKit) { $1 }
             case .mapping(let file?):
-                fileProblems += validator.validate(file)
                 if let other = files[file.resource] {
                     problems.append(Diagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
                 }
@@ -47,6 +43,20 @@ public struct MappingSet: Sendable {
         }
         if !problems.isEmpty { throw MappingError(problems) }
         return MappingSet(files: files, sharedTables: shared)
+    }
+
+    /// Each file read and, if a mapping, validated: the files on as many cores as there are,
+    /// one loader for all (each file included by several is parsed once). In `paths`' order.
+    static func read(_ paths: [String], root: String?) -> [(contents: MappingLoader.Contents, diagnostics: [Diagnostic])] {
+        let loader = MappingLoader(root: root)
+        let validator = MappingValidator(root: root)
+        let results = Locked([(contents: MappingLoader.Contents, diagnostics: [Diagnostic])?](repeating: nil, count: paths.count))
+        DispatchQueue.concurrentPerform(iterations: paths.count) { i in
+            var (contents, found) = loader.read(paths[i])
+            if case .mapping(let file?) = contents { found += validator.validate(file) }
+            results.withLock { $0[i] = (contents, found) }
+        }
+        return results.withLock { $0.map { $0! } }
     }
 
     /// The .yaml files at `paths`: directories searched, `builtin:` for the built-in files (a
