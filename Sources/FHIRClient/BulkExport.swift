@@ -1,3 +1,4 @@
+import FHIR
 import Foundation
 import JSON
 
@@ -171,8 +172,7 @@ public struct BulkDataClient: Sendable {
     public func download(_ file: BulkManifest.File, of manifest: BulkManifest, to path: String) async throws(FHIRClientError) -> Int {
         _ = try await client.download(file.url, to: path, limit: maximumFileSize, authenticated: manifest.requiresAccessToken,
                                       headers: [("Accept", "application/fhir+ndjson")])
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
-        return size ?? 0
+        return FileBytes.size(path) ?? 0
     }
 
     /// Deletes the job on the server (its files go with it).

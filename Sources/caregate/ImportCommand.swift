@@ -117,11 +117,18 @@ struct ImportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let zone = tz ?? .current
-        let set = try mappings.load(whatFails: "imported")
-        // A dry run against a store that does not exist yet compares with an empty one and
-        // leaves no file behind.
-        let store: any CarePlanStore = try dryRun && options.location().isMissingFile
-            ? try SQLiteCarePlanStore(inMemory: ()) : try options.open()
+        // The built-in mapping files load without fail (their tests check them): the store opens
+        // meanwhile, on another thread (a new store's schema takes as long as the load). Site
+        // files may be refused, and then no store is made: it opens once they have loaded.
+        let location = try options.location()
+        let dryRun = dryRun
+        let opening = mappings.sitePaths.isEmpty ? Task.detached { try Self.open(location, dryRun: dryRun) } : nil
+        let set: MappingSet
+        do { set = try mappings.load(whatFails: "imported") } catch {
+            _ = try? await opening?.value
+            throw error
+        }
+        let store = try await opening?.value ?? Self.open(location, dryRun: dryRun)
         let bar = ProgressBar(plainLines: true)
         let started = Date()
         var importer = FHIRImporter(mappings: set, store: store, timeZone: zone)
@@ -194,6 +201,17 @@ struct ImportCommand: AsyncParsableCommand {
         if !result.failedPatients.isEmpty || result.notes.contains(where: { $0.kind == .error }) { throw ExitCode(1) }
     }
 
+    /// The store to import into. A dry run against a store that does not exist yet compares with
+    /// an empty one and leaves no file behind.
+    static func open(_ location: StoreLocation, dryRun: Bool) throws -> any CarePlanStore {
+        do throws(StoreError) {
+            if dryRun && location.isMissingFile { return try SQLiteCarePlanStore(inMemory: ()) }
+            return try location.open()
+        } catch {
+            throw CommandError.store(error)
+        }
+    }
+
     /// `--from`: the patients pulled from the server, imported as files would be.
     func pullImport(_ from: String, importer: FHIRImporter, started: Date, progress: @escaping @Sendable (ImportProgress) -> Void) async throws -> ImportReport {
         var pull = PatientPull(client: try server.client(from, defaultScope: SMARTScopes.pull))
@@ -245,7 +263,7 @@ struct ImportCommand: AsyncParsableCommand {
     func staging(holding files: [String]) throws -> any ImportStaging {
         var bytes = 0
         for file in files {
-            guard let size = try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int else { continue }
+            guard let size = FileBytes.size(file) else { continue }
             bytes += size
             if bytes > InMemoryImportStaging.limit { return try staging() }
         }

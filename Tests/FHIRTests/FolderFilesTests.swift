@@ -23,4 +23,19 @@ struct FolderFilesTests {
         let empty = root.appendingPathComponent("empty").path
         #expect(FolderFiles.expand([empty, "missing.json"], suffixes: suffixes) == [empty, "missing.json"])
     }
+
+    @Test("a file's size without reading it: bytes on disk, through links; nil for a missing file")
+    func size() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("file-size-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let file = root.appendingPathComponent("a.json")
+        try Data(repeating: 0x20, count: 70_001).write(to: file)
+        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("link.json"), withDestinationURL: file)
+        try Data().write(to: root.appendingPathComponent("empty.json"))
+        #expect(FileBytes.size(file.path) == 70_001)
+        #expect(FileBytes.size(root.appendingPathComponent("link.json").path) == 70_001)
+        #expect(FileBytes.size(root.appendingPathComponent("empty.json").path) == 0)
+        #expect(FileBytes.size(root.appendingPathComponent("missing.json").path) == nil)
+    }
 }

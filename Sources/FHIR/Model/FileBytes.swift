@@ -46,6 +46,14 @@ public enum FileBytes {
         return bytes
     }
 
+    /// The file's size in bytes, or nil when it cannot be found. A `stat`, not Foundation's
+    /// `attributesOfItem`, which also looks up the owner's and group's names (reading the
+    /// password and group files for every file asked about).
+    public static func size(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
+    }
+
     /// The first bytes of a file (up to `limit`), to sniff its format or check its prolog.
     static func head(_ path: String, limit: Int = 64 * 1024) throws(FHIRFormatError) -> [UInt8] {
         let reader = try ChunkedFileReader(path: path)

@@ -4,8 +4,9 @@ import FHIRPath
 import Foundation
 
 /// What every rule of one mapping run shares: the import time and the patients' time zone, and
-/// every resource read by `Type/id`, so references between files resolve.
-struct MappingScope: Sendable {
+/// every resource read by `Type/id`, so references between files resolve. A class: every
+/// context of the run holds it, and a context is copied for each item it maps.
+final class MappingScope: Sendable {
     let now: Date
     let timeZone: TimeZone
     /// Every resource by `Type/id`.
@@ -17,7 +18,7 @@ struct MappingScope: Sendable {
     /// `resolve()`, compiled once per run (not a static: it goes when the run does).
     let resolveExpression = try! FHIRPathExpression("resolve()")
     /// The forms survey tasks are found in: the run's Questionnaires, then the engine's.
-    var questionnaires = QuestionnaireCatalog()
+    let questionnaires: QuestionnaireCatalog
 
     init(now: Date, timeZone: TimeZone, sources: [SourcedResource], questionnaires: QuestionnaireCatalog = QuestionnaireCatalog()) {
         self.now = now
@@ -32,8 +33,9 @@ struct MappingScope: Sendable {
         self.resources = resources
         self.origins = origins
         calendar = Schedule.calendar(timeZone)
-        self.questionnaires = QuestionnaireCatalog(sources)
-        self.questionnaires.merge(questionnaires)
+        var catalog = QuestionnaireCatalog(sources)
+        catalog.merge(questionnaires)
+        self.questionnaires = catalog
     }
 
     /// The start of the import day: where new versions take effect.
