@@ -149,6 +149,16 @@ extension SQLiteCarePlanStore: AccessLedger {
     }
 
     func writeCallSlots<T>(_ body: (Database) throws -> T) throws(StoreError) -> T {
-        do { return try callSlots.write(body) } catch { throw wrap(error) }
+        do { return try callSlotWriter().write(body) } catch { throw wrap(error) }
+    }
+
+    /// The call slots' file, opened by the first call that needs it.
+    func callSlotWriter() throws -> any DatabaseWriter {
+        try callSlots.withLock { (writer: inout (any DatabaseWriter)?) throws -> any DatabaseWriter in
+            if let writer { return writer }
+            let opened = try SQLiteCarePlanStore.openCallSlots(path + "-calls")
+            writer = opened
+            return opened
+        }
     }
 }

@@ -26,7 +26,9 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
     let checkpointer: WALCheckpointer?
     /// Devices' call slots (`AccessLedger.enterCall`): a file of their own beside the store
     /// (`<path>-calls`), so that taking one never waits behind the store's writer or its sync.
-    let callSlots: any DatabaseWriter
+    /// Opened (made, the first time) by the first call that takes a slot: a command that serves
+    /// no device (an import, an export) never opens or closes it.
+    let callSlots: Locked<(any DatabaseWriter)?>
     /// Decoded versions by uuid. Versions never change, so the cache never goes stale (only the
     /// successor bookkeeping does, and that is read from the row each time).
     private var cache: [UUID: CareEntity] = [:]
@@ -43,7 +45,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         self.path = path
         do {
             try SQLiteCarePlanStore.create(path)
-            callSlots = try SQLiteCarePlanStore.openCallSlots(path + "-calls")
+            callSlots = Locked(nil)
             let checkpointer = WALCheckpointer(path: path)
             self.checkpointer = checkpointer
             var configuration = SQLiteCarePlanStore.configuration
@@ -87,7 +89,7 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
         do {
             pool = try DatabaseQueue(configuration: SQLiteCarePlanStore.configuration)
             try SQLiteCarePlanStore.prepare(pool, processID: processID ?? UUID())
-            callSlots = pool
+            callSlots = Locked(pool)
             try pool.write { db in try db.execute(sql: SQLiteCarePlanStore.callSlotTable) }
         } catch {
             throw StoreError.database(path: path, message: "\(error)")

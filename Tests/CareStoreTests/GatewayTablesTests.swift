@@ -218,4 +218,22 @@ struct AccessLedgerBackendTests {
         #expect(try store.enterCall(key: "device:a", limit: 3, lease: 60, now: now.addingTimeInterval(2)) == nil, "a holder's second leave freed another's slot")
         #expect(try store.enterCall(key: "device:a", limit: 3, lease: 60, now: now.addingTimeInterval(60.5)) != nil, "the leases from the start have ended")
     }
+
+    @Test("an SQLite store's call-slot file is made by the first call that takes a slot, owner-only; a store that serves no device never makes it")
+    func callSlotFileOnFirstCall() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("call-slots-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("store.sqlite").path
+        do {
+            let store = try SQLiteCarePlanStore(path: path)
+            _ = try store.add([.patient(Patient(id: "ana", name: PersonName(givenName: "Ana"), effectiveDate: Date(), timezone: .gmt))])
+        }
+        #expect(!FileManager.default.fileExists(atPath: path + "-calls"), "opened, written and closed without a device call")
+        let store = try SQLiteCarePlanStore(path: path)
+        let other = try SQLiteCarePlanStore(path: path)
+        let taken = try concurrently(4) { i in try (i % 2 == 0 ? store : other).enterCall(key: "device:a", limit: 2, lease: 60, now: Date()) }
+        #expect(taken.compactMap { $0 }.count == 2, "two handles making the file at once still share its slots: \(taken)")
+        #expect((try FileManager.default.attributesOfItem(atPath: path + "-calls")[.posixPermissions] as? Int) == 0o600)
+    }
 }
