@@ -111,6 +111,31 @@ public enum PrimitiveKind: String, Sendable, CaseIterable {
 enum Lexical {
     @inline(__always) static func isDigit(_ b: UInt8) -> Bool { b >= 0x30 && b <= 0x39 }
     @inline(__always) static func isWhitespace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D }
+
+    /// Whether every byte is XML whitespace (space, tab, LF, CR), eight bytes at a time: the
+    /// indentation between FHIR XML tags comes to the reader as text.
+    static func isAllWhitespace(_ s: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = s.baseAddress else { return true }
+        var i = 0
+        while i + 8 <= s.count {
+            let word = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+            let spaces = equalBytes(word, 0x20) | equalBytes(word, 0x0A) | equalBytes(word, 0x09) | equalBytes(word, 0x0D)
+            if spaces != 0x8080_8080_8080_8080 { return false }
+            i += 8
+        }
+        while i < s.count {
+            if !isWhitespace(base[i]) { return false }
+            i += 1
+        }
+        return true
+    }
+
+    /// The high bit of each byte of `word` that equals `byte`, exactly (no carry crosses bytes).
+    @inline(__always)
+    static func equalBytes(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+        let x = word ^ (0x0101_0101_0101_0101 &* UInt64(byte))
+        return ~(((x & 0x7F7F_7F7F_7F7F_7F7F) &+ 0x7F7F_7F7F_7F7F_7F7F) | x) & 0x8080_8080_8080_8080
+    }
     @inline(__always) static func isIdCharacter(_ b: UInt8) -> Bool {
         isDigit(b) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x2D || b == 0x2E
     }

@@ -104,8 +104,16 @@ struct XMLMarkupScan {
         return refusal
     }
 
-    /// The index of the next `byte` from `i`, or `count` when the chunk holds none.
+    /// The index of the next `byte` from `i`, or `count` when the chunk holds none. The first
+    /// words are tested here (most runs between markup are short), the rest with `memchr`.
     private func skip(to byte: UInt8, _ base: UnsafePointer<UInt8>, _ i: Int, _ count: Int) -> Int {
+        var i = i
+        let words = min(count, i + 32)
+        while i + 8 <= words {
+            let found = Self.matches(Self.word(base + i), byte)
+            if found != 0 { return i + found.trailingZeroBitCount / 8 }
+            i += 8
+        }
         guard let found = memchr(base + i, Int32(byte), count - i) else { return count }
         return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
     }
@@ -113,21 +121,53 @@ struct XMLMarkupScan {
     /// Inside a tag: counts `=` (one per attribute) until a quote or the tag's end.
     private mutating func scanTag(_ base: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> Int {
         var i = start
-        while i < count {
+        while true {
+            i = Self.tagStop(base, i, count)
+            guard i < count else { return count }
             switch base[i] {
             case 0x22, 0x27: state = .quoted(base[i]); return i + 1
             case 0x3E: state = .text; return i + 1
-            case 0x3D:
+            default: // `=`
                 attributes += 1
                 if attributes > Self.maximumAttributes {
                     refusal = Refusal(reason: .attributes, offset: offset + i)
                     return i + 1
                 }
-            default: break
+                i += 1
             }
-            i += 1
         }
-        return i
+    }
+
+    /// The index of the first quote, `=` or `>` from `i` (or `count`), a word at a time.
+    private static func tagStop(_ base: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> Int {
+        var i = start
+        while i + 8 <= count {
+            let word = word(base + i)
+            let found = matches(word, 0x22) | matches(word, 0x27) | matches(word, 0x3D) | matches(word, 0x3E)
+            if found != 0 { return i + found.trailingZeroBitCount / 8 }
+            i += 8
+        }
+        while i < count {
+            switch base[i] {
+            case 0x22, 0x27, 0x3D, 0x3E: return i
+            default: i += 1
+            }
+        }
+        return count
+    }
+
+    /// Eight bytes as a little-endian word: the first byte lowest.
+    @inline(__always)
+    private static func word(_ bytes: UnsafePointer<UInt8>) -> UInt64 {
+        UInt64(littleEndian: UnsafeRawPointer(bytes).loadUnaligned(as: UInt64.self))
+    }
+
+    /// The high bit of each byte of `word` equal to `byte`. A borrow can set it falsely only above
+    /// a byte that matched, so the lowest bit set is always a match.
+    @inline(__always)
+    private static func matches(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+        let x = word ^ (0x0101_0101_0101_0101 &* UInt64(byte))
+        return (x &- 0x0101_0101_0101_0101) & ~x & 0x8080_8080_8080_8080
     }
 
     /// One byte in the states that are rare in FHIR XML: after `<`, after `<!`, in comments,

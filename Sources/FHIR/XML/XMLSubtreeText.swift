@@ -219,12 +219,18 @@ struct XMLAttribute {
 
     /// The value's bytes, with `&#38;` read back as `&`.
     var value: [UInt8] {
-        raw.contains(UInt8(ascii: "&")) ? unescaped : Array(raw)
+        hasAmpersand ? unescaped : Array(raw)
     }
 
     /// The value as a string.
     var string: String {
-        raw.contains(UInt8(ascii: "&")) ? String(decoding: unescaped, as: UTF8.self) : String(decoding: raw, as: UTF8.self)
+        hasAmpersand ? String(decoding: unescaped, as: UTF8.self) : String(decoding: raw, as: UTF8.self)
+    }
+
+    /// Whether the value holds an `&` (found with `memchr`: values are read for every element).
+    private var hasAmpersand: Bool {
+        guard let base = raw.baseAddress, !raw.isEmpty else { return false }
+        return memchr(base, 0x26, raw.count) != nil
     }
 
     /// The value's bytes with each `&#38;` read back as `&`.

@@ -50,9 +50,13 @@ struct XMLTreeBuilder: ~Copyable {
         /// Where its children start on `children`.
         var childrenStart: Int
 
-        /// The element this frame built (for a resource wrapper, the resource it holds), moved out.
-        consuming func finished() -> Element {
-            wrapsResource ? wrapped! : element
+        /// The element this frame built (for a resource wrapper, the resource it holds), moved
+        /// out: the frame is left an empty element, so closing one copies no reference.
+        mutating func take() -> Element {
+            if wrapsResource { return wrapped.take()! }
+            var taken = Element(name: "", typeIndex: -1, slot: 0)
+            swap(&taken, &element)
+            return taken
         }
     }
     private(set) var frames: [Frame] = []
@@ -108,7 +112,7 @@ struct XMLTreeBuilder: ~Copyable {
     mutating func text(_ characters: UnsafeBufferPointer<UInt8>) {
         if kept != nil { return kept!.text.text(characters) }
         if strayText == nil {
-            if characters.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x09 || $0 == 0x0D }) { return }
+            if Lexical.isAllWhitespace(characters) { return }
             strayText = ([], currentLine())
         }
         strayText!.bytes.append(contentsOf: characters)
@@ -311,7 +315,7 @@ struct XMLTreeBuilder: ~Copyable {
             let attribute = tag.attribute(i)
             let name = UnsafeBufferPointer(start: attribute.localName, count: strlen(attribute.localName))
             // Names for reports only, made when one is.
-            var at: (tag: String, attribute: String) { (String(cString: tag.localName), String(decoding: name, as: UTF8.self)) }
+            var at: (tag: String, attribute: String) { XMLTreeBuilder.names(tag, name) }
             if let uri = attribute.uri {
                 if strcmp(uri, "http://www.w3.org/2001/XMLSchema-instance") == 0 { continue }
                 report(.unknownElement, "unknown attribute '\(at.attribute)' (ignored)", severity: .warning, tag: at.tag, attribute: at.attribute)
@@ -320,7 +324,7 @@ struct XMLTreeBuilder: ~Copyable {
             if Lexical.equals(name, "value") && type.kind == .primitive {
                 let value = attribute.string
                 frames[frameIndex].element.value = value
-                checkPrimitive(value, kind: type.primitiveKind!, binding: bindingOfCurrent(frameIndex), at: at)
+                checkPrimitive(value, kind: type.primitiveKind!, binding: bindingOfCurrent(frameIndex), tag: tag, attribute: name)
                 continue
             }
             let isId = !isResource && Lexical.equals(name, "id")
@@ -328,7 +332,7 @@ struct XMLTreeBuilder: ~Copyable {
             if (isId || isURL), let element = type.element(named: isId ? "id" : "url") {
                 let value = attribute.string
                 if let kind = element.typeIndices.first.flatMap({ model.types[Int($0)].primitiveKind }) {
-                    checkPrimitive(value, kind: kind, binding: nil, at: at)
+                    checkPrimitive(value, kind: kind, binding: nil, tag: tag, attribute: name)
                 }
                 children.push(Element(name: element.name, typeIndex: element.typeIndices[0], slot: element.slot, value: value))
                 _ = frames[frameIndex].seen.insert(element.slot)
@@ -347,15 +351,25 @@ struct XMLTreeBuilder: ~Copyable {
         return frames[index - 1].type.elements[Int(frames[index].element.slot)].binding
     }
 
-    private mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?, at: (tag: String, attribute: String)) {
+    /// An attribute's element and attribute names, for reports.
+    private static func names(_ tag: XMLStartTag, _ attribute: UnsafeBufferPointer<UInt8>) -> (tag: String, attribute: String) {
+        (String(cString: tag.localName), String(decoding: attribute, as: UTF8.self))
+    }
+
+    /// Checks an attribute's value against its primitive kind and required binding; the names for
+    /// a report are made only when there is one.
+    private mutating func checkPrimitive(_ text: String, kind: PrimitiveKind, binding: RequiredBinding?,
+                                         tag: XMLStartTag, attribute: UnsafeBufferPointer<UInt8>) {
         let isResourceId = frames.count >= 2 && frames[frames.count - 2].type.kind == .resource
             && frames[frames.count - 1].element.name == "id" && frames[frames.count - 1].element.slot == 0
         let kind = isResourceId ? PrimitiveKind.id : kind
         if !kind.isValid(text) {
+            let at = XMLTreeBuilder.names(tag, attribute)
             report(.invalidValue, "\"\(text)\" is not a valid \(kind.rawValue) (\(kind.ruleDescription))", tag: at.tag, attribute: at.attribute)
             return
         }
         if let binding, !binding.contains(text) {
+            let at = XMLTreeBuilder.names(tag, attribute)
             let shown = binding.codes.count <= 8 ? binding.codes.joined(separator: "|") : binding.codes.prefix(6).joined(separator: "|") + "|..."
             report(.binding, "expected one of \(shown), found \"\(text)\"", tag: at.tag, attribute: at.attribute)
         }
@@ -387,7 +401,8 @@ struct XMLTreeBuilder: ~Copyable {
             report(.structure, "<\(frames[last].element.name)> is empty (FHIR XML has no empty elements)", tag: String(cString: localName))
         }
         let closesResource = kind == .resource && !frames[last].wrapsResource
-        let finished = frames.removeLast().finished()
+        let finished = frames[last].take()
+        frames.removeLast()
 
         guard let parentIndex = frames.indices.last else {
             root = finished
