@@ -60,6 +60,8 @@ let package = Package(
             pkgConfig: "libcurl",
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
+        // glibc's heaps for `caregate import`: grown in large steps, set before any thread allocates.
+        .target(name: "CMalloc"),
         // 1. One JSON value, byte parser with positions, writer and escaping rule; one source
         //    location and diagnostic type with its renderers and "did you mean" suggestions.
         .target(name: "JSON"),
@@ -153,6 +155,7 @@ let package = Package(
         .executableTarget(
             name: "caregate",
             dependencies: [
+                "CMalloc",
                 "JSON",
                 "Diagnostics",
                 "FHIR",

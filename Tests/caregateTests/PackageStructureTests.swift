@@ -53,7 +53,7 @@ struct PackageStructureTests {
 
     @Test("the modules follow the data's way: each depends only on those before it")
     func layering() async throws {
-        let order = ["JSON", "Diagnostics", "CareCharts", "CLibXML2", "CLibCurl", "FHIR", "FHIRPath", "CareStore", "Mapping", "CarePages", "FHIRClient", "Gateway", "GatewayServer", "caregate"]
+        let order = ["JSON", "Diagnostics", "CareCharts", "CLibXML2", "CLibCurl", "CMalloc", "FHIR", "FHIRPath", "CareStore", "Mapping", "CarePages", "FHIRClient", "Gateway", "GatewayServer", "caregate"]
         let targets = try await manifest()
         for (i, name) in order.enumerated() {
             let later = Set(order[(i + 1)...])

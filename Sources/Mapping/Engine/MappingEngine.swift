@@ -115,7 +115,7 @@ public struct MappingEngine: Sendable {
                 hashes[key] = hash
             }
             return SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
-                                contentHash: hash, rule: "\(MappingSource.fileName(file.path))#\(rule)")
+                                contentHash: hash, rule: "\(file.fileName)#\(rule)")
         }
 
         // MARK: Resources
@@ -289,7 +289,7 @@ public struct MappingEngine: Sendable {
                     // Most outcomes match no task and are never stored: the content hash (a
                     // serialisation of the resource) is worked out when one is (`MappedOutcome.recorded`).
                     let record = SourceRecord(reference: source.reference, origin: source.origin, versionID: source.resource.first("meta.versionId")?.value,
-                                              contentHash: "", rule: "\(MappingSource.fileName(file.path))#\(rule.name)")
+                                              contentHash: "", rule: "\(file.fileName)#\(rule.name)")
                     var mapper = OutcomeMapper(rule: rule, context: context(source, file, patientID: patientID))
                     if let recorded { mapper.deferral = .init(recorded: recorded, shared: outcomeRuleScope(rule, file)) }
                     var mapped = mapper.map(record: record, notes: &notes)

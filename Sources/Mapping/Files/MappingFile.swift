@@ -184,6 +184,16 @@ public struct MappingFile: Sendable {
     public var tests: [GoldenTest] = []
     /// Where the file's `resource` key is (for file-level messages).
     public var location: SourceLocation
+    /// The file's name without its folder, as provenance records name a rule (`careplan.yaml#…`):
+    /// made once, not for every entity mapped.
+    public let fileName: String
+
+    init(path: String, resource: String, location: SourceLocation) {
+        self.path = path
+        self.resource = resource
+        self.location = location
+        self.fileName = MappingSource.fileName(path)
+    }
 
     /// Every rule, for checks that apply to all kinds.
     var allRules: [MappingRule] { tasks + contacts + outcomes }
