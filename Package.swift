@@ -181,6 +181,10 @@ let package = Package(
             dependencies: ["Diagnostics", "JSON"]
         ),
         .testTarget(
+            name: "CMallocTests",
+            dependencies: ["CMalloc"]
+        ),
+        .testTarget(
             name: "FHIRTests",
             dependencies: ["FHIR", "JSON", "CLibXML2"],
             resources: []

@@ -9,18 +9,22 @@
 // that much of each heap's freed memory.
 #include "HeapGrowth.h"
 
+#include <string.h>
 #if defined(__linux__)
 #include <malloc.h>
-#include <string.h>
 #endif
 
-#if defined(__GLIBC__) && defined(M_TOP_PAD)
+long caregate_heap_growth_step(int argc, const char *const *argv) {
+    return argc > 1 && argv[1] != NULL && strcmp(argv[1], "import") == 0 ? 64L << 20 : 0;
+}
 
+#if defined(__GLIBC__) && defined(M_TOP_PAD)
 __attribute__((constructor))
 static void caregate_import_heap_growth(int argc, char **argv, char **envp) {
     (void)envp;
-    if (argc > 1 && strcmp(argv[1], "import") == 0) {
-        mallopt(M_TOP_PAD, 64 << 20);
+    long step = caregate_heap_growth_step(argc, (const char *const *)argv);
+    if (step > 0) {
+        mallopt(M_TOP_PAD, (int)step);
     }
 }
 #endif

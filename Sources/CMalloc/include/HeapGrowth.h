@@ -1,7 +1,9 @@
 #ifndef CAREGATE_HEAP_GROWTH_H
 #define CAREGATE_HEAP_GROWTH_H
 
-// Nothing to call: HeapGrowth.c sets glibc's heap growth for `caregate import` in a constructor,
-// before any Swift code runs. Linking the caregate executable with this target is all it takes.
+/// The padding (bytes) glibc's heaps take beyond what an allocation needs when a process with
+/// these arguments makes or grows one: 64 MiB for `caregate import`, 0 (glibc's own) for any other
+/// command. HeapGrowth.c applies it in a constructor, before any Swift code runs.
+long caregate_heap_growth_step(int argc, const char *const *argv);
 
 #endif
