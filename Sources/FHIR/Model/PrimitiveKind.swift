@@ -1,3 +1,4 @@
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -118,7 +119,7 @@ enum Lexical {
         guard let base = s.baseAddress else { return true }
         var i = 0
         while i + 8 <= s.count {
-            let word = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+            let word = JSONEscaping.word(base + i)
             let spaces = equalBytes(word, 0x20) | equalBytes(word, 0x0A) | equalBytes(word, 0x09) | equalBytes(word, 0x0D)
             if spaces != 0x8080_8080_8080_8080 { return false }
             i += 8

@@ -1,3 +1,4 @@
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -111,7 +112,7 @@ struct XMLMarkupScan {
         var i = i
         let words = min(count, i + 32)
         while i + 8 <= words {
-            let found = Self.matches(Self.word(base + i), byte)
+            let found = Self.matches(JSONEscaping.word(base + i), byte)
             if found != 0 { return i + found.trailingZeroBitCount / 8 }
             i += 8
         }
@@ -143,7 +144,7 @@ struct XMLMarkupScan {
     private static func tagStop(_ base: UnsafePointer<UInt8>, _ start: Int, _ count: Int) -> Int {
         var i = start
         while i + 8 <= count {
-            let word = word(base + i)
+            let word = JSONEscaping.word(base + i)
             let found = matches(word, 0x22) | matches(word, 0x27) | matches(word, 0x3D) | matches(word, 0x3E)
             if found != 0 { return i + found.trailingZeroBitCount / 8 }
             i += 8
@@ -155,12 +156,6 @@ struct XMLMarkupScan {
             }
         }
         return count
-    }
-
-    /// Eight bytes as a little-endian word: the first byte lowest.
-    @inline(__always)
-    private static func word(_ bytes: UnsafePointer<UInt8>) -> UInt64 {
-        UInt64(littleEndian: UnsafeRawPointer(bytes).loadUnaligned(as: UInt64.self))
     }
 
     /// The high bit of each byte of `word` equal to `byte`. A borrow can set it falsely only above
