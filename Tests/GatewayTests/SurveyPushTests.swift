@@ -121,3 +121,52 @@ struct SurveyExportBoundaryTests {
         #expect(OutcomeExport(store: store, builder: try builder()).bundleEntries(theirs).isEmpty)
     }
 }
+
+/// Forms shaped as real form tools write them, from import to the EHR: NLM's PHQ-9 (its total's
+/// variables on the total's own item) and an AHRQ event form (an optional header group with a
+/// required, hidden item), beside a form naming an item it lacks.
+@Suite("Real forms' shapes pushed to a real FHIR server", .serialized)
+struct RealFormPushTests {
+    static let bundle = projectRoot.appendingPathComponent("Tests/GatewayTests/Fixtures/real-forms-bundle.json").path
+    static let ahrq = "https://clinic.example.org/fhir/CodeSystem/ahrq-hospital-event"
+
+    @Test("the PHQ-9's total and the AHRQ form's answers reach the server exactly once; the form naming an item it lacks is refused at import, naming the form and the linkId",
+          arguments: Backend.allCases)
+    func realForms(backend: Backend) async throws {
+        guard let server = await LocalFHIRServer() else { return }
+        guard let store = try backend.freshStore() else { return }
+        let report = try importer(store).run([Self.bundle])
+        let defect = report.notes.filter { $0.kind == .error }
+        #expect(defect.count == 1 && defect[0].message.contains("https://clinic.example.org/fhir/Questionnaire/pain-follow-up|1")
+                && defect[0].message.contains("item 'a3': its enableWhen names 'a2', which is not an item of this form (a defect of the form"),
+                "\(report.notes.map(\.message))")
+        let tasks = try store.fetchTasks()
+        #expect(tasks.count == 2, "the defective form's activity is left out: \(tasks.map(\.id))")
+        let phq = try #require(tasks.first { $0.version.userInfo?[SurveyTask.questionnaireKey]?.contains("nlm-phq-9") == true })
+        let ahrq = try #require(tasks.first { $0.version.userInfo?[SurveyTask.questionnaireKey]?.contains("ahrq") == true })
+        let at = local("2026-11-02 09:30")
+        let coded = { (system: String, code: String, linkId: String) in
+            OutcomeValue(.text(#"{"code":"\#(code)","system":"\#(system)"}"#), kind: linkId, createdDate: at)
+        }
+        try store.add([
+            .outcome(Outcome(taskUUID: phq.uuid, taskOccurrenceIndex: 0, values: SurveyPushTests.phqValues([1, 2, 0, 3, 1, 1, 2, 0, 0]), effectiveDate: at, timezone: newYork)),
+            // The header group (and its hidden, required form version) left unanswered, as an app leaves it.
+            .outcome(Outcome(taskUUID: ahrq.uuid, taskOccurrenceIndex: 0, values: [
+                coded(Self.ahrq, "near-miss", "event.type"), OutcomeValue(.text("2026-11-01"), kind: "event.date", createdDate: at),
+            ], effectiveDate: at, timezone: newYork)),
+        ])
+        let first = try await pusher(store, server.base).run()
+        #expect(first.pushed.count == 2 && first.failed.isEmpty, "\(first.pushed) \(first.failed)")
+        let responses = try await SurveyPushTests.held("QuestionnaireResponse", server.base)
+        #expect(responses.count == 2)
+        let observations = try await SurveyPushTests.held("Observation", server.base)
+        let total = try #require(observations.values.first { $0.first("code.coding.code")?.value == "44261-6" }, "\(observations.keys)")
+        #expect(total.first("value")?.string("value") == "10" && total.first("value")?.string("code") == "{score}", "\(total)")
+        #expect(observations.values.contains { $0.first("value")?.first("coding")?.string("code") == "near-miss" }, "\(observations.keys)")
+        #expect(observations.count == 2)
+        let again = try await pusher(store, server.base).run()
+        #expect(again.newlyQueued == 0 && again.pushed.isEmpty)
+        #expect(try await SurveyPushTests.held("QuestionnaireResponse", server.base).count == 2)
+        #expect(try await SurveyPushTests.held("Observation", server.base).count == 2)
+    }
+}

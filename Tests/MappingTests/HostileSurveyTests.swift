@@ -10,11 +10,12 @@ import Testing
 struct HostileSurveyTests {
     static func form(_ json: String) throws -> Questionnaire { try Questionnaire(FHIRJSONReader().read(json).resource) }
 
-    /// 100 chains of six nested groups around a question: 700 items, 7 deep.
+    /// 100 chains of six nested groups around a question: 700 items, 7 deep, every one required
+    /// (a required item under an optional group with nothing answered would ask for nothing).
     static func deepForm() throws -> Questionnaire {
         func chain(_ n: Int, level: Int) -> String {
             if level == 7 { return #"{"linkId": "q\#(n)", "text": "Question \#(n)", "type": "integer", "required": true}"# }
-            return #"{"linkId": "g\#(n).\#(level)", "type": "group", "item": [\#(chain(n, level: level + 1))]}"#
+            return #"{"linkId": "g\#(n).\#(level)", "type": "group", "required": true, "item": [\#(chain(n, level: level + 1))]}"#
         }
         return try form(#"{"resourceType": "Questionnaire", "status": "active", "item": [\#((0..<100).map { chain($0, level: 1) }.joined(separator: ","))]}"#)
     }

@@ -46,6 +46,9 @@ public struct Questionnaire: Sendable {
         self.items = try resource.children(named: "item").enumerated().map { index, element throws(SurveyError) in
             try reader.item(element, path: "item[\(index)]", parents: [])
         }
+        if let (item, missing) = reader.danglingCondition() {
+            throw .form(linkId: item, "its enableWhen names '\(missing)', which is not an item of this form (a defect of the form, not of any answer)")
+        }
         self.url = resource.string("url")
         self.version = resource.string("version")
         self.title = resource.string("title")
@@ -163,6 +166,15 @@ public struct Questionnaire: Sendable {
 
     /// Reads items depth first, keeping every linkId once.
     struct ItemReader {
+        /// The first item (in the order read) whose enableWhen names a linkId the form lacks, and that linkId.
+        func danglingCondition() -> (item: String, missing: String)? {
+            for linkId in order {
+                if let missing = byLinkId[linkId]?.enableWhen.first(where: { byLinkId[$0.question] == nil }) { return (linkId, missing.question) }
+            }
+            return nil
+        }
+        /// The linkIds in the order read.
+        var order: [String] = []
         var byLinkId: [String: Item] = [:]
         var ancestors: [String: [String]] = [:]
         var seen: Set<String> = []
@@ -180,6 +192,7 @@ public struct Questionnaire: Sendable {
             }
             guard let linkId = element.string("linkId"), !linkId.isEmpty else { throw .form(linkId: nil, "\(path) has no linkId") }
             guard seen.insert(linkId).inserted else { throw .form(linkId: linkId, "the linkId is used by two items (que-2: linkIds are unique)") }
+            order.append(linkId)
             guard let code = element.string("type") else { throw .form(linkId: linkId, "the item has no type") }
             guard let type = ItemType(rawValue: code), code != "question" else {
                 throw .form(linkId: linkId, "'\(code)' is not an R4 item type")

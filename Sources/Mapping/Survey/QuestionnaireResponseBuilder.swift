@@ -63,13 +63,18 @@ public struct QuestionnaireResponseBuilder: Sendable {
             self.requiresAnswers = requiresAnswers
         }
 
-        /// A required item left without an answer, when answers are required.
-        func unanswered(_ definition: Questionnaire.Item) -> SurveyError? {
-            guard requiresAnswers, definition.required else { return nil }
+        /// A required item left without an answer, when answers are required and its parent is
+        /// in the response (R4: `required` holds only where the parent is present; a group that
+        /// is not required and has nothing answered makes no demand on what is under it, nor
+        /// does an unanswered question on its follow-ups).
+        func unanswered(_ definition: Questionnaire.Item, parentPresent: Bool) -> SurveyError? {
+            guard requiresAnswers, parentPresent, definition.required else { return nil }
             return .answer(linkId: definition.linkId, "required, and not answered")
         }
 
-        mutating func items(_ definitions: [Questionnaire.Item], prefix: String) throws(SurveyError) -> [Element] {
+        /// `definitions`' items under `prefix`; `parentPresent` tells whether what holds them (the
+        /// response, a group, a question) is in the response, which decides whether `required` holds.
+        mutating func items(_ definitions: [Questionnaire.Item], prefix: String, parentPresent: Bool = true) throws(SurveyError) -> [Element] {
             var result: [Element] = []
             for definition in definitions {
                 guard try isEnabled(definition, prefix: prefix) else {
@@ -81,28 +86,32 @@ public struct QuestionnaireResponseBuilder: Sendable {
                 switch definition.type {
                 case .display: continue
                 case .group where definition.repeats:
-                    for occurrence in occurrences(of: definition.linkId, prefix: prefix) {
+                    let occurrences = occurrences(of: definition.linkId, prefix: prefix)
+                    if occurrences.isEmpty, let missing = unanswered(definition, parentPresent: parentPresent) { throw missing }
+                    for occurrence in occurrences {
                         let members = try items(definition.items, prefix: prefix + "\(definition.linkId)[\(occurrence)]/")
                         if !members.isEmpty { result.append(item(definition, children: members)) }
                     }
                 case .group:
-                    let members = try items(definition.items, prefix: prefix)
-                    if !members.isEmpty { result.append(item(definition, children: members)) } else if let missing = unanswered(definition) { throw missing }
+                    // Present when something under it is answered, or when it is required where it stands.
+                    let present = answered(under: definition, prefix: prefix) != nil || (parentPresent && definition.required)
+                    let members = try items(definition.items, prefix: prefix, parentPresent: present)
+                    if !members.isEmpty { result.append(item(definition, children: members)) } else if let missing = unanswered(definition, parentPresent: parentPresent) { throw missing }
                 default:
-                    if let question = try question(definition, prefix: prefix) { result.append(question) }
+                    if let question = try question(definition, prefix: prefix, parentPresent: parentPresent) { result.append(question) }
                 }
             }
             return result
         }
 
         /// A question's item: its answers, its follow-ups under the first answer.
-        mutating func question(_ definition: Questionnaire.Item, prefix: String) throws(SurveyError) -> Element? {
+        mutating func question(_ definition: Questionnaire.Item, prefix: String, parentPresent: Bool) throws(SurveyError) -> Element? {
             let place = prefix + definition.linkId
             let values = answers.answers[place] ?? []
-            let followUps = try items(definition.items, prefix: prefix)
+            let followUps = try items(definition.items, prefix: prefix, parentPresent: !values.isEmpty)
             guard !values.isEmpty else {
                 if !followUps.isEmpty { throw .answer(linkId: definition.linkId, "its follow-up questions are answered, but it is not") }
-                if let missing = unanswered(definition) { throw missing }
+                if let missing = unanswered(definition, parentPresent: parentPresent) { throw missing }
                 return nil
             }
             if values.count > 1 && !definition.repeats {

@@ -23,7 +23,9 @@ public enum StoredForms {
         guard let stored = hash.flatMap({ hash in kept.first { $0.digest == hash } }) ?? kept.first else {
             return .failure(Missing(description: "the store keeps no Questionnaire \(text) for \(patientID)"))
         }
-        do { return .success(try Questionnaire(FHIRJSONReader().read(stored.resource).resource)) } catch {
+        // Read as the import read it: leniently, a value R4 types more narrowly than forms write it
+        // (NLM's variable names hold '_', which Expression.name's `id` does not allow) a warning then, not a refusal now.
+        do { return .success(try Questionnaire(FHIRJSONReader(options: ParseOptions(lenient: true)).read(stored.resource).resource)) } catch {
             return .failure(Missing(description: "the stored Questionnaire \(text) cannot be read: \(error)"))
         }
     }

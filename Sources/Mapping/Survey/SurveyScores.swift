@@ -36,7 +36,7 @@ public struct SurveyScores: Sendable {
             // Each computed item sees the response as it stands, earlier scores included.
             let response = try QuestionnaireResponseBuilder(form: form).response(scored, status: "in-progress")
             var environment = EvaluationEnvironment(resource: response)
-            environment.variables = try variables(on: response, notes: &notes)
+            environment.variables = try variables(for: item, on: response, notes: &notes)
             let result: [FHIRPathValue]
             do { result = try FHIRPathExpression(text).evaluate(in: environment) } catch {
                 throw .form(linkId: item.linkId, "calculatedExpression '\(text)': \(error)")
@@ -58,15 +58,23 @@ public struct SurveyScores: Sendable {
         }
     }
 
-    /// `%questionnaire` and the root's `variable`s, evaluated in order (each sees the ones before it).
-    func variables(on response: Element, notes: inout [String]) throws(SurveyError) -> [String: [FHIRPathValue]] {
+    /// `%questionnaire` and the `variable`s `item` sees, evaluated in order: the root's, then
+    /// each enclosing item's from the outermost in, then the item's own (SDC: a variable is
+    /// visible in its item's expressions and its descendants'). Each sees the ones before it, and
+    /// a nearer one of the same name shadows a farther one.
+    func variables(for item: Questionnaire.Item, on response: Element, notes: inout [String]) throws(SurveyError) -> [String: [FHIRPathValue]] {
         var values: [String: [FHIRPathValue]] = ["questionnaire": [.element(form.resource)]]
-        for variable in form.resource.children(named: "extension") where variable.string("url") == Self.variable {
-            guard let expression = variable["value"], let name = expression.string("name") else { continue }
-            guard let text = try Self.fhirPath(expression, linkId: nil, notes: &notes) else { continue }
-            let environment = EvaluationEnvironment(resource: response, variables: values)
-            do { values[name] = try FHIRPathExpression(text).evaluate(in: environment) } catch {
-                throw .form(linkId: nil, "variable '\(name)' ('\(text)'): \(error)")
+        let holders = [(form.resource, nil)] + (form.ancestors[item.linkId] ?? []).compactMap { linkId in
+            form.item(linkId: linkId).map { ($0.element, linkId as String?) }
+        } + [(item.element, item.linkId)]
+        for (holder, linkId) in holders {
+            for variable in holder.children(named: "extension") where variable.string("url") == Self.variable {
+                guard let expression = variable["value"], let name = expression.string("name") else { continue }
+                guard let text = try Self.fhirPath(expression, linkId: linkId, notes: &notes) else { continue }
+                let environment = EvaluationEnvironment(resource: response, variables: values)
+                do { values[name] = try FHIRPathExpression(text).evaluate(in: environment) } catch {
+                    throw .form(linkId: linkId, "variable '\(name)' ('\(text)'): \(error)")
+                }
             }
         }
         return values
