@@ -183,6 +183,18 @@ public enum PostgresSchema {
             ALTER TABLE push_outbox ADD COLUMN sole_copy boolean NOT NULL DEFAULT false;
             UPDATE push_outbox SET sole_copy = true WHERE idempotency_key LIKE 'urn:caregate:audit|%'
             """),
+        // Outcome versions noted as the store takes them (a statement trigger over the rows each
+        // insert made), until a push settles them: a push cycle reads what is new. What a store
+        // held before is pending once: its current outcome versions not queued yet.
+        Migration(name: "v10-push-pending", sql: """
+            CREATE TABLE push_pending (seq bigint GENERATED ALWAYS AS IDENTITY, version_uuid uuid PRIMARY KEY);
+            CREATE INDEX push_pending_seq ON push_pending (seq);
+            CREATE FUNCTION push_pending_note() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO push_pending (version_uuid) SELECT uuid FROM taken WHERE kind = 'outcome' ORDER BY seq ON CONFLICT DO NOTHING; RETURN NULL; END $$;
+            CREATE TRIGGER push_pending_outcome AFTER INSERT ON entity_version REFERENCING NEW TABLE AS taken FOR EACH STATEMENT EXECUTE FUNCTION push_pending_note();
+            INSERT INTO push_pending (version_uuid)
+                SELECT uuid FROM entity_version v WHERE kind = 'outcome' AND next_uuids IS NULL
+                AND NOT EXISTS (SELECT 1 FROM push_outbox o WHERE o.version_uuid = v.uuid) ORDER BY seq
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when
@@ -215,10 +227,26 @@ public enum PostgresSchema {
         }
     }
 
+    /// Whether the database holds a CareGate store (its migrations table): a command that only
+    /// reads refuses a database without one rather than making one.
+    public static func isPresent(_ database: PostgresDatabase) throws(StoreError) -> Bool {
+        do {
+            return try database.withSession { session in
+                try session.query("SELECT to_regclass('caregate_migration') IS NOT NULL").first?.decode(Bool.self) ?? false
+            }
+        } catch {
+            throw PostgresCarePlanStore.storeError(error, database)
+        }
+    }
+
     /// The migrations applied to this database, in the order they ran.
     public static func applied(_ database: PostgresDatabase) throws -> [String] {
         try database.withSession { session in
-            try session.query("SELECT name FROM caregate_migration ORDER BY applied_at, name").map { try $0.decode(String.self) }
+            // Those applied in one transaction share a time: in the order they are listed (names
+            // sort `v10` before `v2`).
+            let rows = try session.query("SELECT name, extract(epoch FROM applied_at)::float8 FROM caregate_migration").map { try $0.decode((String, Double).self) }
+            let position = Dictionary(uniqueKeysWithValues: migrations.enumerated().map { ($1.name, $0) })
+            return rows.sorted { ($0.1, position[$0.0] ?? Int.max, $0.0) < ($1.1, position[$1.0] ?? Int.max, $1.0) }.map(\.0)
         }
     }
 }

@@ -69,7 +69,7 @@ struct AuditList: ParsableCommand {
     }
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let entries: [ChainedAuditEntry]
         do { entries = try store.auditEntries(filter.query(limit: limit)) } catch { throw CommandError.store(error) }
         for row in entries { print(json ? Self.json(row) : Self.text(row)) }
@@ -116,7 +116,7 @@ struct AuditVerify: ParsableCommand {
     @OptionGroup var options: StoreOptions
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let result: (checked: Int, break: AuditChain.Break?)
         do { result = try AuditChain.verify(store) } catch { throw CommandError.store(error) }
         if let found = result.break {
@@ -151,7 +151,7 @@ struct AuditExport: ParsableCommand {
     var observer = ProcessInfo.processInfo.hostName
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         // Read by the store's indexes a page at a time, oldest first.
         var rows = AuditPages(store, matching: filter.query(limit: 1_000))
         let resource = AuditEventResource(observer: observer)
@@ -194,7 +194,7 @@ struct AuditPrune: ParsableCommand {
     }
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let pruned: AuditRetention.Pruned
         do { pruned = try AuditRetention(trail: store, keepDays: keepDays, archive: archive, observer: observer).prune() } catch let error as StoreError {
             throw CommandError.store(error)

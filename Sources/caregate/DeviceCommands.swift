@@ -24,7 +24,7 @@ struct EnrollCommand: ParsableCommand {
     var patient: String
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let access = CommandAccess("enroll", trail: store)
         do {
             let issued = try DeviceEnrollment(store: store).issueCode(patientID: patient)
@@ -63,7 +63,7 @@ struct DevicesList: ParsableCommand {
     var patient: String?
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let devices: [Device]
         do { devices = try store.devices(patientID: patient) } catch { throw CommandError.store(error) }
         let format = ISO8601DateFormatter()
@@ -85,7 +85,7 @@ struct DevicesRevoke: ParsableCommand {
     var id: String
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let revoked: Bool, patient: String?
         do {
             patient = try store.device(id: id)?.patientID

@@ -18,6 +18,12 @@ struct ExportCommand: ParsableCommand {
             performer, basedOn the CarePlan or request the task came from, status final, amended \
             or entered-in-error, and a stable identifier that makes pushing it idempotent.
 
+            A survey outcome becomes its QuestionnaireResponse and the Observations its form \
+            extracts, as one transaction Bundle (a line of its own in ndjson). An outcome that \
+            cannot be sent (answers its form refuses, a form the store lacks) is written nowhere: \
+            it is named on standard error, one line each with its task, patient and reason, and \
+            the command exits 1 unless --allow-refusals is given.
+
             Formats: ndjson (one Observation per line), bundle (a transaction Bundle that creates \
             each Observation unless its identifier exists and updates amended ones; XML when the \
             output ends in .xml), json or xml (a directory, one file per Observation).
@@ -48,6 +54,9 @@ struct ExportCommand: ParsableCommand {
 
     @Flag(name: .customLong("include-imported"), help: "Also export outcomes imported from the EHR's own Observations.")
     var includeImported = false
+
+    @Flag(name: .customLong("allow-refusals"), help: "Exit 0 even when outcomes were refused (they are still named on standard error and written nowhere).")
+    var allowRefusals = false
 
     @Flag(name: .long, help: "Print every note; without it, a note said of many outcomes is printed for the first \(ExportCommand.notesShown), then counted.")
     var verbose = false
@@ -93,7 +102,7 @@ struct ExportCommand: ParsableCommand {
     func run() throws {
         let zone = tz ?? .current
         let set = try mappings.load(whatFails: "exported")
-        let store = try options.open()
+        let store = try options.open(.existing)
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
         let bar = ProgressBar()
@@ -113,10 +122,22 @@ struct ExportCommand: ParsableCommand {
         }
         var kinds: [String: Int] = [:]
         var perPatient: [String: Int] = [:]
-        func count(_ item: ExportedObservation) {
+        var refused = 0
+        /// Counts what an item writes (a survey's parts one by one); false for a refusal, which
+        /// is named on standard error and written nowhere.
+        func count(_ item: ExportedObservation) -> Bool {
+            if let refusal = item.refusal {
+                refused += 1
+                StandardError.print("refused: \(refusal)")
+                return false
+            }
             report(item)
-            kinds[item.observation.resourceType ?? "Observation", default: 0] += 1
-            if let subject = item.observation.first("subject.reference")?.value { perPatient[subject, default: 0] += 1 }
+            let written = item.isTransaction ? item.observation.children(named: "entry").compactMap { $0["resource"] } : [item.observation]
+            for resource in written {
+                kinds[resource.resourceType ?? "Observation", default: 0] += 1
+                if let subject = resource.first("subject.reference")?.value { perPatient[subject, default: 0] += 1 }
+            }
+            return true
         }
         do {
             switch try ExportCommand.destination(format, output: output) {
@@ -124,25 +145,24 @@ struct ExportCommand: ParsableCommand {
                 // Streamed: one resource in memory at a time.
                 try write { sink in
                     try export.forEach { item in
-                        count(item)
+                        guard count(item) else { return }
                         try sink.write(FHIRJSONWriter(pretty: false).write(item.observation) + [0x0A])
                     }
                 }
             case .jsonBundle:
                 // Streamed too: the Bundle is written entry by entry.
                 try write { sink in
-                    try export.writeBundle(to: sink, each: count)
+                    try export.writeBundle(to: sink) { _ = count($0) }
                     try sink.write([0x0A])
                 }
             case .xmlBundle:
-                let exported = try export.observations()
-                exported.forEach(count)
+                let exported = try export.observations().filter(count)
                 try write { sink in try sink.write(FHIRDocument.write(export.transactionBundle(exported), format: .xml) + [0x0A]) }
             case .files(let fileFormat):
                 let directory = output!
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 try export.forEach { item in
-                    count(item)
+                    guard count(item) else { return }
                     let name = "\(item.observation.resourceType ?? "Observation")-\(item.observation.string("id") ?? item.identifier).\(fileFormat.rawValue)"
                     try FHIROutput.writing(to: (directory as NSString).appendingPathComponent(name)) { sink in
                         try sink.write(FHIRDocument.write(item.observation, format: fileFormat) + [0x0A])
@@ -160,9 +180,21 @@ struct ExportCommand: ParsableCommand {
         for (note, n) in said.sorted(by: { $0.key < $1.key }) where n > Self.notesShown && !verbose {
             StandardError.print("... and \(n - Self.notesShown) more outcomes: \(note) (--verbose prints them)")
         }
-        let administrations = kinds["MedicationAdministration", default: 0]
-        let observations = kinds["Observation", default: 0]
-        let counts = "\(observations) Observation\(observations == 1 ? "" : "s")" + (administrations > 0 ? " and \(administrations) MedicationAdministration\(administrations == 1 ? "" : "s")" : "")
-        StandardError.print("exported \(counts)\(output.map { " to \($0)" } ?? "")")
+        StandardError.print("exported \(Self.summary(kinds))\(output.map { " to \($0)" } ?? "")")
+        guard refused == 0 else {
+            let what = "\(refused) outcome\(refused == 1 ? " was" : "s were") refused (named above) and written nowhere"
+            if allowRefusals { return StandardError.print(what) }
+            throw CommandError.message("\(what); --allow-refusals accepts that")
+        }
+    }
+
+    /// What was written, by resource type: Observations always, the others when there are any
+    /// (`3 Observations, 1 QuestionnaireResponse`).
+    static func summary(_ kinds: [String: Int]) -> String {
+        let others = kinds.keys.filter { $0 != "Observation" }.sorted()
+        return (["Observation"] + others).map { type in
+            let n = kinds[type, default: 0]
+            return "\(n) \(type)\(n == 1 ? "" : "s")"
+        }.joined(separator: ", ")
     }
 }

@@ -206,7 +206,7 @@ struct ImportCommand: AsyncParsableCommand {
     static func open(_ location: StoreLocation, dryRun: Bool) throws -> any CarePlanStore {
         do throws(StoreError) {
             if dryRun && location.isMissingFile { return try SQLiteCarePlanStore(inMemory: ()) }
-            return try location.open()
+            return try location.open(.creating)
         } catch {
             throw CommandError.store(error)
         }

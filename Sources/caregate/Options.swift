@@ -38,8 +38,9 @@ struct StoreOptions: ParsableArguments {
         do { return try StoreLocation(text, passwordFile: passwordFile) } catch { throw CommandError.store(error) }
     }
 
-    func open() throws -> GatewayStore {
-        do { return try location().open() } catch let error as StoreError { throw CommandError.store(error) }
+    /// Opens the store; `use` says whether the command may make it (see `StoreLocation.Use`).
+    func open(_ use: StoreLocation.Use) throws -> GatewayStore {
+        do { return try location().open(use) } catch let error as StoreError { throw CommandError.store(error) }
     }
 }
 

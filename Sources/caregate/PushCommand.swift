@@ -145,7 +145,7 @@ struct PushCommand: AsyncParsableCommand {
     func run() async throws {
         let zone = tz ?? .current
         let set = try mappings.load(whatFails: "pushed")
-        let store = try options.open()
+        let store = try options.open(.existing)
         let bar = ProgressBar()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
         export.progress = { bar.update("exporting", done: $0, total: $1) }
@@ -187,7 +187,7 @@ struct StatusCommand: ParsableCommand {
     @OptionGroup var options: StoreOptions
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let counts = try store.outboxCounts()
         print("outbox: \(counts.queued) queued, \(counts.pushed) pushed, \(counts.failed) failed")
         for item in try store.outbox(state: .failed) { print("failed \(item.idempotencyKey) after \(item.attempts) attempt(s): \(item.lastError ?? "")") }

@@ -39,7 +39,7 @@ struct ReportCommand: ParsableCommand {
         let (zone, start, end) = try range.resolved()
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
-        let store = try options.open()
+        let store = try options.open(.existing)
         let access = CommandAccess("report", trail: store)
         let summary: PatientCareSummary
         do {

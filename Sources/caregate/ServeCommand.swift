@@ -46,7 +46,7 @@ struct ServeCommand: AsyncParsableCommand {
             StandardError.print("\(config): fine (listen \(loaded.host):\(loaded.port)\(tls), store \(location)\(ehr))")
             return
         }
-        do { store = try location.open(maximumConnections: loaded.storeConnections) } catch { throw CommandError.store(error) }
+        do { store = try location.open(.creating, maximumConnections: loaded.storeConnections) } catch { throw CommandError.store(error) }
         let link = try loaded.ehr.map { try Self.link($0, store: store, config: config) }
         // Cookies are Secure unless served as plain HTTP on loopback.
         let dashboard = loaded.adminToken?.read(environment: ProcessInfo.processInfo.environment).map {
@@ -119,7 +119,7 @@ struct SubscribeCommand: AsyncParsableCommand {
         }
         guard let token = ehr.notifyToken?.read() else { throw CommandError.message("\(config): no notification token in ehr.notify") }
         let store: GatewayStore
-        do { store = try StoreLocation(loaded.store, passwordFile: loaded.storePasswordFile).open() } catch { throw CommandError.store(error) }
+        do { store = try StoreLocation(loaded.store, passwordFile: loaded.storePasswordFile).open(.existing) } catch { throw CommandError.store(error) }
         let link = try ServeCommand.link(ehr, store: store, config: config)
         let patients: [EnrolledPatient]
         do { patients = try link.refresh.enrolledPatients() } catch { throw CommandError.store(error) }

@@ -45,7 +45,7 @@ struct StoreExport: ParsableCommand {
     }
 
     func run() throws {
-        let store = try options.open()
+        let store = try options.open(.existing)
         let record: RevisionRecord
         do { record = try store.revisionRecord() } catch { throw CommandError.store(error) }
         let patients = record.entities.compactMap { entity -> String? in if case .patient(let patient) = entity { patient.id } else { nil } }
@@ -90,7 +90,7 @@ struct StoreImport: ParsableCommand {
         do { json = try JSONValue.parse(data) } catch { throw CommandError.message("\(file):\(error.description)") }
         let record: RevisionRecord
         do { record = try RevisionRecord(json: json) } catch { throw CommandError.message("\(file): \(error.description)") }
-        let store = try options.open()
+        let store = try options.open(.creating)
         let inserted: Int
         do { inserted = try store.merge(record) } catch { throw CommandError.store(error) }
         print("imported \(inserted) of \(record.entities.count) versions into \(options.path) (\(record.entities.count - inserted) already present)")
@@ -114,7 +114,7 @@ struct StoreEvents: ParsableCommand {
 
     func run() throws {
         let (zone, start, end) = try range.resolved()
-        let store = try options.open()
+        let store = try options.open(.existing)
         let events: [TaskEvent]
         do { events = try store.events(from: start, to: end, tasks: EntityQuery()) } catch { throw CommandError.store(error) }
         let patients: [String]

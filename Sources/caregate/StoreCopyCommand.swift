@@ -47,8 +47,8 @@ struct StoreCopy: ParsableCommand {
         guard source.description != target.description else { throw CommandError.message("--from and --to are the same store (\(source))") }
         if source.isMissingFile { throw CommandError.message("\(from): no such store") }
         do {
-            guard let a = try source.open() as? any StoreArchive & Outbox & DeviceRegistry,
-                  let b = try target.open() as? any StoreArchive & Outbox & DeviceRegistry else {
+            guard let a = try source.open(.existing) as? any StoreArchive & Outbox & DeviceRegistry,
+                  let b = try target.open(.creating) as? any StoreArchive & Outbox & DeviceRegistry else {
                 throw CommandError.message("this store cannot be copied")
             }
             return (a, b)

@@ -26,12 +26,46 @@ enum StoreLocation: CustomStringConvertible {
         self = .postgres(location, password: try location.password(file: passwordFile, environment: environment))
     }
 
-    /// Opens the store, bringing its schema up to date.
-    func open(maximumConnections: Int = 8) throws(StoreError) -> GatewayStore {
+    /// Whether a command may make the store it names: only those that write (import, enroll,
+    /// serve, store copy, store import) do; one that only reads, given a path where no store is
+    /// (a typo), refuses rather than making an empty store and reporting nothing in it.
+    enum Use {
+        /// The store must exist.
+        case existing
+        /// The store is made when it does not exist, and the command says so.
+        case creating
+    }
+
+    /// Opens the store, bringing its schema up to date; refused with "no store at …" when
+    /// `use` is `.existing` and there is none, and nothing is made.
+    func open(_ use: Use, maximumConnections: Int = 8) throws(StoreError) -> GatewayStore {
         switch self {
-        case .sqlite(let path): try SQLiteCarePlanStore(path: path)
-        case .postgres(let location, let password): try PostgresCarePlanStore(location, password: password, maximumConnections: maximumConnections)
+        case .sqlite(let path):
+            let isNew = !FileManager.default.fileExists(atPath: path)
+            if isNew, use == .existing { throw Self.noStore(path) }
+            let store = try SQLiteCarePlanStore(path: path)
+            if isNew { StandardError.print("created a new store at \(path)") }
+            return store
+        case .postgres(let location, let password):
+            let database = try PostgresDatabase(location, password: password, maximumConnections: maximumConnections)
+            let isNew: Bool
+            do { isNew = try !PostgresSchema.isPresent(database) } catch {
+                database.close()
+                throw error
+            }
+            if isNew, use == .existing {
+                database.close()
+                throw Self.noStore(location.description)
+            }
+            let store = try PostgresCarePlanStore(database)
+            if isNew { StandardError.print("created a new store in \(location)") }
+            return store
         }
+    }
+
+    /// The refusal of a command that reads, given a store that does not exist.
+    static func noStore(_ place: String) -> StoreError {
+        .database(path: "no store at \(place)", message: "commands that only read make none; import, enroll, serve or store copy make one")
     }
 
     /// Where commands keep scratch files for this store (an import's staging, a Bulk Data

@@ -82,8 +82,77 @@ struct ExportCommandTests {
         try? FileManager.default.removeItem(atPath: directory)
         let run = try await cli.caregate(["export", "--store", store, "--format", "json", "-o", directory, "--tz", "America/New_York"] + mappings)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stderr.contains("exported 0 Observations and 1 MedicationAdministration"), "\(run.stderr)")
+        #expect(run.stderr.contains("exported 0 Observations, 1 MedicationAdministration"), "\(run.stderr)")
         let files = try FileManager.default.contentsOfDirectory(atPath: directory)
         #expect(files.count == 1 && files[0].hasPrefix("MedicationAdministration-"), "\(files)")
+    }
+
+    /// A store with Sam's three surveys answered: the PHQ-9 whole, the weight and height whole,
+    /// the GAD-7 without its last (required) question, and the weight and height again with text
+    /// where a quantity goes.
+    func answeredSurveys(_ name: String) async throws -> String {
+        let store = cli.temporaryPath(name)
+        try? FileManager.default.removeItem(atPath: store)
+        let imported = try await cli.caregate(["import", "FHIRSamples/surveys/sam-rivera-surveys-bundle.json", "--questionnaires", "FHIRSamples/surveys/questionnaires",
+                                               "--store", store, "--tz", "America/New_York"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let care = try SQLiteCarePlanStore(path: store)
+        let tasks = Dictionary(uniqueKeysWithValues: try care.fetchTasks().map { ($0.id, $0) })
+        let phq = try #require(tasks["CarePlan/sam-rivera-wellbeing/44249-1"])
+        let body = try #require(tasks["CarePlan/sam-rivera-wellbeing/29463-7"])
+        let gad = try #require(tasks["ServiceRequest/sam-rivera-gad-7"])
+        let coded = { (code: String, linkId: String) in OutcomeValue(.text(#"{"code":"\#(code)","system":"http://loinc.org"}"#), kind: linkId) }
+        let phqValues = zip(["44250-9", "44255-8", "44259-0", "44254-1", "44251-7", "44258-2", "44252-5", "44253-3", "44260-8"], [1, 2, 0, 3, 1, 1, 2, 0, 0])
+            .map { coded(["LA6568-5", "LA6569-3", "LA6570-1", "LA6571-9"][$1], "/\($0)") }
+        let gadValues = ["/69725-0", "/68509-9", "/69733-4", "/69734-2", "/69735-9", "/69689-8"].map { coded("LA6569-3", $0) }
+        try care.add([
+            .outcome(Outcome(taskUUID: phq.uuid, taskOccurrenceIndex: 0, values: phqValues, id: "phq-1")),
+            .outcome(Outcome(taskUUID: body.uuid, taskOccurrenceIndex: 0,
+                             values: [OutcomeValue(.double(81.5), kind: "weight", units: "kg"), OutcomeValue(.integer(178), kind: "height", units: "cm")], id: "body-1")),
+            .outcome(Outcome(taskUUID: gad.uuid, taskOccurrenceIndex: 0, values: gadValues, id: "gad-1")),
+            .outcome(Outcome(taskUUID: body.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.text("heavy"), kind: "weight")], id: "body-2")),
+        ])
+        return store
+    }
+
+    @Test("refused surveys are named on standard error (outcome, task, patient, reason), written nowhere, and make the exit status 1 unless --allow-refusals; the summary counts what was written by type")
+    func refusals() async throws {
+        let store = try await answeredSurveys("export-refusals.sqlite")
+        let file = cli.temporaryPath("surveys.ndjson")
+        let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "-o", file])
+        #expect(run.status == 1, "\(run.stderr)")
+        let refused = run.stderr.split(separator: "\n").filter { $0.hasPrefix("refused: ") }
+        #expect(refused.count == 2, "\(run.stderr)")
+        #expect(refused.contains { $0.contains("outcome gad-1 (occurrence 0 of task ServiceRequest/sam-rivera-gad-7, patient Patient/sam-rivera): item '/69736-7': required, and not answered") },
+                "\(run.stderr)")
+        #expect(refused.contains { $0.contains("outcome body-2 (occurrence 1 of task CarePlan/sam-rivera-wellbeing/29463-7, patient Patient/sam-rivera): item 'weight'") },
+                "\(run.stderr)")
+        #expect(run.stderr.contains("2 outcomes were refused (named above) and written nowhere; --allow-refusals accepts that"), "\(run.stderr)")
+        // The file holds the two accepted surveys' transactions, nothing else.
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2 && lines.allSatisfy { $0.hasPrefix(#"{"resourceType":"Bundle""#) } && !lines.contains { $0.contains("OperationOutcome") })
+        var written: [String: Int] = [:]
+        for line in lines {
+            for entry in try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])["entry"] as? [[String: Any]] ?? [] {
+                written[(entry["resource"] as? [String: Any])?["resourceType"] as? String ?? "?", default: 0] += 1
+            }
+        }
+        #expect(written["QuestionnaireResponse"] == 2 && (written["Observation"] ?? 0) >= 2, "\(written)")
+        #expect(run.stderr.contains("exported \(written["Observation"]!) Observations, 2 QuestionnaireResponses to \(file)"), "\(run.stderr)")
+        // What docs/pushing.md shows, line for line.
+        let guide = try String(contentsOf: CommandLineTests.projectRoot.appendingPathComponent("docs/pushing.md"), encoding: .utf8)
+        for line in run.stderr.split(separator: "\n") {
+            #expect(guide.contains(line.replacingOccurrences(of: file, with: "surveys.ndjson")), "docs/pushing.md lacks: \(line)")
+        }
+        // A Bundle: the same refusals said, none of them in it; accepted, exit 0.
+        let bundle = cli.temporaryPath("surveys.json")
+        let allowed = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--format", "bundle", "-o", bundle, "--allow-refusals"])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        #expect(allowed.stderr.split(separator: "\n").filter { $0.hasPrefix("refused: ") }.count == 2, "\(allowed.stderr)")
+        #expect(allowed.stderr.contains("2 outcomes were refused (named above) and written nowhere"))
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: bundle))) as? [String: Any])["entry"] as? [[String: Any]]
+        #expect(entries?.count == written.values.reduce(0, +))
+        let refusedBundle = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--format", "bundle", "-o", cli.temporaryPath("refused.json")])
+        #expect(refusedBundle.status == 1)
     }
 }

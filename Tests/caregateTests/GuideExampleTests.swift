@@ -102,7 +102,8 @@ struct GuideExampleTests {
         let local = { (text: String) in replacing.map { text.replacingOccurrences(of: $0.0, with: $0.1) } ?? text }
         for step in block.steps {
             let run = try await cli.run(["/bin/bash", "-o", "pipefail", "-c", local(step.command) + " 2>&1"], environment: environment, directory: directory)
-            var printed = run.stdout.components(separatedBy: "\n")
+            // The test's store stands in for the reader's default one (`caregate.sqlite` in the working directory).
+            var printed = run.stdout.replacingOccurrences(of: store.path, with: "caregate.sqlite").components(separatedBy: "\n")
             if printed.last == "" { printed.removeLast() }
             let expected = step.output.map(local)
             #expect(Self.matches(printed[...], expected[...]), "\(block): $ \(step.command)\nprinted:\n\(printed.joined(separator: "\n"))\nthe guide says:\n\(expected.joined(separator: "\n"))")

@@ -133,6 +133,8 @@ struct OutsideRepositoryTests {
             #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty)
+        // With a store to read, the same outputs named as their formats are written.
+        #expect(try await cli.caregate(["import", CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path, "--tz", "America/New_York"], directory: folder).status == 0)
         #expect(try await cli.caregate(["export", "--format", "bundle", "-o", "out.xml"], directory: folder).status == 0)
         #expect(try await cli.caregate(["export", "-o", "out.ndjson"], directory: folder).status == 0)
     }
@@ -173,6 +175,7 @@ struct OperatorOutputTests {
         let token = folder.appendingPathComponent("ehr.token").path
         try "abc\n".write(toFile: token, atomically: true, encoding: .utf8)
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: token)
+        #expect(try await cli.caregate(["import", CommandLineTests.projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path, "--tz", "America/New_York"], directory: folder).status == 0)
         let shared = try await cli.caregate(["push", "--to", "http://127.0.0.1:9/fhir", "--dry-run", "--token-file", token], directory: folder)
         #expect(shared.stderr.contains("warning: \(token) can be read by other users (mode 644)"), "\(shared.stderr)")
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: token)
