@@ -319,8 +319,9 @@ struct AuditFlush: Service {
         }
     }
 
-    func write() async {
-        do { _ = try await Blocking.run { [recorder] in try recorder.flush() } } catch {
+    /// Writes what is noted; `closing` (the server stops) writes every repeat window's count too.
+    func write(closing: Bool = false) async {
+        do { _ = try await Blocking.run { [recorder] in try recorder.flush(closing: closing) } } catch {
             logger.error("the audit trail could not be written; its entries are kept for the next try", metadata: ["error": "\(error)", "pending": "\(recorder.pendingCount)"])
         }
     }
@@ -334,7 +335,7 @@ struct AuditFlush: Service {
             await write()
             if clock.now >= nextPrune { await prune(); nextPrune = clock.now + pruneEvery }
         }
-        await write()
+        await write(closing: true)
     }
 }
 
