@@ -16,6 +16,8 @@ let package = Package(
         // The server's service group, run in-process by sync-load.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // push-cycle writes its million pushed outbox items straight into the store's file.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Prints MB/s for reading and writing FHIR, for side-by-side runs with peers (compare-peers.sh).
@@ -51,6 +53,18 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/sync-load"
+        ),
+        // One push cycle among a million pushed outcomes, beside what a cycle read before.
+        .executableTarget(
+            name: "push-cycle",
+            dependencies: [
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "FHIRClient", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/push-cycle"
         ),
         // A store of a million outcomes, for the export's memory figure (export-scale.sh).
         .executableTarget(

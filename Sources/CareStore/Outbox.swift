@@ -84,17 +84,26 @@ public protocol Outbox: Sendable {
     /// Queues items whose versions are not queued yet; returns how many were new.
     @discardableResult
     func enqueue(_ items: [OutboxItem]) throws(StoreError) -> Int
-    /// Takes the dead letters out, so that the next enqueue exports their versions again;
-    /// returns how many there were.
+    /// Outcome versions the store took since a push last settled them, oldest first, at most
+    /// `limit`: what a push cycle exports, and all it reads, however many were pushed before.
+    /// The store notes every outcome version it takes (a trigger, in the writing transaction),
+    /// so none is missed whichever instance or device wrote it.
+    func pendingOutcomeVersions(limit: Int) throws(StoreError) -> [UUID]
+    /// Queues `items` and settles `pending` (the versions they were exported from, and those
+    /// that gave nothing to send) in one transaction; returns how many items were new.
+    @discardableResult
+    func enqueue(_ items: [OutboxItem], settling pending: [UUID]) throws(StoreError) -> Int
+    /// Takes the dead letters out, so that the next enqueue exports their versions again (they
+    /// are pending again); returns how many there were.
     @discardableResult
     func forgetFailed() throws(StoreError) -> Int
     /// Takes these dead letters out (an operator's retry): the next push exports their outcome
     /// versions again. Versions that are not dead letters are left alone; returns how many went.
     @discardableResult
     func forgetFailed(versions: [UUID]) throws(StoreError) -> Int
-    /// The versions the outbox holds in any state, each with the entity id it was queued under:
-    /// what a push need not export again, and the identifier a later version of it continues.
-    func outboxEntities() throws(StoreError) -> [UUID: String]
+    /// Which of `versions` the outbox holds in any state, each with the entity id it was queued
+    /// under: what a push need not export again, and the identifier a later version continues.
+    func outboxEntities(versions: [UUID]) throws(StoreError) -> [UUID: String]
     /// Items in a state, oldest first.
     func outbox(state: OutboxItem.State, limit: Int) throws(StoreError) -> [OutboxItem]
     /// Takes up to `limit` queued items, oldest first, for `worker` until `now + lease`: items
@@ -113,8 +122,10 @@ public protocol Outbox: Sendable {
     /// delivery or a dead letter ends the item's lease; a failure in passing keeps it (the
     /// worker tries it once per run, and `release` hands it back).
     func record(_ deliveries: [OutboxDelivery]) throws(StoreError)
-    /// How many items are in each state.
+    /// How many items are in each state (a count of every item: for status pages, not cycles).
     func outboxCounts() throws(StoreError) -> OutboxCounts
+    /// How many items are queued (read from the queued items alone).
+    func queuedCount() throws(StoreError) -> Int
 }
 
 extension Outbox {
@@ -142,6 +153,28 @@ extension SQLiteCarePlanStore: Outbox {
         try writeDatabase { db in try Self.enqueue(items, in: db) }
     }
 
+    public func pendingOutcomeVersions(limit: Int) throws(StoreError) -> [UUID] {
+        do {
+            return try pool.read { db in try UUID.fetchAll(db, sql: "SELECT version_uuid FROM push_pending ORDER BY rowid LIMIT ?", arguments: [limit]) }
+        } catch {
+            throw wrap(error)
+        }
+    }
+
+    @discardableResult
+    public func enqueue(_ items: [OutboxItem], settling pending: [UUID]) throws(StoreError) -> Int {
+        try writeDatabase { db in
+            let added = try Self.enqueue(items, in: db)
+            let settle = try db.cachedStatement(sql: "DELETE FROM push_pending WHERE version_uuid = ?")
+            for version in pending { try settle.execute(arguments: [version]) }
+            return added
+        }
+    }
+
+    /// The SQL that makes the outcome versions of dead letters pending again (before they are
+    /// taken out): the next push exports them anew.
+    static let repend = "INSERT OR IGNORE INTO push_pending (version_uuid) SELECT version_uuid FROM push_outbox WHERE state = 'failed' AND NOT sole_copy"
+
     /// Queues items within a write already open (the audit trail queues its entries with their append).
     static func enqueue(_ items: [OutboxItem], in db: Database) throws -> Int {
         let statement = try db.cachedStatement(sql: """
@@ -162,6 +195,7 @@ extension SQLiteCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
         try writeDatabase { db in
+            try db.execute(sql: Self.repend)
             try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND sole_copy")
             let requeued = db.changesCount
             try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed'")
@@ -174,6 +208,7 @@ extension SQLiteCarePlanStore: Outbox {
         try writeDatabase { db in
             var gone = 0
             for version in versions {
+                try db.execute(sql: Self.repend + " AND version_uuid = ?", arguments: [version])
                 try db.execute(sql: "UPDATE push_outbox SET \(OutboxItem.requeue) WHERE state = 'failed' AND version_uuid = ? AND sole_copy", arguments: [version])
                 gone += db.changesCount
                 try db.execute(sql: "DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ?", arguments: [version])
@@ -183,16 +218,23 @@ extension SQLiteCarePlanStore: Outbox {
         }
     }
 
-    /// The outcome versions the outbox holds in any state, with the entity ids they were queued under.
-    public func outboxEntities() throws(StoreError) -> [UUID: String] {
+    public func outboxEntities(versions: [UUID]) throws(StoreError) -> [UUID: String] {
         do {
             return try pool.read { db in
                 var entities: [UUID: String] = [:]
-                let rows = try Row.fetchCursor(db, sql: "SELECT version_uuid, entity_id FROM push_outbox")
-                while let row = try rows.next() { entities[row["version_uuid"]] = row["entity_id"] }
+                let statement = try db.cachedStatement(sql: "SELECT entity_id FROM push_outbox WHERE version_uuid = ?")
+                for version in versions {
+                    if let entity = try String.fetchOne(statement, arguments: [version]) { entities[version] = entity }
+                }
                 return entities
             }
         } catch {
+            throw wrap(error)
+        }
+    }
+
+    public func queuedCount() throws(StoreError) -> Int {
+        do { return try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push_outbox WHERE state = 'queued'") ?? 0 } } catch {
             throw wrap(error)
         }
     }

@@ -224,6 +224,19 @@ public final class SQLiteCarePlanStore: CarePlanStore, @unchecked Sendable {
                 UPDATE push_outbox SET sole_copy = 1 WHERE idempotency_key LIKE 'urn:caregate:audit|%';
                 """)
         }
+        // Outcome versions noted as the store takes them, until a push settles them: a push
+        // cycle reads what is new, not every outcome and outbox item (`Outbox.pendingOutcomeVersions`).
+        // What a store held before is pending once: its current outcome versions not queued yet.
+        migrator.registerMigration("v14-push-pending") { db in
+            try db.execute(sql: """
+                CREATE TABLE push_pending (version_uuid BLOB PRIMARY KEY NOT NULL);
+                CREATE TRIGGER push_pending_outcome AFTER INSERT ON entity_version WHEN NEW.kind = 'outcome'
+                BEGIN INSERT OR IGNORE INTO push_pending (version_uuid) VALUES (NEW.uuid); END;
+                INSERT INTO push_pending (version_uuid)
+                    SELECT uuid FROM entity_version WHERE kind = 'outcome' AND next_uuids IS NULL
+                    AND uuid NOT IN (SELECT version_uuid FROM push_outbox) ORDER BY revision;
+                """)
+        }
         return migrator
     }
 

@@ -29,6 +29,25 @@ extension PostgresCarePlanStore: Outbox {
         try transaction { session in try Self.enqueue(items, in: session) }
     }
 
+    public func pendingOutcomeVersions(limit: Int) throws(StoreError) -> [UUID] {
+        try session { session in
+            try session.query("SELECT version_uuid FROM push_pending ORDER BY seq LIMIT \(limit)").map { try $0.decode(UUID.self) }
+        }
+    }
+
+    @discardableResult
+    public func enqueue(_ items: [OutboxItem], settling pending: [UUID]) throws(StoreError) -> Int {
+        try transaction { session in
+            let added = try Self.enqueue(items, in: session)
+            try session.run("DELETE FROM push_pending WHERE version_uuid = ANY(\(pending))")
+            return added
+        }
+    }
+
+    /// The SQL that makes the outcome versions of dead letters pending again (before they are
+    /// taken out): the next push exports them anew.
+    static let repend = "INSERT INTO push_pending (version_uuid) SELECT version_uuid FROM push_outbox WHERE state = 'failed' AND NOT sole_copy"
+
     /// Queues items within a transaction already open (the audit trail queues its entries with their append).
     static func enqueue(_ items: [OutboxItem], in session: PostgresSession) throws -> Int {
         let now = Date().storeSeconds
@@ -46,7 +65,8 @@ extension PostgresCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed() throws(StoreError) -> Int {
         try transaction { session in
-            try session.run("UPDATE push_outbox SET \(unescaped: OutboxItem.requeue) WHERE state = 'failed' AND sole_copy")
+            try session.run("\(unescaped: Self.repend) ON CONFLICT DO NOTHING")
+            return try session.run("UPDATE push_outbox SET \(unescaped: OutboxItem.requeue) WHERE state = 'failed' AND sole_copy")
                 + session.run("DELETE FROM push_outbox WHERE state = 'failed'")
         }
     }
@@ -54,17 +74,19 @@ extension PostgresCarePlanStore: Outbox {
     @discardableResult
     public func forgetFailed(versions: [UUID]) throws(StoreError) -> Int {
         try transaction { session in
-            try session.run("""
+            try session.run("\(unescaped: Self.repend) AND version_uuid = ANY(\(versions)) ON CONFLICT DO NOTHING")
+            return try session.run("""
                 UPDATE push_outbox SET \(unescaped: OutboxItem.requeue)
                 WHERE state = 'failed' AND version_uuid = ANY(\(versions)) AND sole_copy
                 """) + session.run("DELETE FROM push_outbox WHERE state = 'failed' AND version_uuid = ANY(\(versions))")
         }
     }
 
-    public func outboxEntities() throws(StoreError) -> [UUID: String] {
-        try session { session in
+    public func outboxEntities(versions: [UUID]) throws(StoreError) -> [UUID: String] {
+        guard !versions.isEmpty else { return [:] }
+        return try session { session in
             var entities: [UUID: String] = [:]
-            for row in try session.query("SELECT version_uuid, entity_id FROM push_outbox") {
+            for row in try session.query("SELECT version_uuid, entity_id FROM push_outbox WHERE version_uuid = ANY(\(versions))") {
                 let (version, entity) = try row.decode((UUID, String).self)
                 entities[version] = entity
             }
@@ -145,6 +167,10 @@ extension PostgresCarePlanStore: Outbox {
                 }
             }
         }
+    }
+
+    public func queuedCount() throws(StoreError) -> Int {
+        try session { session in try session.query("SELECT count(*) FROM push_outbox WHERE state = 'queued'").first?.decode(Int.self) ?? 0 }
     }
 
     public func outboxCounts() throws(StoreError) -> OutboxCounts {

@@ -41,7 +41,7 @@ struct OutboxBackendTests {
         let items = (0..<5).map(outboxItem)
         #expect(try store.enqueue(items) == 5)
         #expect(try store.enqueue(items + [outboxItem(5)]) == 1)
-        #expect(try store.outboxEntities()[items[2].versionUUID] == items[2].entityID)
+        #expect(try store.outboxEntities(versions: [items[2].versionUUID, UUID()]) == [items[2].versionUUID: items[2].entityID])
         #expect(try store.outbox(state: .queued, limit: 10).map(\.versionUUID).prefix(5) == items.map(\.versionUUID)[...])
         try store.record([.pushed(items[0].versionUUID, location: "Observation/1/_history/1"),
                           .failed(items[1].versionUUID, error: "HTTP 422: no code", dead: true),

@@ -120,19 +120,40 @@ public struct OutcomeExport: Sendable {
 
     /// Every outcome's current version as FHIR, in memory (tests and small stores; files stream).
     public func observations() throws(StoreError) -> [ExportedObservation] {
-        try observations(queued: [:])
-    }
-
-    /// The resources of outcome versions not in `queued` (the versions the push outbox already
-    /// holds, with the identifiers they went under), so that a push exports only what is new.
-    public func observations(queued: [UUID: String]) throws(StoreError) -> [ExportedObservation] {
         var result: [ExportedObservation] = []
         do {
-            try forEach(queued: queued) { result.append($0) }
+            try forEach { result.append($0) }
         } catch let error as StoreError {
             throw error
         } catch {
             preconditionFailure("only the store throws here: \(error)")
+        }
+        return result
+    }
+
+    /// Which outcome versions were queued, under which identifiers (the outbox's `outboxEntities(versions:)`).
+    public typealias QueuedLookup = @Sendable ([UUID]) throws(StoreError) -> [UUID: String]
+
+    /// The resources of the outcome versions among `versions` that are current and not queued
+    /// yet (`queued` says which are, and under which identifiers), in the order of their dates:
+    /// what a push cycle exports, reading those versions and nothing else. A later version of an
+    /// outcome queued before keeps the identifier it was queued under.
+    public func observations(versions: [UUID], queued: @escaping QueuedLookup) throws(StoreError) -> [ExportedObservation] {
+        let already = try queued(versions)
+        // Each read its own (the outbox is read between them, which a snapshot of SQLite's
+        // pool cannot do inside it); versions are only appended, so what a read found stays.
+        return try page(versions.filter { already[$0] == nil }, queued: queued, reader: store)
+    }
+
+    /// The current ones among `versions`, exported in the order of their dates.
+    func page(_ versions: [UUID], queued: @escaping QueuedLookup, reader: any CarePlanReader) throws(StoreError) -> [ExportedObservation] {
+        let tips = try reader.fetchOutcomes(EntityQuery(versions: .history, uuids: versions))
+            .filter { $0.version.nextVersionUUIDs.isEmpty }
+            .sorted { ($0.effectiveDate, $0.id, $0.uuid.uuidString) < ($1.effectiveDate, $1.id, $1.uuid.uuidString) }
+        var owners = Owners(reader: reader)
+        var result: [ExportedObservation] = []
+        for outcome in tips {
+            if let item = try exported(outcome, owners: &owners, queued: queued, reader: reader) { result.append(item) }
         }
         return result
     }
@@ -167,12 +188,12 @@ public struct OutcomeExport: Sendable {
         let type = item.observation.resourceType ?? "Observation"
         var request = Element(name: "request", type: "Bundle.entry.request")
         if ExportedObservation.isFirstVersion(item.observation) {
-            request.append(Element(name: "method", type: "code", value: "POST"))
-            request.append(Element(name: "url", type: "uri", value: type))
-            request.append(Element(name: "ifNoneExist", type: "string", value: query))
+        request.append(Element(name: "method", type: "code", value: "POST"))
+        request.append(Element(name: "url", type: "uri", value: type))
+        request.append(Element(name: "ifNoneExist", type: "string", value: query))
         } else {
-            request.append(Element(name: "method", type: "code", value: "PUT"))
-            request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
+        request.append(Element(name: "method", type: "code", value: "PUT"))
+        request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
         }
         var resource = item.observation
         resource.name = "resource"
@@ -184,32 +205,32 @@ public struct OutcomeExport: Sendable {
         return entry
     }
 
-    /// Builds the exported resources one at a time and hands each to `body`, in the order of the
-    /// outcomes' dates (then ids), so that exports of any size need memory for one resource, not
-    /// all of them: the outcomes come through the store's cursor, in one read. Versions in
-    /// `queued` are left out; a later version of an outcome queued there keeps the identifier
-    /// it was queued under.
-    public func forEach(queued: [UUID: String] = [:], _ body: (ExportedObservation) throws -> Void) throws {
+    /// Builds the exported resources of every current outcome version one at a time and hands
+    /// each to `body`, in the order of the outcomes' dates (then ids), so that exports of any
+    /// size need memory for one resource, not all of them: the outcomes come through the store's
+    /// cursor, in one read.
+    public func forEach(_ body: (ExportedObservation) throws -> Void) throws {
         try store.read { reader in
             let total = try reader.currentOutcomeCount()
             var owners = Owners(reader: reader)
             var seen = 0
             try reader.forEachCurrentOutcome { outcome in
                 seen += 1
-                guard includeImported || !OutcomeExport.isImported(outcome), queued[outcome.uuid] == nil,
-                      var record = try owners.record(outcome) else { return }
-                record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader)
                 progress?(seen - 1, total)
-                if let form = try owners.form(of: record) {
-                    try body(survey(record, form: form))
-                    return
-                }
-                let (observation, notes) = builder.resource(record)
-                try body(ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid,
-                                             identifier: builder.identifierValue(record), notes: notes))
+                if let item = try exported(outcome, owners: &owners, queued: nil, reader: reader) { try body(item) }
             }
             progress?(total, total)
         }
+    }
+
+    /// One current outcome version as what is sent for it; nil for one imported from the EHR
+    /// (unless `includeImported`) or whose task the store lacks.
+    func exported(_ outcome: Outcome, owners: inout Owners, queued: QueuedLookup?, reader: any CarePlanReader) throws(StoreError) -> ExportedObservation? {
+        guard includeImported || !OutcomeExport.isImported(outcome), var record = try owners.record(outcome) else { return nil }
+        if let queued { record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader) }
+        if let form = try owners.form(of: record) { return survey(record, form: form) }
+        let (observation, notes) = builder.resource(record)
+        return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
     }
 
     /// A survey outcome as one transaction of its parts (the QuestionnaireResponse first, whose
@@ -218,7 +239,8 @@ public struct OutcomeExport: Sendable {
     func survey(_ record: OutcomeRecord, form: Result<Questionnaire, StoredForms.Missing>) -> ExportedObservation {
         let identifier = builder.identifierValue(record)
         let refused = { (why: String) in
-            let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of \(record.task.id)): \(why)"
+            let patient = record.patientID.map { ", patient \($0)" } ?? ""
+            let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of task \(record.task.id)\(patient)): \(why)"
             return ExportedObservation(observation: Self.operationOutcome(reason), outcomeVersion: record.outcome.uuid, identifier: identifier,
                                        notes: [], refusal: reason)
         }
@@ -252,11 +274,12 @@ public struct OutcomeExport: Sendable {
     /// (`<outcome id>` then, `Outcome.scopedID` now) are amended and voided under the identifier
     /// the EHR already holds, never given a second resource. Only the outcome's own history,
     /// within its patient, is looked at.
-    static func sentIdentifier(of record: OutcomeRecord, queued: [UUID: String], reader: any CarePlanReader) throws(StoreError) -> String? {
-        guard record.amended, !queued.isEmpty, let patientID = record.patientID else { return nil }
+    static func sentIdentifier(of record: OutcomeRecord, queued: QueuedLookup, reader: any CarePlanReader) throws(StoreError) -> String? {
+        guard record.amended, let patientID = record.patientID else { return nil }
         let current = Outcome.scopedID(patientID: patientID, outcomeID: record.outcome.id)
         let history = try reader.fetchOutcomes(EntityQuery(versions: .history, ids: [record.outcome.id], patientIDs: [patientID]))
-        let earlier = history.sorted { ($0.version.createdDate ?? .distantPast) < ($1.version.createdDate ?? .distantPast) }.compactMap { queued[$0.uuid] }
+        let identifiers = try queued(history.map(\.uuid))
+        let earlier = history.sorted { ($0.version.createdDate ?? .distantPast) < ($1.version.createdDate ?? .distantPast) }.compactMap { identifiers[$0.uuid] }
         return earlier.first { $0 != current }
     }
 

@@ -88,19 +88,34 @@ public struct OutcomePush: Sendable {
     /// outcome's earlier versions were queued under when there were any.
     public func enqueue() throws(StoreError) -> Int { try queue().queued }
 
-    /// Queues what is new; returns how many, and the refusals dead-lettered at once (identifier, why).
+    /// Outcome versions read per page of what is pending.
+    public var pendingPage = 500
+
+    /// Queues what is new: the outcome versions the store noted since the last cycle
+    /// (`Outbox.pendingOutcomeVersions`), a page at a time, each page queued and settled in one
+    /// transaction; nothing else is read, however many outcomes were pushed before. Returns how
+    /// many were queued, and the refusals dead-lettered at once (identifier, why).
     func queue() throws(StoreError) -> (queued: Int, refused: [(identifier: String, error: String)]) {
-        let exported = try export.observations(queued: outbox.outboxEntities())
-        let items = exported.map { item in
-            OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
-                       payload: FHIRJSONWriter(pretty: false).write(item.observation))
+        var queued = 0
+        var refusals: [(identifier: String, error: String)] = []
+        let outbox = outbox
+        while true {
+            let pending = try outbox.pendingOutcomeVersions(limit: pendingPage)
+            guard !pending.isEmpty else { break }
+            let exported = try export.observations(versions: pending) { versions throws(StoreError) in try outbox.outboxEntities(versions: versions) }
+            let items = exported.map { item in
+                OutboxItem(versionUUID: item.outcomeVersion, entityID: item.identifier, idempotencyKey: "\(export.builder.identifierSystem)|\(item.identifier)",
+                           payload: FHIRJSONWriter(pretty: false).write(item.observation))
+            }
+            queued += try outbox.enqueue(items, settling: pending)
+            // What cannot be sent waits as a dead letter for an operator (its payload says why, so
+            // one left queued by a crash here is dead-lettered when claimed).
+            let refused = exported.compactMap { item in item.refusal.map { OutboxDelivery.failed(item.outcomeVersion, error: $0, dead: true) } }
+            if !refused.isEmpty { try outbox.record(refused) }
+            refusals += exported.compactMap { item in item.refusal.map { ("\(export.builder.identifierSystem)|\(item.identifier)", $0) } }
+            if pending.count < pendingPage { break }
         }
-        let queued = try outbox.enqueue(items)
-        // What cannot be sent waits as a dead letter for an operator (its payload says why, so
-        // one left queued by a crash here is dead-lettered when claimed).
-        let refused = exported.compactMap { item in item.refusal.map { OutboxDelivery.failed(item.outcomeVersion, error: $0, dead: true) } }
-        if !refused.isEmpty { try outbox.record(refused) }
-        return (queued, exported.compactMap { item in item.refusal.map { ("\(export.builder.identifierSystem)|\(item.identifier)", $0) } })
+        return (queued, refusals)
     }
 
     /// Queues what is new and sends what is queued, a claimed handful at a time (see
@@ -130,7 +145,7 @@ public struct OutcomePush: Sendable {
         // Items whose send failed in passing stay leased to this run (tried once per run); the
         // rest of what it holds goes back to the queue however the run ends.
         defer { try? outbox.release(worker: worker) }
-        let total = try outbox.outboxCounts().queued
+        let total = try outbox.queuedCount()
         var sent = 0
         var strategies: [String: Strategy] = [:]
         var capabilities: ServerCapabilities?
