@@ -37,7 +37,12 @@ public struct VersionSelect: Sendable {
     /// CareKit JSON.
     public init(kind: String, _ query: EntityQuery, includeTombstones: Bool = false, withJSON: Bool = false, dialect: Dialect) {
         self.dialect = dialect
-        var conditions = ["v.kind = \(kindLiteral(kind))"]
+        // Versions asked for by uuid are found through the uuid's unique index: SQLite, which
+        // keeps no statistics here, otherwise takes the index on kind once a list holds eight
+        // uuids or more and reads every version of the kind (a push among a million outcomes
+        // read them all for ten). `+` keeps the kind's term off every index.
+        let byUUID = query.uuids != nil && dialect == .sqlite
+        var conditions = ["\(byUUID ? "+" : "")v.kind = \(kindLiteral(kind))"]
         switch query.versions {
         case .latest:
             conditions.append("v.next_uuids IS NULL AND v.deleted_date IS NULL")

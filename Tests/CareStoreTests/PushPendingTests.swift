@@ -1,5 +1,6 @@
-import CareStore
+@testable import CareStore
 import Foundation
+import GRDB
 import Testing
 
 /// The outcome versions a push has still to look at: noted by the store as it takes them, in the
@@ -61,5 +62,29 @@ struct PushPendingTests {
         }
         let reopened = try Backend.reopen(store)
         #expect(Set(try reopened.pendingOutcomeVersions(limit: 10)) == [unsent.uuid, tip.version.uuid])
+    }
+}
+
+/// Versions asked for by uuid are read through the uuid's index, however many are asked.
+@Suite("Version queries by uuid")
+struct VersionQueryPlanTests {
+    @Test("a query of 2, 10 or 500 uuids of one kind searches the uuid index (SQLite took the kind's index from eight on, reading every outcome), and finds the same versions")
+    func byUUID() throws {
+        guard let store = try Backend.sqlite.freshStore() as? SQLiteCarePlanStore else { return }
+        let rules = VersionRulesBackendTests()
+        let (entities, task) = try rules.patient("maria")
+        try store.add(entities)
+        let outcomes = (1...12).map { rules.outcome(task, $0) }
+        try store.add(outcomes.map { .outcome($0) })
+        for count in [2, 10, 500] {
+            let uuids = Array(outcomes.map(\.uuid).prefix(count)) + (0..<max(0, count - outcomes.count)).map { _ in UUID() }
+            let select = VersionSelect(kind: "outcome", EntityQuery(versions: .history, uuids: uuids), dialect: .sqlite)
+            let plan = try store.readDatabase { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + select.sql, arguments: StatementArguments(uuids)).map { $0["detail"] as String }
+            }
+            #expect(plan.contains { $0.contains("USING INDEX sqlite_autoindex_entity_version_1 (uuid=?)") }, "\(count): \(plan)")
+            #expect(!plan.contains { $0.contains("entity_version_identity") }, "\(count): \(plan)")
+            #expect(Set(try store.fetchOutcomes(EntityQuery(versions: .history, uuids: uuids)).map(\.uuid)) == Set(uuids.filter { u in outcomes.contains { $0.uuid == u } }))
+        }
     }
 }

@@ -2,7 +2,7 @@
 // what the cycle read before outcome versions were noted as pending (every current outcome and
 // every outbox item), measured side by side in one run.
 //
-//   swift run -c release push-cycle [--patients 183] [--new 10] [--rounds 5] [PATH]
+//   swift run -c release push-cycle [--patients 183] [--new 10] [--rounds 5] [--cycles-only] [PATH]
 //
 // The store: 183 patients with 15 daily tasks and a year of outcomes each (1,001,925), every one
 // queued and pushed. Each round records `--new` outcomes, then times the store's side of a cycle
@@ -74,21 +74,46 @@ let push = OutcomePush(outbox: store, export: export, client: FHIRRESTClient(bas
 let pushed = try store.outboxCounts().pushed
 let tasks = try store.fetchTasks(EntityQuery(ids: (0..<newPerRound).map { "CarePlan/cycle-0/task-\($0 % 15)" }))
 var cycles: [Double] = [], scans: [Double] = []
+// Occurrences no earlier run of this store used (a store is kept between runs).
+let firstOccurrence = 366 + Int(Date().timeIntervalSince1970) % 2_000 * 10
 for round in 0..<rounds {
-    let occurrence = 365 + round
+    let occurrence = firstOccurrence + round
     try store.add(tasks.prefix(newPerRound).map { task in
         .outcome(Outcome(taskUUID: task.uuid, taskOccurrenceIndex: occurrence, values: [OutcomeValue(.double(71), kind: "weight", units: "kg")],
                          effectiveDate: yearAgo.addingTimeInterval(Double(occurrence) * 86_400 + 8 * 3600), timezone: zone))
     })
+    if arguments.contains("--steps") {
+        var t = ContinuousClock.now
+        func lap(_ what: String) { print(String(format: "  %@ %.1f ms", what, seconds(ContinuousClock.now - t) * 1000)); t = ContinuousClock.now }
+        let pending = try store.pendingOutcomeVersions(limit: 500); lap("pending (\(pending.count))")
+        _ = try store.outboxEntities(versions: pending); lap("outboxEntities")
+        let outcomes = try store.fetchOutcomes(EntityQuery(versions: .history, uuids: pending)); lap("fetchOutcomes (\(outcomes.count))")
+        _ = try store.scopes(of: outcomes.map(\.taskUUID)); lap("scopes")
+        _ = try store.fetchTasks(EntityQuery(versions: .history, uuids: outcomes.map(\.taskUUID))); lap("fetchTasks by uuid")
+        var q = EntityQuery(versions: .history, ids: ["CarePlan/cycle-0/task-0"], patientIDs: ["Patient/cycle-0"])
+        q.gatewayWrittenOnly = true
+        _ = try store.fetchTasks(q); lap("newest written task")
+        var pq = EntityQuery(versions: .history, ids: ["Patient/cycle-0"], patientIDs: ["Patient/cycle-0"])
+        pq.gatewayWrittenOnly = true
+        _ = try store.fetchPatients(pq); lap("newest written patient")
+        _ = try export.observations(versions: pending) { v throws(StoreError) in try store.outboxEntities(versions: v) }; lap("export")
+    }
     let started = ContinuousClock.now
     let queued = try push.enqueue()
+    let afterQueue = ContinuousClock.now
     let claimed = try store.claim(limit: 100, worker: "bench", lease: 60, now: Date())
+    let afterClaim = ContinuousClock.now
     try store.record(claimed.map { .pushed($0.versionUUID, location: "Observation/\($0.entityID)") })
+    if arguments.contains("--steps") {
+        print(String(format: "queue %.1f ms, claim %.1f ms, record %.1f ms", seconds(afterQueue - started) * 1000,
+                     seconds(afterClaim - afterQueue) * 1000, seconds(ContinuousClock.now - afterClaim) * 1000))
+    }
     cycles.append(seconds(ContinuousClock.now - started) * 1000)
     guard queued == tasks.prefix(newPerRound).count, claimed.count == queued else {
         print("round \(round): queued \(queued), claimed \(claimed.count)")
         exit(1)
     }
+    if arguments.contains("--cycles-only") { continue }
     // What the cycle read before: every current outcome, and every outbox item's version and id.
     let before = ContinuousClock.now
     var outcomes = 0
@@ -105,5 +130,6 @@ for round in 0..<rounds {
 func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
 print(String(format: "a cycle of %d new outcomes among %d pushed: %.1f ms (median of %d: %@)", newPerRound, pushed, median(cycles), rounds,
              cycles.map { String(format: "%.1f", $0) }.joined(separator: ", ")))
+if scans.isEmpty { exit(0) }
 print(String(format: "what the cycle read before, alone: %.0f ms (median: %@); ratio %.0f×", median(scans),
              scans.map { String(format: "%.0f", $0) }.joined(separator: ", "), median(scans) / median(cycles)))
