@@ -21,8 +21,11 @@ struct DashboardBrowserTests {
         let store = try SQLiteCarePlanStore(path: path)
         let now = Date()
         var outcomes: [CareEntity] = []
-        for (i, event) in try store.events(from: now.addingTimeInterval(-7 * 86_400), to: now, tasks: EntityQuery()).enumerated() where i % 5 != 4 {
+        for (i, event) in try store.events(from: now.addingTimeInterval(-7 * 86_400), to: now, tasks: EntityQuery()).enumerated() {
             let title = event.task.title ?? ""
+            // Every fifth event left undone, but never the week's one weight: once the EHR's weight
+            // (2 November) is past the page's 30 days, it is the weight chart's only point.
+            if i % 5 == 4 && !title.contains("Weight") { continue }
             var values: [OutcomeValue] = []
             if title.contains("Weight") {
                 values = [OutcomeValue(.double(70 - 0.1 * Double(i)), kind: "weight", units: "kg")]
