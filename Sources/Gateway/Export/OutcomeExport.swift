@@ -188,12 +188,12 @@ public struct OutcomeExport: Sendable {
         let type = item.observation.resourceType ?? "Observation"
         var request = Element(name: "request", type: "Bundle.entry.request")
         if ExportedObservation.isFirstVersion(item.observation) {
-        request.append(Element(name: "method", type: "code", value: "POST"))
-        request.append(Element(name: "url", type: "uri", value: type))
-        request.append(Element(name: "ifNoneExist", type: "string", value: query))
+            request.append(Element(name: "method", type: "code", value: "POST"))
+            request.append(Element(name: "url", type: "uri", value: type))
+            request.append(Element(name: "ifNoneExist", type: "string", value: query))
         } else {
-        request.append(Element(name: "method", type: "code", value: "PUT"))
-        request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
+            request.append(Element(name: "method", type: "code", value: "PUT"))
+            request.append(Element(name: "url", type: "uri", value: "\(type)?\(query)"))
         }
         var resource = item.observation
         resource.name = "resource"
