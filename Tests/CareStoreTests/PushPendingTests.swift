@@ -86,5 +86,10 @@ struct VersionQueryPlanTests {
             #expect(!plan.contains { $0.contains("entity_version_identity") }, "\(count): \(plan)")
             #expect(Set(try store.fetchOutcomes(EntityQuery(versions: .history, uuids: uuids)).map(\.uuid)) == Set(uuids.filter { u in outcomes.contains { $0.uuid == u } }))
         }
+        // Through the uuid's index, a query scoped to another patient still finds none of Maria's versions.
+        let (zoe, _) = try rules.patient("zoe")
+        try store.add(zoe)
+        #expect(try store.fetchOutcomes(EntityQuery(versions: .history, uuids: outcomes.map(\.uuid), patientIDs: ["zoe"])).isEmpty)
+        #expect(try store.fetchOutcomes(EntityQuery(versions: .history, uuids: outcomes.map(\.uuid), patientIDs: ["maria"])).count == outcomes.count)
     }
 }
