@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "Diagnostics", targets: ["Diagnostics"]),
         .library(name: "FHIR", targets: ["FHIR"]),
         .library(name: "FHIRPath", targets: ["FHIRPath"]),
+        .library(name: "FHIRPackages", targets: ["FHIRPackages"]),
+        .library(name: "FHIRValidation", targets: ["FHIRValidation"]),
         .library(name: "CareStore", targets: ["CareStore"]),
         .library(name: "PostgresStore", targets: ["PostgresStore"]),
         .library(name: "Mapping", targets: ["Mapping"]),
@@ -77,6 +79,24 @@ let package = Package(
         .target(
             name: "FHIRPath",
             dependencies: ["Diagnostics", "FHIR", "JSON"]
+        ),
+        // zlib, which inflates FHIR packages (.tgz); it comes with libcurl4-openssl-dev.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        // 3b. FHIR packages (.tgz, folders, loose conformance files), the R4 core's conformance
+        //     resources built in, canonicals resolved with versions.
+        .target(
+            name: "FHIRPackages",
+            dependencies: ["JSON", "FHIR", "CZlib"]
+        ),
+        // 3c. Profile validation: snapshots, slicing, bindings (value sets expanded), invariants
+        //     through FHIRPath; results as an OperationOutcome.
+        .target(
+            name: "FHIRValidation",
+            dependencies: ["JSON", "FHIR", "FHIRPath", "FHIRPackages"]
         ),
         // 4. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
@@ -149,7 +169,7 @@ let package = Package(
         // Regenerates Sources/FHIR/Generated/R4Definitions.swift from the R4 core package.
         .executableTarget(
             name: "fhir-tablegen",
-            dependencies: ["JSON"]
+            dependencies: ["JSON", "FHIRPackages"]
         ),
         // 8. The command line.
         .executableTarget(
@@ -194,6 +214,14 @@ let package = Package(
             dependencies: ["FHIRPath", "FHIR", "Diagnostics"],
             // Read through #filePath: the list of official-suite cases not passed, with reasons.
             exclude: ["official-suite-failures.txt"]
+        ),
+        .testTarget(
+            name: "FHIRPackagesTests",
+            dependencies: ["FHIRPackages", "FHIR", "JSON"]
+        ),
+        .testTarget(
+            name: "FHIRValidationTests",
+            dependencies: ["FHIRValidation", "FHIRPackages", "FHIR", "FHIRPath", "JSON"]
         ),
         .testTarget(
             name: "CareStoreTests",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages CareGate builds and tests with, when any is missing.
 #   libcurl4-openssl-dev  HTTP for the FHIR client (system-library target)
+#   zlib1g-dev            inflates FHIR packages (.tgz); libcurl4-openssl-dev brings it too
 #   libxml2-dev           FHIR XML through libxml2's streaming reader
 #   libsqlite3-dev        the care store
 #   libxml2-utils         xmllint, which the tests use to check written XML against the R4 schemas
@@ -23,7 +24,7 @@ if [ "${1:-}" = "--for-tests" ] && ! { command -v chromium && command -v weasypr
   fi
 fi
 
-packages=(libcurl4-openssl-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config ca-certificates openssl curl)
+packages=(libcurl4-openssl-dev zlib1g-dev libxml2-dev libsqlite3-dev libxml2-utils pkg-config ca-certificates openssl curl)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -1,12 +1,14 @@
 // fhir-tablegen: generates CareGate's R4 type table from the official R4 core package.
 //
-// Usage: swift run fhir-tablegen [DEFINITIONS_DIR] [OUTPUT_DIR]
-//   defaults: ../shared/fhir-r4/definitions  Sources/FHIR/Generated
+// Usage: swift run fhir-tablegen [DEFINITIONS_DIR] [OUTPUT_DIR] [PACKAGES_OUTPUT_DIR]
+//   defaults: ../shared/fhir-r4/definitions  Sources/FHIR/Generated  Sources/FHIRPackages/Generated
 //
 // Writes two files:
 // - R4Definitions.swift: the type table. Facts only (type names, element names in definition
 //   order, cardinalities, types, modifier flags, required bindings and the codes of their value
 //   sets); no prose. Its line format is documented in Sources/FHIR/Model/ModelInfo.swift.
+// - R4CoreConformance.swift (in PACKAGES_OUTPUT_DIR): the core's conformance resources for
+//   profile validation (see CoreConformance.swift).
 // - R4Views.swift: typed Swift views (`R4.CarePlan`, `R4.Timing`...) over the element model for
 //   the resources and datatypes the gateway reads and writes.
 import Foundation
@@ -21,6 +23,7 @@ let definitionsDirectory = arguments.count > 1 ? arguments[1] : "../shared/fhir-
 let outputDirectory = arguments.count > 2 ? arguments[2] : "Sources/FHIR/Generated"
 let outputPath = outputDirectory + "/R4Definitions.swift"
 let viewsPath = outputDirectory + "/R4Views.swift"
+let conformancePath = (arguments.count > 3 ? arguments[3] : "Sources/FHIRPackages/Generated") + "/R4CoreConformance.swift"
 
 @MainActor func loadJSON(_ path: String) throws -> JSONValue {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -262,3 +265,4 @@ print("wrote \(outputPath): \(typeCount) types, \(elementCount) elements, \(bind
 let views = ViewGenerator(table: table).source()
 try views.write(toFile: viewsPath, atomically: true, encoding: .utf8)
 print("wrote \(viewsPath): \(views.split(separator: "\n").count) lines")
+try CoreConformance.write(definitions: definitionsDirectory, to: conformancePath)

@@ -31,7 +31,7 @@ struct ModelInfoTests {
         #expect(withId.filter { $0.elements.first?.name != "id" }.map(\.name) == [])
     }
 
-    @Test("the committed table and views are what fhir-tablegen makes from the R4 definitions")
+    @Test("the committed table, views and core conformance resources are what fhir-tablegen makes from the R4 definitions")
     func tableIsUpToDate() throws {
         guard let shared = SharedData.root else { return SharedData.skipNotice("generated table drift check") }
         let binary = SharedData.projectRoot.appendingPathComponent(".build/debug/fhir-tablegen").path
@@ -42,12 +42,15 @@ struct ModelInfoTests {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-tables-\(getpid())")
         try FileManager.default.createDirectory(at: output, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: output) }
-        let result = try ExternalTool.run(binary, [shared.appendingPathComponent("fhir-r4/definitions").path, output.path])
+        let result = try ExternalTool.run(binary, [shared.appendingPathComponent("fhir-r4/definitions").path, output.path, output.path])
         #expect(result.status == 0, "\(result.stderr)")
         for file in ["R4Definitions.swift", "R4Views.swift"] {
             let generated = try String(contentsOf: output.appendingPathComponent(file), encoding: .utf8)
             let committed = try String(contentsOfFile: SharedData.projectRoot.appendingPathComponent("Sources/FHIR/Generated/" + file).path, encoding: .utf8)
             #expect(generated == committed, "Sources/FHIR/Generated/\(file) is stale: run swift run fhir-tablegen")
         }
+        let conformance = try String(contentsOf: output.appendingPathComponent("R4CoreConformance.swift"), encoding: .utf8)
+        let committed = try String(contentsOfFile: SharedData.projectRoot.appendingPathComponent("Sources/FHIRPackages/Generated/R4CoreConformance.swift").path, encoding: .utf8)
+        #expect(conformance == committed, "Sources/FHIRPackages/Generated/R4CoreConformance.swift is stale: run swift run fhir-tablegen")
     }
 }

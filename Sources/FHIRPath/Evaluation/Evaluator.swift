@@ -23,6 +23,15 @@ public struct EvaluationEnvironment: Sendable {
     public var resolveReference: (@Sendable (String) -> Element?)?
     /// The clock `now()`, `today()` and `timeOfDay()` read, fixed for one evaluation.
     public var now: Date
+    /// Answers `memberOf(valueSet)` for one code, Coding or CodeableConcept: true or false, or
+    /// nil when the value set cannot be checked (then the call is an evaluation error).
+    public var memberOf: (@Sendable (FHIRPathValue, String) -> Bool?)?
+    /// R4's own invariants were written for engines that read a collection of several items as
+    /// true where a Boolean is wanted (`telecom or endpoint`) and `as(T)` on several items as a
+    /// filter (`descendants().as(canonical)`), as the HL7 validator's engine does. The FHIRPath
+    /// specification makes both an error, and so does this engine unless this is set (the
+    /// profile validator sets it for invariants).
+    public var lenientCollections = false
 
     /// An environment with `resource` as the context and `%resource`.
     public init(resource: Element, in rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
@@ -171,6 +180,7 @@ struct Evaluator {
 
     /// A collection as a boolean: empty is unknown, one boolean is itself, one other item is true.
     func boolean(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: String) throws(FHIRPathError) -> Bool? {
+        if items.count > 1 && environment.lenientCollections { return true }
         guard let item = try singleton(items, position, what) else { return nil }
         if case .boolean(let b) = item.systemValue { return b }
         return true

@@ -321,6 +321,10 @@ enum Functions {
             guard let item = try evaluator.singleton(input, position, "the input of is()") else { return [] }
             return [.boolean(item.isType(try typeArgument(0)))]
         case "as":
+            if input.count > 1 && evaluator.environment.lenientCollections {
+                let type = try typeArgument(0)
+                return input.filter { $0.isType(type, exactPrimitive: true) }
+            }
             guard let item = try evaluator.singleton(input, position, "the input of as()") else { return [] }
             return item.isType(try typeArgument(0), exactPrimitive: true) ? [item] : []
         case "type":
@@ -365,6 +369,20 @@ enum Functions {
             return [.boolean(p.compare(to: q) != nil)]
         case "sort":
             return try sort(input, arguments, evaluator: evaluator, focus: focus, at: position)
+        case "htmlChecks":
+            guard let item = try evaluator.singleton(input, position, "the input of htmlChecks()") else { return [] }
+            guard case .element(let div) = item, let text = div.value else { return [.boolean(false)] }
+            return [.boolean(Narrative.problem(text) == nil)]
+        case "memberOf":
+            guard let valueSet = try stringArgument(0) else { return [] }
+            guard let item = try evaluator.singleton(input, position, "the input of memberOf()") else { return [] }
+            guard let check = evaluator.environment.memberOf else {
+                throw .evaluation(position, "memberOf() needs value sets, which this evaluation was not given")
+            }
+            guard let member = check(item, valueSet) else {
+                throw .evaluation(position, "memberOf('\(valueSet)') cannot be checked: the value set cannot be expanded here")
+            }
+            return [.boolean(member)]
         default:
             throw .evaluation(position, "\(name)() is not supported by this engine (it needs a terminology service or profiles)")
         }

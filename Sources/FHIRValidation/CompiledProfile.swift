@@ -1,0 +1,136 @@
+import FHIRPath
+import Foundation
+
+/// A StructureDefinition's snapshot as a tree, ready to walk an instance with: each element's
+/// children by name, each sliced element's slices, each invariant parsed once. Built once per
+/// profile and shared (the validator caches it).
+public final class CompiledProfile: Sendable {
+    /// One element of the snapshot with its children and slices.
+    public final class Node: Sendable {
+        public let definition: ElementDefinition
+        /// The child elements, in snapshot order (slices excluded).
+        public let children: [Node]
+        /// The slices of this element, when it is sliced, in order (re-slices under their slice).
+        public let slices: [Node]
+        /// Each constraint with its parsed expression, or why it could not be parsed.
+        let invariants: [Invariant]
+
+        init(definition: ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
+            self.definition = definition
+            self.children = children
+            self.slices = slices
+            self.invariants = invariants
+        }
+
+        /// The child node for an instance child named `name` (`value` matches `value[x]`).
+        func child(named name: String) -> Node? {
+            children.first { $0.definition.name == name }
+        }
+    }
+
+    /// A constraint and its expression, parsed.
+    struct Invariant: Sendable {
+        let constraint: ElementDefinition.Constraint
+        let expression: Result<FHIRPathExpression, FHIRPathError>?
+    }
+
+    public let structure: StructureDefinition
+    public let root: Node
+    /// Every node by element id, for `contentReference` (`#Questionnaire.item`).
+    let nodesByID: [String: Node]
+
+    /// Compiles the snapshot; nil when the definition has none.
+    public init?(_ structure: StructureDefinition, invariants cache: InvariantCache) {
+        guard let elements = structure.snapshot, !elements.isEmpty else { return nil }
+        self.structure = structure
+        var byID: [String: Node] = [:]
+        // Children of each element id (slices apart), in order.
+        var childIDs: [String: [String]] = [:]
+        var sliceIDs: [String: [String]] = [:]
+        var definitions: [String: ElementDefinition] = [:]
+        for element in elements {
+            definitions[element.id] = element
+            let (parent, isSlice) = Self.parent(of: element)
+            guard let parent else { continue }
+            if isSlice { sliceIDs[parent, default: []].append(element.id) } else { childIDs[parent, default: []].append(element.id) }
+        }
+        func build(_ id: String) -> Node {
+            let definition = definitions[id]!
+            let node = Node(definition: definition,
+                            children: (childIDs[id] ?? []).map(build),
+                            slices: (sliceIDs[id] ?? []).map(build),
+                            invariants: (definition.constraints ?? []).map(cache.invariant))
+            byID[id] = node
+            return node
+        }
+        root = build(elements[0].id)
+        nodesByID = byID
+    }
+
+    /// The element a node's `contentReference` names, in this profile.
+    func node(forReference reference: String) -> Node? {
+        let id = reference.hasPrefix("#") ? String(reference.dropFirst()) : reference
+        return nodesByID[id] ?? nodesByID.values.first { $0.definition.path == id && $0.definition.sliceName == nil }
+    }
+
+    /// The id of an element's parent, and whether the element is a slice of it (then the parent
+    /// is the sliced element: `Observation.component` for `Observation.component:systolic`,
+    /// `Observation.component:systolic` for the re-slice `Observation.component:systolic/sub`).
+    static func parent(of element: ElementDefinition) -> (String?, Bool) {
+        let id = element.id
+        guard let dot = Self.lastSeparator(in: id) else { return (nil, false) }
+        let last = id[id.index(after: dot)...]
+        if let colon = last.lastIndex(of: ":") {
+            let sliceName = last[last.index(after: colon)...]
+            if let slash = sliceName.lastIndex(of: "/") {
+                return (String(id[..<slash]), true)
+            }
+            return (String(id[..<colon]), true)
+        }
+        return (String(id[..<dot]), false)
+    }
+
+    /// The last `.` of an id that is not inside a slice name (slice names may hold dots rarely;
+    /// the separators are the dots outside them).
+    private static func lastSeparator(in id: String) -> String.Index? {
+        var inSlice = false
+        var last: String.Index?
+        for index in id.indices {
+            switch id[index] {
+            case ":": inSlice = true
+            case ".":
+                // A dot after a slice name ends it: the slice names of published packages hold none.
+                inSlice = false
+                last = index
+            default: break
+            }
+        }
+        _ = inSlice
+        return last
+    }
+}
+
+/// Parsed invariants, shared by every profile compiled by one validator (`ele-1` is on every
+/// element of every profile: parsed once).
+public final class InvariantCache: @unchecked Sendable {
+    // @unchecked: `parsed` is read and written only under `lock`.
+    private let lock = NSLock()
+    private var parsed: [String: Result<FHIRPathExpression, FHIRPathError>] = [:]
+
+    public init() {}
+
+    /// A FHIRPath expression parsed once (invariants, discriminator paths).
+    func expression(_ text: String) -> Result<FHIRPathExpression, FHIRPathError> {
+        if let found = lock.withLock({ parsed[text] }) { return found }
+        let result: Result<FHIRPathExpression, FHIRPathError>
+        do { result = .success(try FHIRPathExpression(text)) } catch { result = .failure(error) }
+        lock.withLock { parsed[text] = result }
+        return result
+    }
+
+    func invariant(_ constraint: ElementDefinition.Constraint) -> CompiledProfile.Invariant {
+        guard let text = constraint.expression else { return .init(constraint: constraint, expression: nil) }
+        return .init(constraint: constraint, expression: expression(text))
+    }
+}
+

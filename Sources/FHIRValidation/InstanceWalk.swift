@@ -1,0 +1,419 @@
+import FHIR
+import FHIRPackages
+import FHIRPath
+import JSON
+
+/// One validation: walks an instance beside the compiled profiles, element by element, and
+/// collects what it finds. Issues about the validator's own limits (a value set it cannot expand,
+/// an invariant it cannot evaluate) are reported once per validation.
+struct InstanceWalk {
+    let validator: ProfileValidator
+    /// The outermost resource (`%rootResource`; the Bundle whose entries references resolve in).
+    let root: Element
+    /// The resources of `root` by `fullUrl` and `Type/id`, for references between entries.
+    let bundleEntries: [String: Element]
+    var issues: [ValidationIssue] = []
+    var reportedOnce: Set<String> = []
+    /// The resource being walked (`%resource`), innermost last.
+    private var resources: [Element] = []
+
+    init(validator: ProfileValidator, root: Element) {
+        self.validator = validator
+        self.root = root
+        var entries: [String: Element] = [:]
+        if root.resourceType == "Bundle" {
+            for entry in root.children(named: "entry") {
+                guard let resource = entry["resource"] else { continue }
+                if let fullURL = entry.string("fullUrl") { entries[fullURL] = resource }
+                if let reference = resource.relativeReference { entries[reference] = entries[reference] ?? resource }
+            }
+        }
+        bundleEntries = entries
+    }
+
+    /// The issues, without repeats (the base definition and a profile state many rules twice).
+    func finishedIssues() -> [ValidationIssue] {
+        var seen: Set<String> = []
+        return issues.filter { issue in
+            seen.insert("\(issue.severity)|\(issue.location)|\(issue.key ?? issue.message)").inserted
+        }
+    }
+
+    mutating func report(_ issue: ValidationIssue) {
+        issues.append(issue)
+    }
+
+    /// Reports an issue only the first time its `key` is seen in this validation.
+    mutating func reportOnce(_ key: String, _ issue: ValidationIssue) {
+        if reportedOnce.insert(key).inserted { issues.append(issue) }
+    }
+
+    // MARK: Resources
+
+    /// A resource against its base definition, its claimed profiles and `extraProfiles`.
+    mutating func validateResource(_ resource: Element, location: String, extraProfiles: [String]) {
+        guard let type = resource.resourceType else {
+            report(.init(.error, "structure", at: location, "not a resource the R4 definitions know"))
+            return
+        }
+        resources.append(resource)
+        defer { resources.removeLast() }
+        // The profiles first, the base definition last: a rule both state is reported once, as the profile's.
+        var canonicals = (resource["meta"]?.children(named: "profile") ?? []).compactMap(\.value)
+        canonicals += extraProfiles
+        canonicals.append("http://hl7.org/fhir/StructureDefinition/" + type)
+        var done: Set<String> = []
+        for canonical in canonicals where done.insert(canonical).inserted {
+            guard let profile = validator.profile(canonical) else {
+                report(.init(.warning, "not-supported", at: location,
+                             "profile \(canonical) is not loaded here: the resource was not checked against it", profile: canonical))
+                continue
+            }
+            guard profile.structure.type == type else {
+                report(.init(.error, "structure", at: location,
+                             "the resource is a \(type), but profile \(canonical) is for \(profile.structure.type)", profile: canonical))
+                continue
+            }
+            walk(resource, node: profile.root, in: profile, location: location, isResource: true)
+        }
+    }
+
+    // MARK: Elements
+
+    /// One instance element against one element definition, then its children.
+    /// `isResource` is true for the resource being validated itself (its root element).
+    mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String, isResource: Bool = false) {
+        let definition = node.definition
+        if item.isUnknown {
+            report(.init(.error, "structure", at: location, "content the R4 definitions do not describe", profile: profile.structure.versionedURL, elementID: definition.id))
+            return
+        }
+        let typeRef = matchingType(of: item, in: definition)
+        if definition.types != nil && typeRef == nil && !isResource {
+            let allowed = (definition.types ?? []).map(\.code).joined(separator: ", ")
+            report(.init(.error, "structure", at: location, "type \(Self.typeName(of: item)) is not allowed here (allowed: \(allowed))",
+                         profile: profile.structure.versionedURL, elementID: definition.id))
+            return
+        }
+        checkValue(item, node: node, in: profile, location: location)
+        let typeProfile = typeRef.flatMap { baseTypeProfile(for: $0, item: item) }
+        checkInvariants(item, node: node, typeRoot: typeProfile?.root, in: profile, location: location)
+        if item.isResource && !isResource {
+            // A resource inside this one (contained, a Bundle entry): its own definitions and claims.
+            validateResource(item, location: location, extraProfiles: typeRef?.profiles ?? [])
+            return
+        }
+        if let typeRef, !typeRef.profiles.isEmpty, node.children.isEmpty {
+            walkTypeProfiles(item, typeRef: typeRef, location: location)
+            return
+        }
+        if !node.children.isEmpty {
+            walkChildren(item, parent: node, in: profile, location: location)
+        } else if let reference = definition.contentReference, let target = profile.node(forReference: reference) {
+            walkChildren(item, parent: target, in: profile, location: location)
+        } else if let typeProfile {
+            walkChildren(item, parent: typeProfile.root, in: typeProfile, location: location)
+        }
+        if let typeRef, typeRef.code == "Reference" || typeRef.code == "canonical", !typeRef.targetProfiles.isEmpty {
+            checkReference(item, targets: typeRef.targetProfiles, in: profile, elementID: definition.id, location: location)
+        }
+    }
+
+    /// An element whose type names profiles (`Extension` with its definition, `Quantity` as
+    /// `SimpleQuantity`): it must meet one of them.
+    mutating func walkTypeProfiles(_ item: Element, typeRef: ElementDefinition.TypeRef, location: String) {
+        var attempts: [[ValidationIssue]] = []
+        for canonical in typeRef.profiles {
+            guard let profile = validator.profile(canonical) else {
+                reportOnce("profile " + canonical, .init(.warning, "not-supported", at: location,
+                                                         "profile \(canonical) is not loaded here: not checked", profile: canonical))
+                continue
+            }
+            let before = issues
+            walk(item, node: profile.root, in: profile, location: location)
+            let found = Array(issues[before.count...])
+            issues = before
+            if !found.contains(where: { $0.severity <= .error }) {
+                issues += found
+                return
+            }
+            attempts.append(found)
+        }
+        if let first = attempts.first { issues += first }
+    }
+
+    /// The children of `item` against the child definitions of `parent`: cardinality, slicing,
+    /// each child walked, and children no definition allows.
+    mutating func walkChildren(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        var handled: Set<String> = []
+        for child in parent.children {
+            let definition = child.definition
+            let name = definition.name
+            handled.insert(name)
+            let items = item.children.filter { $0.name == name }
+            if item.isPrimitive && name == "value" { continue }
+            if child.definition.slicing != nil && !child.slices.isEmpty {
+                checkCardinality(items.count, of: child, in: profile, location: location)
+                walkSliced(items, node: child, in: profile, location: location)
+                continue
+            }
+            checkCardinality(items.count, of: child, in: profile, location: location)
+            for (i, element) in items.enumerated() {
+                let path = childLocation(location, element, definition, index: i)
+                walk(element, node: child, in: profile, location: path)
+                if name == "extension" || name == "modifierExtension" {
+                    walkExtensionDefinition(element, parentNode: parent, location: path)
+                }
+            }
+        }
+        for (i, child) in item.children.enumerated() where !handled.contains(child.name) {
+            if item.isPrimitive && child.name == "value" { continue }
+            report(.init(.error, "structure", at: location + "." + child.name,
+                         "element \(child.name) is not allowed here (child \(i) of \(Self.typeName(of: item)))",
+                         profile: profile.structure.versionedURL, elementID: parent.definition.id))
+        }
+    }
+
+    /// The location of a child: JSON's name for a choice (`valueQuantity`), an index where the
+    /// element repeats.
+    func childLocation(_ location: String, _ element: Element, _ definition: ElementDefinition, index: Int) -> String {
+        var name = element.name
+        if definition.isChoice, let type = element.typeName {
+            name += type.prefix(1).uppercased() + type.dropFirst()
+        }
+        return location + "." + name + (definition.repeatsInBase ? "[\(index)]" : "")
+    }
+
+    mutating func checkCardinality(_ count: Int, of node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        let definition = node.definition
+        let min = definition.min ?? 0
+        let label = definition.sliceName == nil ? definition.path : "slice '\(definition.id)'"
+        if count < min {
+            report(.init(.error, "structure", at: location, "\(label): minimum required = \(min), but only found \(count)",
+                         profile: profile.structure.versionedURL, elementID: definition.id))
+        }
+        if let max = definition.max, definition.maxIsStated, count > max {
+            report(.init(.error, "structure", at: location, "\(label): max allowed = \(max), but found \(count)",
+                         profile: profile.structure.versionedURL, elementID: definition.id))
+        }
+    }
+
+    // MARK: Types
+
+    /// The allowed type the item has, or nil.
+    func matchingType(of item: Element, in definition: ElementDefinition) -> ElementDefinition.TypeRef? {
+        guard let types = definition.types else { return nil }
+        let name = Self.typeName(of: item)
+        for type in types {
+            let code = type.code
+            if code == name { return type }
+            if code.hasPrefix("http://hl7.org/fhirpath/System.") && item.isPrimitive { return type }
+            if (code == "BackboneElement" || code == "Element") && item.definition?.kind == .backbone { return type }
+            if code == "Resource" || code == "DomainResource", item.isResource { return type }
+        }
+        return nil
+    }
+
+    /// The FHIR type name of an item (`Quantity`, `string`, `Observation`; a backbone element's path).
+    static func typeName(of item: Element) -> String {
+        item.typeName ?? "(unknown)"
+    }
+
+    /// The base definition of the item's type, for its children and its type's invariants.
+    func baseTypeProfile(for typeRef: ElementDefinition.TypeRef, item: Element) -> CompiledProfile? {
+        if item.definition?.kind == .backbone { return nil }
+        if typeRef.code.hasPrefix("http://") { return nil }
+        let code = (typeRef.code == "Resource" || typeRef.code == "DomainResource") ? Self.typeName(of: item) : typeRef.code
+        return validator.baseProfile(ofType: code)
+    }
+
+    // MARK: Values: fixed, pattern, binding, length
+
+    mutating func checkValue(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        let definition = node.definition
+        let url = profile.structure.versionedURL
+        if let fixed = definition.fixed, !Pattern.matches(item, fixed.value, exact: true) {
+            report(.init(.error, "value", at: location, "the value must be exactly \(fixed.value.serialized())",
+                         profile: url, elementID: definition.id))
+        }
+        if let pattern = definition.pattern, !Pattern.matches(item, pattern.value, exact: false) {
+            report(.init(.error, "value", at: location, "the value does not match the required pattern \(pattern.value.serialized())",
+                         profile: url, elementID: definition.id))
+        }
+        if let value = item.value {
+            if let kind = item.definition?.primitiveKind, !kind.isValid(value) {
+                report(.init(.error, "value", at: location, "'\(value)' is not a valid \(Self.typeName(of: item)) (\(kind.ruleDescription))",
+                             profile: url, elementID: definition.id))
+            }
+            if let maxLength = definition.maxLength, value.count > maxLength {
+                report(.init(.error, "too-long", at: location, "the value is \(value.count) characters long, more than \(maxLength)",
+                             profile: url, elementID: definition.id))
+            }
+        }
+        if let binding = definition.binding { checkBinding(item, binding, profile: url, elementID: definition.id, location: location) }
+    }
+
+    mutating func checkBinding(_ item: Element, _ binding: ElementDefinition.Binding, profile: String, elementID: String, location: String) {
+        guard ["required", "extensible", "preferred"].contains(binding.strength), let valueSet = binding.valueSet else { return }
+        let codes = Self.codes(of: item)
+        guard let codes else { return }
+        if codes.isEmpty {
+            if binding.strength == "required" && item.typeName == "CodeableConcept" && item["text"] == nil {
+                report(.init(.error, "code-invalid", at: location, "no code provided, and a code is required from the value set \(valueSet)",
+                             profile: profile, elementID: elementID))
+            }
+            return
+        }
+        guard let expansion = validator.terminology.expansion(of: valueSet) else {
+            reportOnce("valueset " + valueSet, .init(.information, "not-supported", at: location,
+                                                      "value set \(valueSet) is not loaded here: codes bound to it are not checked",
+                                                      profile: profile, elementID: elementID))
+            return
+        }
+        if codes.contains(where: { expansion.contains(system: $0.system, code: $0.code) }) { return }
+        guard expansion.isComplete else {
+            reportOnce("valueset " + valueSet, .init(.information, "not-supported", at: location,
+                                                      "value set \(valueSet) cannot be fully expanded here (\(expansion.incompleteBecause!)): codes bound to it outside what is known are not checked",
+                                                      profile: profile, elementID: elementID))
+            return
+        }
+        let shown = codes.map { ($0.system.map { $0 + "#" } ?? "") + $0.code }.joined(separator: ", ")
+        let severity: ValidationIssue.Severity = binding.strength == "required" ? .error : .warning
+        report(.init(severity, "code-invalid", at: location,
+                     "the code\(codes.count == 1 ? "" : "s") provided (\(shown)) \(codes.count == 1 ? "is" : "are") not in the value set \(valueSet) (\(binding.strength))",
+                     profile: profile, elementID: elementID))
+    }
+
+    /// The codes an item carries, for binding checks; nil for a type bindings do not apply to.
+    static func codes(of item: Element) -> [(system: String?, code: String)]? {
+        switch item.typeName {
+        case "code", "string", "uri":
+            return item.value.map { [(nil, $0)] } ?? []
+        case "Coding":
+            return item.string("code").map { [(item.string("system"), $0)] } ?? []
+        case "Quantity", "SimpleQuantity", "Age", "Duration", "Distance", "Count", "MoneyQuantity":
+            return item.string("code").map { [(item.string("system"), $0)] } ?? []
+        case "CodeableConcept":
+            return item.children(named: "coding").compactMap { coding in coding.string("code").map { (coding.string("system"), $0) } }
+        default:
+            return nil
+        }
+    }
+
+    // MARK: Invariants
+
+    mutating func checkInvariants(_ item: Element, node: CompiledProfile.Node, typeRoot: CompiledProfile.Node?,
+                                  in profile: CompiledProfile, location: String) {
+        var keys: Set<String> = []
+        for invariant in node.invariants {
+            keys.insert(invariant.constraint.key)
+            evaluate(invariant, on: item, profile: profile.structure.versionedURL, elementID: node.definition.id, location: location)
+        }
+        guard let typeRoot, typeRoot !== node else { return }
+        for invariant in typeRoot.invariants where !keys.contains(invariant.constraint.key) {
+            evaluate(invariant, on: item, profile: profile.structure.versionedURL, elementID: typeRoot.definition.id, location: location)
+        }
+    }
+
+    mutating func evaluate(_ invariant: CompiledProfile.Invariant, on item: Element, profile: String, elementID: String, location: String) {
+        let constraint = invariant.constraint
+        let passed: Bool
+        if constraint.key == "ele-1" {
+            // Every element has a value or children (beyond its id): asked of every element, checked natively.
+            passed = item.value != nil || item.children.contains { $0.name != "id" } || item.isResource
+        } else {
+            guard let parsed = invariant.expression else { return }
+            switch parsed {
+            case .failure(let error):
+                reportOnce("invariant " + constraint.key, .init(.warning, "not-supported", at: location,
+                                                                "invariant \(constraint.key) cannot be evaluated: its expression is not FHIRPath this engine reads (\(error))",
+                                                                profile: profile, elementID: elementID, key: constraint.key))
+                return
+            case .success(let expression):
+                let environment = invariantEnvironment(item)
+                do {
+                    let result = try expression.evaluate(in: environment)
+                    passed = Self.isTrue(result)
+                } catch {
+                    reportOnce("invariant " + constraint.key, .init(.warning, "not-supported", at: location,
+                                                                    "invariant \(constraint.key) cannot be evaluated here: \(error.message)",
+                                                                    profile: profile, elementID: elementID, key: constraint.key))
+                    return
+                }
+            }
+        }
+        if !passed {
+            report(.init(constraint.severity == "warning" ? .warning : .error, "invariant", at: location,
+                         "constraint failed: \(constraint.key): '\(constraint.human)'",
+                         profile: profile, elementID: elementID, key: constraint.key))
+        }
+    }
+
+    /// Where invariants and discriminator paths are evaluated: `%resource` the innermost
+    /// resource, `%rootResource` the outermost, references resolved between Bundle entries,
+    /// `memberOf()` answered from the loaded value sets, and collections read as R4's own
+    /// invariants expect (`EvaluationEnvironment.lenientCollections`).
+    func invariantEnvironment(_ item: Element) -> EvaluationEnvironment {
+        var environment = EvaluationEnvironment(context: [.element(item)], resource: resources.last ?? root, rootResource: root)
+        let entries = bundleEntries
+        environment.resolveReference = { entries[$0] }
+        environment.lenientCollections = true
+        let terminology = validator.terminology
+        environment.memberOf = { value, valueSet in
+            guard case .element(let element) = value, let codes = InstanceWalk.codes(of: element),
+                  let expansion = terminology.expansion(of: valueSet) else { return nil }
+            if codes.contains(where: { expansion.contains(system: $0.system, code: $0.code) }) { return true }
+            return expansion.isComplete ? false : nil
+        }
+        return environment
+    }
+
+    /// An invariant holds unless it gives `false` (or something that is not a Boolean): an empty
+    /// result, as when an element it tests is absent (`reference.startsWith('#')` on a display-only
+    /// Reference), is no failure, as the HL7 validator counts it.
+    static func isTrue(_ result: [FHIRPathValue]) -> Bool {
+        if result.isEmpty { return true }
+        guard result.count == 1 else { return false }
+        if case .boolean(let value) = result[0].systemValue { return value }
+        return false
+    }
+
+    // MARK: References
+
+    mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: String) {
+        guard let reference = item.string("reference") ?? (item.typeName == "canonical" ? nil : nil) else { return }
+        let structures = targets.compactMap { validator.conformance.resolve($0, type: "StructureDefinition") }
+        let types = Set(structures.compactMap { $0.json["type"]?.stringValue })
+        guard !types.isEmpty, !types.contains("Resource") else { return }
+        let target: Element?
+        if reference.hasPrefix("#") {
+            let id = String(reference.dropFirst())
+            target = id.isEmpty ? resources.last : (resources.last?.children(named: "contained") ?? []).first { $0.string("id") == id }
+        } else {
+            target = bundleEntries[reference]
+        }
+        let type = target?.resourceType ?? (reference.hasPrefix("urn:") || reference.hasPrefix("#") ? nil : Element.relativeReference(of: reference).map { String($0.split(separator: "/")[0]) })
+        guard let type else { return }
+        if !types.contains(type) {
+            report(.init(.error, "structure", at: location + ".reference",
+                         "the reference names a \(type), but only \(types.sorted().joined(separator: ", ")) may be referenced here",
+                         profile: profile.structure.versionedURL, elementID: elementID))
+        }
+    }
+
+    // MARK: Extensions
+
+    /// An extension that matched no slice naming its definition: checked against the definition
+    /// its url names, when loaded (and where that definition allows it to be used).
+    mutating func walkExtensionDefinition(_ element: Element, parentNode: CompiledProfile.Node, location: String) {
+        guard let url = element.string("url") else { return }
+        guard let definition = validator.profile(url) else {
+            if url.hasPrefix("http://hl7.org/fhir/StructureDefinition/") || url.hasPrefix("http://hl7.org/fhir/us/core/") {
+                reportOnce("extension " + url, .init(.warning, "not-supported", at: location,
+                                                     "extension \(url) is not loaded here: not checked"))
+            }
+            return
+        }
+        walk(element, node: definition.root, in: definition, location: location)
+    }
+}

@@ -1,0 +1,58 @@
+import FHIR
+import FHIRPackages
+import FHIRPath
+import Foundation
+
+/// Validates FHIR instances against StructureDefinitions: the base definition of each resource
+/// and every profile it claims (`meta.profile`) or is asked to meet, with cardinality, types,
+/// `fixed[x]`/`pattern[x]`, slicing, extensions, bindings, reference targets and invariants.
+///
+/// Profiles are compiled once and kept (the validator is shared across threads):
+///
+/// ```swift
+/// let validator = ProfileValidator(conformance: ConformanceSet(packages: [try .load(path: "us-core-6.1.0.tgz")]))
+/// let report = validator.validate(observation, against: ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure"])
+/// if !report.isValid { print(report.errors) }
+/// ```
+public final class ProfileValidator: @unchecked Sendable {
+    // @unchecked: `compiled` and `parsedPaths` are read and written only under `lock`; the rest is immutable.
+    public let conformance: ConformanceSet
+    public let terminology: ValueSetExpander
+    let invariants = InvariantCache()
+    private let lock = NSLock()
+    private var compiled: [String: CompiledProfile?] = [:]
+
+    public init(conformance: ConformanceSet) {
+        self.conformance = conformance
+        self.terminology = ValueSetExpander(conformance: conformance)
+    }
+
+    /// A validator over the R4 core alone.
+    public convenience init() {
+        self.init(conformance: ConformanceSet(packages: []))
+    }
+
+    /// The compiled profile a canonical names (`url` or `url|version`), or nil when it is not
+    /// loaded or has no snapshot.
+    public func profile(_ canonical: String, from package: String? = nil) -> CompiledProfile? {
+        let key = package.map { canonical + " " + $0 } ?? canonical
+        if let found = lock.withLock({ compiled[key] }) { return found }
+        let result = conformance.resolve(canonical, type: "StructureDefinition", from: package)
+            .flatMap { CompiledProfile(StructureDefinition($0), invariants: invariants) }
+        lock.withLock { compiled[key] = result }
+        return result
+    }
+
+    /// The base definition of a type (`Observation`, `Quantity`, `string`).
+    func baseProfile(ofType type: String) -> CompiledProfile? {
+        profile("http://hl7.org/fhir/StructureDefinition/" + type)
+    }
+
+    /// Validates a resource (a Bundle with its entries, contained resources too) against its
+    /// base definition, the profiles it claims, and `profiles`.
+    public func validate(_ resource: Element, against profiles: [String] = []) -> ValidationReport {
+        var walk = InstanceWalk(validator: self, root: resource)
+        walk.validateResource(resource, location: resource.resourceType ?? resource.name, extraProfiles: profiles)
+        return ValidationReport(issues: walk.finishedIssues())
+    }
+}

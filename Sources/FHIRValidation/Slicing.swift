@@ -1,0 +1,173 @@
+import FHIR
+import Foundation
+import FHIRPackages
+import FHIRPath
+import JSON
+
+/// Slicing: which slice each item of a sliced element belongs to (by its discriminators), each
+/// slice's cardinality, `closed`, `openAtEnd` and `ordered` rules, re-slices within a slice.
+extension InstanceWalk {
+    mutating func walkSliced(_ items: [Element], node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        walkSliced(Array(items.enumerated()), node: node, in: profile, location: location)
+    }
+
+    mutating func walkSliced(_ items: [(offset: Int, element: Element)], node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        let definition = node.definition
+        let slicing = definition.slicing!
+        let url = profile.structure.versionedURL
+        let assigned: [Int?] = items.map { item in
+            node.slices.firstIndex { matches(item.element, slice: $0, discriminators: slicing.discriminators, in: profile) }
+        }
+        for (s, slice) in node.slices.enumerated() {
+            checkCardinality(assigned.count { $0 == s }, of: slice, in: profile, location: location)
+        }
+        var lastSlice = -1
+        for (position, slice) in assigned.enumerated() {
+            let item = items[position]
+            let path = childLocation(location, item.element, definition, index: item.offset)
+            if let slice {
+                if slicing.ordered && slice < lastSlice {
+                    report(.init(.error, "structure", at: path, "the items of \(definition.path) are out of order: slice '\(node.slices[slice].definition.sliceName ?? "")' comes after '\(node.slices[lastSlice].definition.sliceName ?? "")' in the profile",
+                                 profile: url, elementID: definition.id))
+                }
+                lastSlice = max(lastSlice, slice)
+                continue
+            }
+            if slicing.rules == "closed" {
+                report(.init(.error, "structure", at: path, "this element does not match any slice of \(definition.id) defined in the profile, and the slicing is closed",
+                             profile: url, elementID: definition.id))
+            } else if slicing.rules == "openAtEnd" && assigned[(position + 1)...].contains(where: { $0 != nil }) {
+                report(.init(.error, "structure", at: path, "this element matches no slice of \(definition.id) and comes before a sliced one, but the slicing is open only at the end",
+                             profile: url, elementID: definition.id))
+            }
+        }
+        for (s, slice) in node.slices.enumerated() {
+            let members = zip(items, assigned).filter { $0.1 == s }.map(\.0)
+            if slice.definition.slicing != nil && !slice.slices.isEmpty {
+                walkSliced(members, node: slice, in: profile, location: location)
+                continue
+            }
+            for item in members {
+                walk(item.element, node: slice, in: profile, location: childLocation(location, item.element, definition, index: item.offset))
+            }
+        }
+        for (item, slice) in zip(items, assigned) where slice == nil {
+            let path = childLocation(location, item.element, definition, index: item.offset)
+            walk(item.element, node: node, in: profile, location: path)
+            if definition.name == "extension" || definition.name == "modifierExtension" {
+                walkExtensionDefinition(item.element, parentNode: node, location: path)
+            }
+        }
+    }
+
+    /// Whether an item belongs to a slice: every discriminator matches (with none, the item
+    /// must meet the slice without errors).
+    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminators: [ElementDefinition.Discriminator], in profile: CompiledProfile) -> Bool {
+        if discriminators.isEmpty { return conforms(item, to: slice, in: profile) }
+        return discriminators.allSatisfy { matches(item, slice: slice, discriminator: $0, in: profile) }
+    }
+
+    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminator: ElementDefinition.Discriminator, in profile: CompiledProfile) -> Bool {
+        let values = discriminatorValues(item, path: discriminator.path)
+        let target = descendant(of: slice, path: discriminator.path, in: profile)
+        switch discriminator.type {
+        case "value", "pattern":
+            if let fixed = target?.node.definition.fixed {
+                return values.contains { Pattern.matches($0, fixed.value, exact: discriminator.type == "value") }
+            }
+            if let pattern = target?.node.definition.pattern {
+                return values.contains { Pattern.matches($0, pattern.value, exact: false) }
+            }
+            if discriminator.path == "url", let url = slice.definition.types?.first?.profiles.first {
+                let wanted = Canonical(url).url
+                return values.contains { $0.value == wanted }
+            }
+            if let binding = target?.node.definition.binding, binding.strength == "required", let valueSet = binding.valueSet,
+               let expansion = validator.terminology.expansion(of: valueSet) {
+                return values.contains { value in
+                    (Self.codes(of: value) ?? []).contains { expansion.contains(system: $0.system, code: $0.code) }
+                }
+            }
+            return false
+        case "exists":
+            guard let definition = target?.node.definition else { return !values.isEmpty }
+            if (definition.min ?? 0) >= 1 { return !values.isEmpty }
+            if definition.maxIsStated && definition.max == 0 { return values.isEmpty }
+            return true
+        case "type":
+            guard let types = target?.node.definition.types else { return false }
+            return values.contains { value in types.contains { $0.code == Self.typeName(of: value) } }
+        case "profile":
+            let profiles = target?.node.definition.types?.flatMap { $0.profiles + $0.targetProfiles } ?? []
+            return values.contains { value in
+                profiles.contains { canonical in
+                    guard let compiled = validator.profile(canonical) else { return false }
+                    return conforms(value, to: compiled.root, in: compiled)
+                }
+            }
+        default:
+            return false
+        }
+    }
+
+    /// Whether an item meets a definition without errors (the issues found are not kept).
+    mutating func conforms(_ item: Element, to node: CompiledProfile.Node, in profile: CompiledProfile) -> Bool {
+        let before = (issues, reportedOnce)
+        walk(item, node: node, in: profile, location: "", isResource: item.isResource)
+        let failed = issues[before.0.count...].contains { $0.severity <= .error }
+        (issues, reportedOnce) = before
+        return !failed
+    }
+
+    /// The elements a discriminator's path reaches from an item (`code`, `url`, `$this`,
+    /// `resolve()`, `extension('…').value`, `ofType(Quantity)`).
+    func discriminatorValues(_ item: Element, path: String) -> [Element] {
+        if path == "$this" { return [item] }
+        guard case .success(let expression) = validator.invariants.expression(path) else { return [] }
+        return ((try? expression.evaluate(in: invariantEnvironment(item))) ?? []).compactMap(\.element)
+    }
+
+    /// The node a discriminator's path names inside a slice: through the slice's children, or
+    /// the profile or base definition of its type when the snapshot does not unroll them.
+    func descendant(of slice: CompiledProfile.Node, path: String, in profile: CompiledProfile) -> (node: CompiledProfile.Node, profile: CompiledProfile)? {
+        var current = (node: slice, profile: profile)
+        for part in Self.pathParts(path) {
+            if part == "$this" || part.hasPrefix("ofType(") || part == "resolve()" { continue }
+            if part.hasPrefix("extension(") {
+                let url = part.dropFirst("extension(".count).dropLast().trimmingCharacters(in: CharacterSet(charactersIn: "'\""))
+                guard let next = childOrTypeChild(current, "extension") else { return nil }
+                guard let found = next.node.slices.first(where: { $0.definition.types?.first?.profiles.contains { Canonical($0).url == url } ?? false }) else { return nil }
+                current = (found, next.profile)
+                continue
+            }
+            guard let next = childOrTypeChild(current, part) else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    private func childOrTypeChild(_ current: (node: CompiledProfile.Node, profile: CompiledProfile), _ name: String) -> (node: CompiledProfile.Node, profile: CompiledProfile)? {
+        if let child = current.node.child(named: name) { return (child, current.profile) }
+        guard current.node.children.isEmpty, let type = current.node.definition.types?.first else { return nil }
+        let canonical = type.profiles.first ?? "http://hl7.org/fhir/StructureDefinition/" + type.code
+        guard let typeProfile = validator.profile(canonical), let child = typeProfile.root.child(named: name) else { return nil }
+        return (child, typeProfile)
+    }
+
+    /// A discriminator path split at the dots outside parentheses.
+    static func pathParts(_ path: String) -> [String] {
+        var parts: [String] = []
+        var current = ""
+        var depth = 0
+        for character in path {
+            switch character {
+            case "(": depth += 1; current.append(character)
+            case ")": depth -= 1; current.append(character)
+            case "." where depth == 0: parts.append(current); current = ""
+            default: current.append(character)
+            }
+        }
+        if !current.isEmpty { parts.append(current) }
+        return parts
+    }
+}
