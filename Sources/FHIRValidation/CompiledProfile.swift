@@ -7,7 +7,7 @@ import Foundation
 public final class CompiledProfile: Sendable {
     /// One element of the snapshot with its children and slices.
     public final class Node: Sendable {
-        public let definition: ElementDefinition
+        public let definition: StructureDefinition.ElementDefinition
         /// The child elements, in snapshot order (slices excluded).
         public let children: [Node]
         /// The slices of this element, when it is sliced, in order (re-slices under their slice).
@@ -15,7 +15,7 @@ public final class CompiledProfile: Sendable {
         /// Each constraint with its parsed expression, or why it could not be parsed.
         let invariants: [Invariant]
 
-        init(definition: ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
+        init(definition: StructureDefinition.ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
             self.definition = definition
             self.children = children
             self.slices = slices
@@ -30,7 +30,7 @@ public final class CompiledProfile: Sendable {
 
     /// A constraint and its expression, parsed.
     struct Invariant: Sendable {
-        let constraint: ElementDefinition.Constraint
+        let constraint: StructureDefinition.ElementDefinition.Constraint
         let expression: Result<FHIRPathExpression, FHIRPathError>?
     }
 
@@ -47,7 +47,7 @@ public final class CompiledProfile: Sendable {
         // Children of each element id (slices apart), in order.
         var childIDs: [String: [String]] = [:]
         var sliceIDs: [String: [String]] = [:]
-        var definitions: [String: ElementDefinition] = [:]
+        var definitions: [String: StructureDefinition.ElementDefinition] = [:]
         for element in elements {
             definitions[element.id] = element
             let (parent, isSlice) = Self.parent(of: element)
@@ -69,14 +69,15 @@ public final class CompiledProfile: Sendable {
 
     /// The element a node's `contentReference` names, in this profile.
     func node(forReference reference: String) -> Node? {
-        let id = reference.hasPrefix("#") ? String(reference.dropFirst()) : reference
+        // `#Questionnaire.item`, or with the type's url before the `#`.
+        let id = reference.split(separator: "#", omittingEmptySubsequences: false).last.map(String.init) ?? reference
         return nodesByID[id] ?? nodesByID.values.first { $0.definition.path == id && $0.definition.sliceName == nil }
     }
 
     /// The id of an element's parent, and whether the element is a slice of it (then the parent
     /// is the sliced element: `Observation.component` for `Observation.component:systolic`,
     /// `Observation.component:systolic` for the re-slice `Observation.component:systolic/sub`).
-    static func parent(of element: ElementDefinition) -> (String?, Bool) {
+    static func parent(of element: StructureDefinition.ElementDefinition) -> (String?, Bool) {
         let id = element.id
         guard let dot = Self.lastSeparator(in: id) else { return (nil, false) }
         let last = id[id.index(after: dot)...]
@@ -128,7 +129,7 @@ public final class InvariantCache: @unchecked Sendable {
         return result
     }
 
-    func invariant(_ constraint: ElementDefinition.Constraint) -> CompiledProfile.Invariant {
+    func invariant(_ constraint: StructureDefinition.ElementDefinition.Constraint) -> CompiledProfile.Invariant {
         guard let text = constraint.expression else { return .init(constraint: constraint, expression: nil) }
         return .init(constraint: constraint, expression: expression(text))
     }

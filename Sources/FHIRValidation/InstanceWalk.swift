@@ -65,8 +65,9 @@ struct InstanceWalk {
         var done: Set<String> = []
         for canonical in canonicals where done.insert(canonical).inserted {
             guard let profile = validator.profile(canonical) else {
+                let why = validator.unusableReason(canonical).map { "it cannot be used: \($0)" } ?? "it is not loaded here"
                 report(.init(.warning, "not-supported", at: location,
-                             "profile \(canonical) is not loaded here: the resource was not checked against it", profile: canonical))
+                             "profile \(canonical): \(why); the resource was not checked against it", profile: canonical))
                 continue
             }
             guard profile.structure.type == type else {
@@ -121,7 +122,7 @@ struct InstanceWalk {
 
     /// An element whose type names profiles (`Extension` with its definition, `Quantity` as
     /// `SimpleQuantity`): it must meet one of them.
-    mutating func walkTypeProfiles(_ item: Element, typeRef: ElementDefinition.TypeRef, location: String) {
+    mutating func walkTypeProfiles(_ item: Element, typeRef: StructureDefinition.ElementDefinition.TypeRef, location: String) {
         var attempts: [[ValidationIssue]] = []
         for canonical in typeRef.profiles {
             guard let profile = validator.profile(canonical) else {
@@ -176,7 +177,7 @@ struct InstanceWalk {
 
     /// The location of a child: JSON's name for a choice (`valueQuantity`), an index where the
     /// element repeats.
-    func childLocation(_ location: String, _ element: Element, _ definition: ElementDefinition, index: Int) -> String {
+    func childLocation(_ location: String, _ element: Element, _ definition: StructureDefinition.ElementDefinition, index: Int) -> String {
         var name = element.name
         if definition.isChoice, let type = element.typeName {
             name += type.prefix(1).uppercased() + type.dropFirst()
@@ -201,7 +202,7 @@ struct InstanceWalk {
     // MARK: Types
 
     /// The allowed type the item has, or nil.
-    func matchingType(of item: Element, in definition: ElementDefinition) -> ElementDefinition.TypeRef? {
+    func matchingType(of item: Element, in definition: StructureDefinition.ElementDefinition) -> StructureDefinition.ElementDefinition.TypeRef? {
         guard let types = definition.types else { return nil }
         let name = Self.typeName(of: item)
         for type in types {
@@ -220,7 +221,7 @@ struct InstanceWalk {
     }
 
     /// The base definition of the item's type, for its children and its type's invariants.
-    func baseTypeProfile(for typeRef: ElementDefinition.TypeRef, item: Element) -> CompiledProfile? {
+    func baseTypeProfile(for typeRef: StructureDefinition.ElementDefinition.TypeRef, item: Element) -> CompiledProfile? {
         if item.definition?.kind == .backbone { return nil }
         if typeRef.code.hasPrefix("http://") { return nil }
         let code = (typeRef.code == "Resource" || typeRef.code == "DomainResource") ? Self.typeName(of: item) : typeRef.code
@@ -253,7 +254,7 @@ struct InstanceWalk {
         if let binding = definition.binding { checkBinding(item, binding, profile: url, elementID: definition.id, location: location) }
     }
 
-    mutating func checkBinding(_ item: Element, _ binding: ElementDefinition.Binding, profile: String, elementID: String, location: String) {
+    mutating func checkBinding(_ item: Element, _ binding: StructureDefinition.ElementDefinition.Binding, profile: String, elementID: String, location: String) {
         guard ["required", "extensible", "preferred"].contains(binding.strength), let valueSet = binding.valueSet else { return }
         let codes = Self.codes(of: item)
         guard let codes else { return }

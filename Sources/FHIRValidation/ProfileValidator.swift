@@ -15,12 +15,13 @@ import Foundation
 /// if !report.isValid { print(report.errors) }
 /// ```
 public final class ProfileValidator: @unchecked Sendable {
-    // @unchecked: `compiled` and `parsedPaths` are read and written only under `lock`; the rest is immutable.
+    // @unchecked: `compiled` and `unusable` are read and written only under `lock`; the rest is immutable.
     public let conformance: ConformanceSet
     public let terminology: ValueSetExpander
     let invariants = InvariantCache()
     private let lock = NSLock()
     private var compiled: [String: CompiledProfile?] = [:]
+    private var unusable: [String: String] = [:]
 
     public init(conformance: ConformanceSet) {
         self.conformance = conformance
@@ -37,10 +38,24 @@ public final class ProfileValidator: @unchecked Sendable {
     public func profile(_ canonical: String, from package: String? = nil) -> CompiledProfile? {
         let key = package.map { canonical + " " + $0 } ?? canonical
         if let found = lock.withLock({ compiled[key] }) { return found }
-        let result = conformance.resolve(canonical, type: "StructureDefinition", from: package)
-            .flatMap { CompiledProfile(StructureDefinition($0), invariants: invariants) }
+        var result: CompiledProfile?
+        if let resource = conformance.resolve(canonical, type: "StructureDefinition", from: package) {
+            var structure = StructureDefinition(resource)
+            if structure.snapshot == nil {
+                // Site profiles usually come as differentials: their snapshot is generated.
+                do { structure.snapshot = try SnapshotGenerator(conformance: conformance).snapshot(of: structure) } catch {
+                    lock.withLock { unusable[canonical] = "\(error)" }
+                }
+            }
+            result = CompiledProfile(structure, invariants: invariants)
+        }
         lock.withLock { compiled[key] = result }
         return result
+    }
+
+    /// Why a loaded profile cannot be used (its snapshot could not be generated), if it cannot.
+    public func unusableReason(_ canonical: String) -> String? {
+        lock.withLock { unusable[canonical] }
     }
 
     /// The base definition of a type (`Observation`, `Quantity`, `string`).

@@ -62,12 +62,12 @@ extension InstanceWalk {
 
     /// Whether an item belongs to a slice: every discriminator matches (with none, the item
     /// must meet the slice without errors).
-    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminators: [ElementDefinition.Discriminator], in profile: CompiledProfile) -> Bool {
+    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminators: [StructureDefinition.ElementDefinition.Discriminator], in profile: CompiledProfile) -> Bool {
         if discriminators.isEmpty { return conforms(item, to: slice, in: profile) }
         return discriminators.allSatisfy { matches(item, slice: slice, discriminator: $0, in: profile) }
     }
 
-    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminator: ElementDefinition.Discriminator, in profile: CompiledProfile) -> Bool {
+    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminator: StructureDefinition.ElementDefinition.Discriminator, in profile: CompiledProfile) -> Bool {
         let values = discriminatorValues(item, path: discriminator.path)
         let target = descendant(of: slice, path: discriminator.path, in: profile)
         switch discriminator.type {

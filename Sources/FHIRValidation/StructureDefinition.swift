@@ -23,7 +23,8 @@ public struct StructureDefinition: Sendable {
     /// `constraint` for profiles, `specialization` for base types.
     public let derivation: String?
     public let contexts: [Context]
-    public let snapshot: [ElementDefinition]?
+    /// The snapshot: the package's, or one generated from the differential (`SnapshotGenerator`).
+    public internal(set) var snapshot: [ElementDefinition]?
     public let differential: [ElementDefinition]?
     /// The package and file it came from.
     public let origin: String
@@ -68,7 +69,9 @@ public struct StructureDefinition: Sendable {
     }
 }
 
-/// One ElementDefinition of a snapshot or differential: the properties validation reads.
+extension StructureDefinition {
+/// One ElementDefinition of a snapshot or differential: the properties validation reads (named
+/// through `StructureDefinition`, since the FHIR module's type table has an `ElementDefinition` too).
 public struct ElementDefinition: Sendable {
     /// One allowed type: its code, the profiles the value must meet, and for references the
     /// profiles the target must meet.
@@ -185,4 +188,5 @@ public struct ElementDefinition: Sendable {
         if let baseMax { return baseMax.map { $0 > 1 } ?? true }
         return maxIsStated ? (max.map { $0 > 1 } ?? true) : false
     }
+}
 }
