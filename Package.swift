@@ -96,7 +96,7 @@ let package = Package(
         //     through FHIRPath; results as an OperationOutcome.
         .target(
             name: "FHIRValidation",
-            dependencies: ["JSON", "FHIR", "FHIRPath", "FHIRPackages"]
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "FHIRPackages"]
         ),
         // 4. CareKit's entities, schedules and events, the versioned store, CareKit JSON. Knows nothing of FHIR.
         .target(
@@ -180,6 +180,8 @@ let package = Package(
                 "Diagnostics",
                 "FHIR",
                 "FHIRPath",
+                "FHIRPackages",
+                "FHIRValidation",
                 "CareStore",
                 "PostgresStore",
                 "Mapping",

@@ -53,7 +53,7 @@ struct PackageStructureTests {
 
     @Test("the modules follow the data's way: each depends only on those before it")
     func layering() async throws {
-        let order = ["JSON", "Diagnostics", "CareCharts", "CLibXML2", "CLibCurl", "CMalloc", "FHIR", "FHIRPath", "CareStore", "Mapping", "CarePages", "FHIRClient", "Gateway", "GatewayServer", "caregate"]
+        let order = ["JSON", "Diagnostics", "CareCharts", "CLibXML2", "CLibCurl", "CMalloc", "FHIR", "FHIRPath", "CZlib", "FHIRPackages", "FHIRValidation", "CareStore", "Mapping", "CarePages", "FHIRClient", "Gateway", "GatewayServer", "caregate"]
         let targets = try await manifest()
         for (i, name) in order.enumerated() {
             let later = Set(order[(i + 1)...])
@@ -103,7 +103,7 @@ struct PackageStructureTests {
     @Test("the store and the library modules take no settings from the environment (no debug switches); only the command line reads it")
     func noEnvironmentSwitches() throws {
         let sources = CommandLineTests.projectRoot.appendingPathComponent("Sources")
-        for module in ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", "PostgresStore", "Mapping", "Gateway", "GatewayServer"] {
+        for module in ["JSON", "Diagnostics", "FHIR", "FHIRPath", "FHIRPackages", "FHIRValidation", "CareStore", "PostgresStore", "Mapping", "Gateway", "GatewayServer"] {
             let folder = sources.appendingPathComponent(module)
             for case let relative as String in FileManager.default.enumerator(atPath: folder.path) ?? NSEnumerator() where relative.hasSuffix(".swift") {
                 let text = try String(contentsOf: folder.appendingPathComponent(relative), encoding: .utf8)
