@@ -37,8 +37,9 @@ struct ValidateCommand: ParsableCommand {
               caregate validate builtin:
               caregate validate Mappings/careplan.yaml site/careplan.yaml --format github
               caregate validate weight.json --package hl7.fhir.us.core-6.1.0.tgz
-              caregate validate outcomes.ndjson --package us-core.tgz --package site/ \\
-                  --profile http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight
+              caregate validate outcomes.ndjson --package us-core.tgz --profile \\
+                  http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight
+              caregate validate site-outcomes/ --package us-core.tgz --package site/
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
