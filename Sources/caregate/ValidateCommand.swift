@@ -75,7 +75,9 @@ struct ValidateCommand: ParsableCommand {
         all += resources.flatMap(\.diagnostics)
         switch format {
         case .text:
-            if !all.isEmpty { print(DiagnosticFormat.text.render(all)) }
+            // Written at once (not through print's buffer): the findings come before the
+            // summary on standard error when both go to one terminal or file.
+            if !all.isEmpty { FileHandle.standardOutput.write(Data((DiagnosticFormat.text.render(all) + "\n").utf8)) }
             let errors = all.filter { $0.severity == .error }.count
             let warnings = all.filter { $0.severity == .warning }.count
             var checked: [String] = []
@@ -109,7 +111,9 @@ struct ValidateCommand: ParsableCommand {
             }
         }
         let conformance = ConformanceSet(packages: loaded)
-        for missing in conformance.missingDependencies { StandardError.print("note: \(missing)") }
+        for (package, missing) in Self.missingByPackage(conformance) {
+            StandardError.print("note: \(package) depends on packages not loaded here: \(missing.joined(separator: ", ")); what they define (value sets, extensions, profiles) is not checked")
+        }
         let validator = ProfileValidator(conformance: conformance)
         for profile in profiles where validator.profile(profile) == nil {
             let why = validator.unusableReason(profile) ?? "no StructureDefinition with this url in the R4 core\(packages.isEmpty ? "" : " or the packages loaded")"
@@ -145,6 +149,19 @@ struct ValidateCommand: ParsableCommand {
             bundle.append(entry)
         }
         return bundle
+    }
+
+    /// The dependencies not loaded, by the package that needs them, in load order: one note each.
+    static func missingByPackage(_ conformance: ConformanceSet) -> [(String, [String])] {
+        var order: [String] = []
+        var missing: [String: [String]] = [:]
+        for dependency in conformance.missingDependencies {
+            for package in dependency.neededBy {
+                if missing[package] == nil { order.append(package) }
+                missing[package, default: []].append("\(dependency.name)#\(dependency.version)")
+            }
+        }
+        return order.map { ($0, missing[$0]!) }
     }
 
     static func count(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }

@@ -81,7 +81,7 @@ struct GuideExampleTests {
 
     @Test("every console block in docs/ prints what the guide says it prints")
     func consoleBlocksRun() async throws {
-        let blocks = try Self.guides.flatMap(Self.consoleBlocks).filter { !$0.settings.contains("ehr") }
+        let blocks = try Self.guides.flatMap(Self.consoleBlocks).filter { !$0.settings.contains("ehr") && !$0.settings.contains("packages") }
         #expect(blocks.count >= 4, "the guides' console blocks were found: \(blocks)")
         for block in blocks {
             let scratch = try temporaryFolder("store")
@@ -107,6 +107,29 @@ struct GuideExampleTests {
             if printed.last == "" { printed.removeLast() }
             let expected = step.output.map(local)
             #expect(Self.matches(printed[...], expected[...]), "\(block): $ \(step.command)\nprinted:\n\(printed.joined(separator: "\n"))\nthe guide says:\n\(expected.joined(separator: "\n"))")
+        }
+    }
+
+    @Test("the console blocks that read FHIR packages print what the guide says, with US Core's packages where the reader downloaded them")
+    func packageConsoleBlocksRun() async throws {
+        let blocks = try Self.guides.flatMap(Self.consoleBlocks).filter { $0.settings.contains("packages") }
+        #expect(blocks.count >= 3, "the guides' package console blocks were found: \(blocks)")
+        let packages = CommandLineTests.projectRoot.deletingLastPathComponent().appendingPathComponent("shared/fhir-packages")
+        guard FileManager.default.fileExists(atPath: packages.path) else {
+            return print("SKIPPED the guides' package examples: ../shared/fhir-packages is not present")
+        }
+        for block in blocks {
+            // The reader's folder: the samples and mappings, and the packages as downloaded.
+            let folder = try temporaryFolder("packages")
+            defer { try? FileManager.default.removeItem(at: folder) }
+            for linked in ["FHIRSamples", "Mappings"] {
+                try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(linked), withDestinationURL: CommandLineTests.projectRoot.appendingPathComponent(linked))
+            }
+            for version in ["3.1.1", "6.1.0"] {
+                let name = "hl7.fhir.us.core-\(version).tgz"
+                try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(name), withDestinationURL: packages.appendingPathComponent(name))
+            }
+            try await run(block, in: folder, store: folder.appendingPathComponent("caregate.sqlite"))
         }
     }
 
