@@ -124,7 +124,7 @@ let package = Package(
         // 5. Mapping files, their checker, FHIR to store and store to FHIR. Knows no SQL and no HTTP.
         .target(
             name: "Mapping",
-            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "CareStore", .product(name: "Yams", package: "Yams")],
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "FHIRPackages", "FHIRValidation", "CareStore", .product(name: "Yams", package: "Yams")],
             // The shipped mapping files, built into the binary (BuiltIn/Mappings links to the
             // repository's Mappings/), so that commands work without them on disk.
             resources: [.embedInCode("BuiltIn/Mappings")]
@@ -143,7 +143,7 @@ let package = Package(
         // 7. Import, export and push use cases, the outbox, provenance.
         .target(
             name: "Gateway",
-            dependencies: ["JSON", "FHIR", "FHIRPath", "CareStore", "Mapping", "FHIRClient",
+            dependencies: ["JSON", "FHIR", "FHIRPath", "FHIRPackages", "FHIRValidation", "CareStore", "Mapping", "FHIRClient",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // 8. The server: HTTP routes for CareKit apps and operators, over Gateway's use cases.

@@ -17,9 +17,13 @@ struct InstanceWalk {
     /// The resource being walked (`%resource`), innermost last.
     private var resources: [Element] = []
 
-    init(validator: ProfileValidator, root: Element) {
+    /// The package unversioned claims are looked up in first.
+    let package: String?
+
+    init(validator: ProfileValidator, root: Element, package: String? = nil) {
         self.validator = validator
         self.root = root
+        self.package = package
         var entries: [String: Element] = [:]
         if root.resourceType == "Bundle" {
             for entry in root.children(named: "entry") {
@@ -64,7 +68,7 @@ struct InstanceWalk {
         canonicals.append("http://hl7.org/fhir/StructureDefinition/" + type)
         var done: Set<String> = []
         for canonical in canonicals where done.insert(canonical).inserted {
-            guard let profile = validator.profile(canonical) else {
+            guard let profile = validator.profile(canonical, from: package) else {
                 let why = validator.unusableReason(canonical).map { "it cannot be used: \($0)" } ?? "it is not loaded here"
                 report(.init(.warning, "not-supported", at: location,
                              "profile \(canonical): \(why); the resource was not checked against it", profile: canonical))

@@ -65,8 +65,10 @@ public final class ProfileValidator: @unchecked Sendable {
 
     /// Validates a resource (a Bundle with its entries, contained resources too) against its
     /// base definition, the profiles it claims, and `profiles`.
-    public func validate(_ resource: Element, against profiles: [String] = []) -> ValidationReport {
-        var walk = InstanceWalk(validator: self, root: resource)
+    /// `package` (`hl7.fhir.us.core#3.1.1`) is where unversioned claims are looked up first,
+    /// when several versions of a package are loaded.
+    public func validate(_ resource: Element, against profiles: [String] = [], in package: String? = nil) -> ValidationReport {
+        var walk = InstanceWalk(validator: self, root: resource, package: package)
         walk.validateResource(resource, location: resource.resourceType ?? resource.name, extraProfiles: profiles)
         return ValidationReport(issues: walk.finishedIssues())
     }

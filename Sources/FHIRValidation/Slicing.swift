@@ -72,11 +72,15 @@ extension InstanceWalk {
         let target = descendant(of: slice, path: discriminator.path, in: profile)
         switch discriminator.type {
         case "value", "pattern":
-            if let fixed = target?.node.definition.fixed {
-                return values.contains { Pattern.matches($0, fixed.value, exact: discriminator.type == "value") }
+            // The fixed or pattern value may sit in a slice along the path (R4's `bp` fixes
+            // `code.coding:SBPCode.code`, its slices discriminated by `code.coding.code`).
+            let fixedValues = descendants(of: slice, path: discriminator.path, in: profile).compactMap { candidate -> (JSONValue, Bool)? in
+                if let fixed = candidate.node.definition.fixed { return (fixed.value, discriminator.type == "value") }
+                if let pattern = candidate.node.definition.pattern { return (pattern.value, false) }
+                return nil
             }
-            if let pattern = target?.node.definition.pattern {
-                return values.contains { Pattern.matches($0, pattern.value, exact: false) }
+            if !fixedValues.isEmpty {
+                return fixedValues.contains { expected, exact in values.contains { Pattern.matches($0, expected, exact: exact) } }
             }
             if discriminator.path == "url", let url = slice.definition.types?.first?.profiles.first {
                 let wanted = Canonical(url).url
@@ -141,6 +145,23 @@ extension InstanceWalk {
                 continue
             }
             guard let next = childOrTypeChild(current, part) else { return nil }
+            current = next
+        }
+        return current
+    }
+
+    /// Every node a discriminator's path names inside a slice, through the slices of the
+    /// elements along it as well as the elements themselves.
+    func descendants(of slice: CompiledProfile.Node, path: String, in profile: CompiledProfile) -> [(node: CompiledProfile.Node, profile: CompiledProfile)] {
+        var current = [(node: slice, profile: profile)]
+        for part in Self.pathParts(path) {
+            if part == "$this" || part.hasPrefix("ofType(") || part == "resolve()" || part.hasPrefix("extension(") { continue }
+            var next: [(node: CompiledProfile.Node, profile: CompiledProfile)] = []
+            for candidate in current {
+                guard let child = childOrTypeChild(candidate, part) else { continue }
+                next.append(child)
+                next += child.node.slices.map { ($0, child.profile) }
+            }
             current = next
         }
         return current

@@ -24,6 +24,13 @@ struct ExportCommand: ParsableCommand {
             it is named on standard error, one line each with its task, patient and reason, and \
             the command exits 1 unless --allow-refusals is given.
 
+            With --profiles (us-core-6.1.0, us-core-3.1.1, or a site package's name, its package \
+            read with --package), each resource claims the profile the package has for it \
+            (meta.profile: an Observation's by its code, the QuestionnaireResponse's), US Core's \
+            carry the patient-supplied tag, and every resource is validated against R4, what it \
+            claims and the target's profile before it is written: one with an error is refused as \
+            above, naming the element, the rule and the profile.
+
             Formats: ndjson (one Observation per line), bundle (a transaction Bundle that creates \
             each Observation unless its identifier exists and updates amended ones; XML when the \
             output ends in .xml), json or xml (a directory, one file per Observation).
@@ -32,6 +39,7 @@ struct ExportCommand: ParsableCommand {
               caregate export -o outcomes.ndjson
               caregate export --format bundle -o push.json
               caregate export --format xml -o observations/
+              caregate export --profiles us-core-6.1.0 --package us-core.tgz -o us.ndjson
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case ndjson, bundle, json, xml }
@@ -51,6 +59,8 @@ struct ExportCommand: ParsableCommand {
 
     @Option(name: .customLong("identifier-system"), help: "The system of the Observations' identifiers (the gateway's).")
     var identifierSystem = ObservationBuilder.defaultIdentifierSystem
+
+    @OptionGroup var profiles: ProfileOptions
 
     @Flag(name: .customLong("include-imported"), help: "Also export outcomes imported from the EHR's own Observations.")
     var includeImported = false
@@ -105,6 +115,7 @@ struct ExportCommand: ParsableCommand {
         let store = try options.open(.existing)
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
+        export.profiles = try profiles.profileTarget()
         let bar = ProgressBar()
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         defer { bar.finish() }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CareStore
+import FHIRPackages
 import Foundation
 import Mapping
 import PostgresStore
@@ -89,5 +90,26 @@ enum TimeZoneArgument {
             throw ValidationError("unknown time zone '\(name)' (use an IANA name such as America/New_York)")
         }
         return zone
+    }
+}
+
+/// The profiles exported resources claim and must meet, and the packages they come from.
+struct ProfileOptions: ParsableArguments {
+    @Option(name: .customLong("profiles"),
+            help: ArgumentHelp("The profiles to claim and meet: base (R4 alone, the default), us-core-6.1.0, us-core-3.1.1, or a site package's name.", valueName: "target"))
+    var target: String?
+
+    @Option(name: .customLong("package"), help: ArgumentHelp("A FHIR package (.tgz or folder), or a folder or file of conformance resources (repeatable).", valueName: "path"),
+            completion: .file())
+    var packages: [String] = []
+
+    /// The target named, over the packages read; nil for none (R4 alone, nothing claimed).
+    func profileTarget() throws -> ProfileTarget? {
+        guard let target, target != "base" || !packages.isEmpty else { return nil }
+        var loaded: [FHIRPackage] = []
+        for path in packages {
+            do { loaded.append(try FHIRPackage.load(path: path)) } catch { throw ValidationError("\(error)") }
+        }
+        do { return try ProfileTarget(name: target, packages: loaded) } catch { throw ValidationError("\(error)") }
     }
 }

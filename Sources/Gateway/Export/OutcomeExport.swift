@@ -1,5 +1,6 @@
 import CareStore
 import FHIR
+import FHIRValidation
 import Foundation
 import Mapping
 
@@ -45,6 +46,10 @@ public struct OutcomeExport: Sendable {
 
     /// Also export outcomes that came from the EHR (imported Observations), which it already has.
     public var includeImported = false
+    /// The profiles what is sent claims and must meet (`ehr.profiles`, `--profiles`); nil: R4
+    /// alone, nothing claimed. A resource with an error against them is refused before it is
+    /// written or queued, holding the validator's OperationOutcome.
+    public var profiles: ProfileTarget?
     /// Told how many outcomes are exported of how many, before each and once at the end
     /// (the command line's progress bar).
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
@@ -229,8 +234,31 @@ public struct OutcomeExport: Sendable {
         guard includeImported || !OutcomeExport.isImported(outcome), var record = try owners.record(outcome) else { return nil }
         if let queued { record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader) }
         if let form = try owners.form(of: record) { return survey(record, form: form) }
-        let (observation, notes) = builder.resource(record)
+        var (observation, notes) = builder.resource(record)
+        if let profiles {
+            profiles.claim(&observation)
+            if let refusal = refusal(record, breaking: [observation], profiles) { return refusal }
+        }
         return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
+    }
+
+    /// A refusal naming the outcome: what an operator reads in the dead letter and on standard error.
+    func refused(_ record: OutcomeRecord, _ why: String, outcome: Element? = nil) -> ExportedObservation {
+        let patient = record.patientID.map { ", patient \($0)" } ?? ""
+        let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of task \(record.task.id)\(patient)): \(why)"
+        return ExportedObservation(observation: outcome ?? Self.operationOutcome(reason), outcomeVersion: record.outcome.uuid,
+                                   identifier: builder.identifierValue(record), notes: [], refusal: reason)
+    }
+
+    /// The refusal of resources that break the target's profiles (the first error in words,
+    /// every issue in the OperationOutcome kept), or nil when they meet them.
+    func refusal(_ record: OutcomeRecord, breaking resources: [Element], _ profiles: ProfileTarget) -> ExportedObservation? {
+        var issues: [ValidationIssue] = []
+        for resource in resources { issues += profiles.validate(resource).issues }
+        let errors = issues.filter { $0.severity <= .error }
+        guard let first = errors.first else { return nil }
+        let more = errors.count > 1 ? " (and \(errors.count - 1) more error\(errors.count == 2 ? "" : "s"))" : ""
+        return refused(record, "breaks the profiles of \(profiles.name): \(first)\(more)", outcome: ValidationReport(issues: issues).operationOutcome)
     }
 
     /// A survey outcome as one transaction of its parts (the QuestionnaireResponse first, whose
@@ -238,14 +266,12 @@ public struct OutcomeExport: Sendable {
     /// the form refuses, or a form the store lacks, give a refusal naming the outcome.
     func survey(_ record: OutcomeRecord, form: Result<Questionnaire, StoredForms.Missing>) -> ExportedObservation {
         let identifier = builder.identifierValue(record)
-        let refused = { (why: String) in
-            let patient = record.patientID.map { ", patient \($0)" } ?? ""
-            let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of task \(record.task.id)\(patient)): \(why)"
-            return ExportedObservation(observation: Self.operationOutcome(reason), outcomeVersion: record.outcome.uuid, identifier: identifier,
-                                       notes: [], refusal: reason)
-        }
         do {
-            let (parts, notes) = try builder.surveyResponse(record, form: form.get())
+            var (parts, notes) = try builder.surveyResponse(record, form: form.get())
+            if let profiles {
+                for i in parts.indices { profiles.claim(&parts[i].resource) }
+                if let refusal = refusal(record, breaking: parts.map(\.resource), profiles) { return refusal }
+            }
             var bundle = Element(resourceType: "Bundle")
             bundle.append(Element(name: "type", type: "code", value: "transaction"))
             for (i, part) in parts.enumerated() {
@@ -254,7 +280,7 @@ public struct OutcomeExport: Sendable {
             }
             return ExportedObservation(observation: bundle, outcomeVersion: record.outcome.uuid, identifier: identifier, notes: notes)
         } catch {
-            return refused("\(error)")
+            return refused(record, "\(error)")
         }
     }
 

@@ -1,0 +1,125 @@
+import CareStore
+import Foundation
+import Testing
+
+/// `caregate export --profiles`: what leaves claims the target's profiles and meets them, checked
+/// again here by `caregate validate` on what was written.
+@Suite("caregate export --profiles: US Core claims, checked before anything is written")
+struct ExportProfilesTests {
+    let cli = CommandLineTests()
+    static let packages = CommandLineTests.projectRoot.deletingLastPathComponent().appendingPathComponent("shared/fhir-packages")
+    static func package(_ version: String) -> String { packages.appendingPathComponent("hl7.fhir.us.core-\(version).tgz").path }
+    static var available: Bool {
+        if FileManager.default.fileExists(atPath: packages.path) { return true }
+        print("SKIPPED caregate export --profiles: ../shared/fhir-packages is not present")
+        return false
+    }
+
+    /// María imported, with a weight, a blood pressure (two values) and a walk recorded by her app.
+    func recorded(_ name: String) async throws -> String {
+        let store = cli.temporaryPath(name)
+        try? FileManager.default.removeItem(atPath: store)
+        let imported = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", store, "--tz", "America/New_York"])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let care = try SQLiteCarePlanStore(path: store)
+        let tasks = Dictionary(uniqueKeysWithValues: try care.fetchTasks().map { ($0.id, $0) })
+        let weight = try #require(tasks["CarePlan/maria-lopez-home-care/29463-7"])
+        let pressure = try #require(tasks["CarePlan/maria-lopez-home-care/85354-9"])
+        let walk = try #require(tasks["CarePlan/maria-lopez-home-care/229065009"])
+        try care.add([
+            .outcome(Outcome(taskUUID: weight.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.double(77.9), units: "kg")], id: "weight-3")),
+            .outcome(Outcome(taskUUID: pressure.uuid, taskOccurrenceIndex: 7, values: [OutcomeValue(.integer(128), kind: "8480-6", units: "mm[Hg]"),
+                                                                                     OutcomeValue(.integer(82), kind: "8462-4", units: "mm[Hg]")], id: "bp-7")),
+            .outcome(Outcome(taskUUID: walk.uuid, taskOccurrenceIndex: 2, values: [OutcomeValue(.boolean(true))], id: "walk-2")),
+        ])
+        return store
+    }
+
+    func lines(_ path: String) throws -> [[String: Any]] {
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+    }
+
+    func claims(_ resource: [String: Any]) -> [String] { (resource["meta"] as? [String: Any])?["profile"] as? [String] ?? [] }
+    func tags(_ resource: [String: Any]) -> [String] { ((resource["meta"] as? [String: Any])?["tag"] as? [[String: Any]] ?? []).compactMap { $0["code"] as? String } }
+
+    @Test("each vital sign claims US Core's profile for its code (6.1.0) or R4's (3.1.1), every resource the patient-supplied tag, and caregate validate finds no error in them", arguments: ["6.1.0", "3.1.1"])
+    func claimsAndMeets(version: String) async throws {
+        guard Self.available else { return }
+        let store = try await recorded("export-profiles-\(version).sqlite")
+        let output = cli.temporaryPath("us-core-\(version).ndjson")
+        let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-\(version)", "--package", Self.package(version), "-o", output])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("exported 3 Observations"), "\(run.stderr)")
+        let written = try lines(output)
+        let byCode = Dictionary(uniqueKeysWithValues: written.map { ((($0["code"] as? [String: Any])?["coding"] as? [[String: Any]])?.first?["code"] as? String ?? "text", $0) })
+        let expected = version == "6.1.0"
+            ? ["29463-7": "http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight", "85354-9": "http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure"]
+            : ["29463-7": "http://hl7.org/fhir/StructureDefinition/bodyweight", "85354-9": "http://hl7.org/fhir/StructureDefinition/bp"]
+        for (code, profile) in expected { #expect(claims(try #require(byCode[code])) == [profile], "\(code)") }
+        #expect(written.allSatisfy { tags($0) == ["patient-supplied"] })
+        #expect(written.filter { claims($0).isEmpty }.count == 1, "the walk has no profile of its own")
+        // Checked again, from the file, by the command a CI job would run.
+        let check = try await cli.caregate(["validate", output, "--package", Self.package(version)])
+        #expect(check.status == 0, "\(check.stdout)")
+        #expect(check.stderr.contains("3 resources in 1 file checked: 0 errors"), "\(check.stderr)")
+    }
+
+    @Test("a mapping that breaks the profile refuses the outcome before anything is written, naming the element, the rule and the profile")
+    func refusal() async throws {
+        guard Self.available else { return }
+        let store = try await recorded("export-profiles-broken.sqlite")
+        // A site's codes table: weights in stones, which US Core's body-weight profile refuses.
+        let site = cli.temporaryPath("site-codes")
+        try? FileManager.default.removeItem(atPath: site)
+        try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
+        try """
+            caregate-mapping: 1
+            description: A site's export codes.
+            tables:
+              observation-codes:
+                "29463-7":
+                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
+                  category: vital-signs
+            """.write(toFile: site + "/observation-codes.yaml", atomically: true, encoding: .utf8)
+        let output = cli.temporaryPath("broken.ndjson")
+        let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--mappings", site, "--profiles", "us-core-6.1.0", "--package", Self.package("6.1.0"), "-o", output])
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("refused: outcome weight-3 (occurrence 3 of task CarePlan/maria-lopez-home-care/29463-7, patient Patient/maria-lopez): breaks the profiles of us-core-6.1.0: error: Observation.valueQuantity.code: the code provided ([stone_av]) is not in the value set http://hl7.org/fhir/ValueSet/ucum-bodyweight|4.0.1 (required) [Observation.value[x]:valueQuantity.code in http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight|6.1.0]"), "\(run.stderr)")
+        #expect(run.stderr.contains("exported 2 Observations"))
+        #expect(try lines(output).allSatisfy { !String(describing: $0).contains("stone") })
+        // The same store as R4 alone: nothing refused.
+        let plain = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--mappings", site, "-o", cli.temporaryPath("plain.ndjson")])
+        #expect(plain.status == 0, "\(plain.stderr)")
+    }
+
+    @Test("surveys: the response claims US Core's QuestionnaireResponse profile, scores the screening and assessment profile, and both meet them")
+    func surveys() async throws {
+        guard Self.available else { return }
+        let store = try await ExportCommandTests().answeredSurveys("export-profiles-surveys.sqlite")
+        let output = cli.temporaryPath("surveys.ndjson")
+        let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-6.1.0", "--package", Self.package("6.1.0"), "-o", output, "--allow-refusals"])
+        let bundles = try lines(output).filter { $0["resourceType"] as? String == "Bundle" }
+        #expect(!bundles.isEmpty, "\(run.stderr)")
+        let resources = bundles.flatMap { ($0["entry"] as? [[String: Any]] ?? []).compactMap { $0["resource"] as? [String: Any] } }
+        let responses = resources.filter { $0["resourceType"] as? String == "QuestionnaireResponse" }
+        #expect(!responses.isEmpty && responses.allSatisfy { claims($0) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-questionnaireresponse"] })
+        let observations = resources.filter { $0["resourceType"] as? String == "Observation" }
+        let total = try #require(observations.first { String(describing: $0["code"] ?? "").contains("44261-6") })
+        #expect(claims(total) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-observation-screening-assessment"])
+        // A weight a form extracted is a vital sign too: US Core's body-weight profile, with the category it needs.
+        let weight = try #require(observations.first { String(describing: $0["code"] ?? "").contains("29463-7") })
+        #expect(claims(weight) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"])
+        #expect(String(describing: weight["category"] ?? "").contains("vital-signs"))
+        #expect(!run.stderr.contains("breaks the profiles"), "\(run.stderr)")
+        let check = try await cli.caregate(["validate", output, "--package", Self.package("6.1.0")])
+        #expect(!check.stdout.contains(": error:"), "\(check.stdout)")
+    }
+
+    @Test("a target whose package is not loaded is a usage error naming the package")
+    func missingPackage() async throws {
+        let store = try await recorded("export-profiles-missing.sqlite")
+        let run = try await cli.caregate(["export", "--store", store, "--profiles", "us-core-6.1.0"])
+        #expect(run.status == 64 || run.status == 2, "\(run.status)")
+        #expect(run.stderr.contains("the profile target us-core-6.1.0 needs the package hl7.fhir.us.core#6.1.0, which is not loaded"), "\(run.stderr)")
+    }
+}
