@@ -150,7 +150,7 @@ let package = Package(
         .target(
             name: "GatewayServer",
             dependencies: [
-                "JSON", "Diagnostics", "CareStore", "Mapping", "FHIRClient", "Gateway", "CareCharts", "CarePages",
+                "JSON", "Diagnostics", "FHIRPackages", "CareStore", "Mapping", "FHIRClient", "Gateway", "CareCharts", "CarePages",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),

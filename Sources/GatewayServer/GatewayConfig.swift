@@ -1,6 +1,7 @@
 import CareStore
 import Diagnostics
 import FHIRClient
+import FHIRPackages
 import Foundation
 import Gateway
 import Mapping
@@ -115,6 +116,10 @@ public struct GatewayConfig: Sendable {
         public var allowPlainHTTP = false
         /// The audit trail's entries are pushed to the EHR as AuditEvents, exactly once, like outcomes (`audit: true`).
         public var audit = false
+        /// The profiles what is pushed claims and meets (`profiles: us-core-6.1.0`); nil: R4 alone.
+        public var profiles: String?
+        /// FHIR packages (`.tgz`, folders, loose conformance files) the profiles come from.
+        public var packages: [String] = []
 
         public init(base: String) {
             connection = FHIRServerConnection(base: base)
@@ -164,6 +169,14 @@ public struct GatewayConfig: Sendable {
             reader.error(reader.ehrLocations["questionnaires"] ?? SourceLocation(file: path, line: 1, column: 1),
                          "ehr.questionnaires: \(folder) does not exist (a folder or file of Questionnaires)")
         }
+        for package in config.ehr?.packages ?? [] where !FileManager.default.fileExists(atPath: package) {
+            reader.error(reader.ehrLocations["packages"] ?? SourceLocation(file: path, line: 1, column: 1),
+                         "ehr.packages: \(package) does not exist (a FHIR package .tgz or folder, or a folder or file of conformance resources)")
+        }
+        if let ehr = config.ehr, let target = ehr.profiles, target != "base", ehr.packages.isEmpty {
+            reader.error(reader.ehrLocations["profiles"] ?? SourceLocation(file: path, line: 1, column: 1),
+                         "ehr.profiles: \(target) needs its package: name it in ehr.packages")
+        }
         if let admin = config.adminToken {
             reader.checkGuard(admin, "dashboard: admin token", at: reader.dashboardLocation ?? SourceLocation(file: path, line: 1, column: 1),
                               environment: environment)
@@ -193,6 +206,7 @@ public struct GatewayConfig: Sendable {
         guard var ehr else { return }
         ehr.mappings = ehr.mappings.map(absolute)
         ehr.questionnaires = ehr.questionnaires.map(absolute)
+        ehr.packages = ehr.packages.map(absolute)
         ehr.connection.tls.caBundle = ehr.connection.tls.caBundle.map(absolute)
         ehr.connection.tls.clientCertificate = ehr.connection.tls.clientCertificate.map(absolute)
         ehr.connection.tls.clientKey = ehr.connection.tls.clientKey.map(absolute)
@@ -296,7 +310,7 @@ struct ConfigReader {
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
                           "mappings", "questionnaires", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
-                          "allow-plain-http", "audit"]
+                          "allow-plain-http", "audit", "profiles", "packages"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
     mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
@@ -321,6 +335,8 @@ struct ConfigReader {
             case "insecure": if let flag = boolean(value) { ehr.connection.tls.verify = !flag }
             case "mappings": ehr.mappings = list(value)
             case "questionnaires": ehr.questionnaires = list(value)
+            case "profiles": ehr.profiles = text(value)
+            case "packages": ehr.packages = list(value)
             case "time-zone":
                 if let name = text(value) {
                     if let zone = TimeZone(identifier: name) { ehr.timeZone = zone } else {
@@ -463,7 +479,8 @@ extension GatewayConfig.EHR {
                      warn: (String) -> Void = { _ in }) throws -> EHRLink {
         let mappings = try MappingSet.load(site: self.mappings, root: root)
         let client = try connection.client(defaultScope: SMARTScopes.serve, environment: environment, warn: warn)
-        let export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
+        var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
+        export.profiles = try profileTarget()
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize
         push.lease = TimeInterval(pushLeaseSeconds)
@@ -480,14 +497,32 @@ extension GatewayConfig.EHR {
     }
 }
 
+extension GatewayConfig.EHR {
+    /// The profiles pushes claim and meet, over the packages named; nil for R4 alone.
+    func profileTarget() throws(EHRSettingError) -> ProfileTarget? {
+        guard let profiles, profiles != "base" || !packages.isEmpty else { return nil }
+        var loaded: [FHIRPackage] = []
+        for path in packages {
+            do { loaded.append(try FHIRPackage.load(path: path)) } catch { throw .packages("\(error)") }
+        }
+        do { return try ProfileTarget(name: profiles, packages: loaded) } catch { throw .profiles("\(error)") }
+    }
+}
+
 /// A setting of the `ehr:` section that cannot be used when serving starts.
 public enum EHRSettingError: Error, Sendable, CustomStringConvertible {
     /// A `questionnaires:` folder or file that cannot be read: what and why.
     case questionnaires(String)
+    /// A package of `packages:` that cannot be read.
+    case packages(String)
+    /// The `profiles:` target cannot be made from the packages.
+    case profiles(String)
 
     public var description: String {
         switch self {
         case .questionnaires(let problem): "ehr.questionnaires: \(problem)"
+        case .packages(let problem): "ehr.packages: \(problem)"
+        case .profiles(let problem): "ehr.profiles: \(problem)"
         }
     }
 }

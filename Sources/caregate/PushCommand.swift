@@ -102,7 +102,9 @@ struct PushCommand: AsyncParsableCommand {
             is sent as a conditional create by its identifier (amended and entered-in-error ones as \
             conditional updates), in batch Bundles when the server takes them, so that after any crash, lost answer or 429/503 storm a re-run \
             leaves exactly one Observation per outcome on the server. Refused Observations go to \
-            the dead-letter list with the server's OperationOutcome (see caregate status); \
+            the dead-letter list with the server's OperationOutcome (see caregate status); with \
+            --profiles, what breaks the target's profiles is a dead letter before it is sent, \
+            holding the validator's OperationOutcome (--retry-failed sends it after a fix); \
             transient failures stay queued for the next run. A Provenance names the gateway as \
             author of each run's pushes.
 
@@ -123,6 +125,8 @@ struct PushCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "The time zone effective times are written in (default: this machine's).", transform: TimeZoneArgument.parse)
     var tz: TimeZone?
+
+    @OptionGroup var profiles: ProfileOptions
 
     @Flag(name: .customLong("dry-run"), help: "Queue and show what would be sent, without contacting the server.")
     var dryRun = false
@@ -148,6 +152,7 @@ struct PushCommand: AsyncParsableCommand {
         let store = try options.open(.existing)
         let bar = ProgressBar()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
+        export.profiles = try profiles.profileTarget()
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: SMARTScopes.push))
         push.batchSize = batchSize

@@ -1,4 +1,6 @@
 import CareStore
+import FHIR
+import FHIRClient
 import Foundation
 import Testing
 
@@ -121,5 +123,80 @@ struct ExportProfilesTests {
         let run = try await cli.caregate(["export", "--store", store, "--profiles", "us-core-6.1.0"])
         #expect(run.status == 64 || run.status == 2, "\(run.status)")
         #expect(run.stderr.contains("the profile target us-core-6.1.0 needs the package hl7.fhir.us.core#6.1.0, which is not loaded"), "\(run.stderr)")
+    }
+}
+
+/// `caregate serve` with `ehr.profiles`: what breaks the profile never reaches the EHR (sekmet-fhir).
+@Suite("caregate serve with ehr.profiles: a profile's refusal is a dead letter, sent once after the fix", .serialized)
+struct ServeProfilesTests {
+    let cli = CommandLineTests()
+
+    /// Observations on the EHR with this LOINC code for María.
+    func count(_ code: String, on client: FHIRRESTClient) async throws -> [Element] {
+        try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://loinc.org|\(code)")])
+    }
+
+    @Test("a weight in stones is dead-lettered naming the element and profile, the EHR's count unchanged; the blood pressure arrives claiming US Core; after the mapping is fixed one push --retry-failed sends the weight once")
+    func deadLetterThenFix() async throws {
+        guard ExportProfilesTests.available, let ehr = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
+        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
+        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-serve-profiles-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir.appendingPathComponent("site"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try await ExportProfilesTests().recorded("serve-profiles.sqlite")
+        try FileManager.default.copyItem(atPath: store, toPath: dir.appendingPathComponent("care.sqlite").path)
+        try """
+            caregate-mapping: 1
+            description: A site's export codes.
+            tables:
+              observation-codes:
+                "29463-7":
+                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
+                  category: vital-signs
+            """.write(to: dir.appendingPathComponent("site/observation-codes.yaml"), atomically: true, encoding: .utf8)
+        let package = ExportProfilesTests.package("6.1.0")
+        try """
+            listen:
+              port: 0
+            store: care.sqlite
+            ehr:
+              base: \(ehr.base)
+              time-zone: America/New_York
+              push-seconds: 1
+              refresh-seconds: 3600
+              mappings: [site]
+              profiles: us-core-6.1.0
+              packages: [\(package)]
+            """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let weightsBefore = try await count("29463-7", on: client).count
+        let path = dir.appendingPathComponent("care.sqlite").path
+        do {
+            let serve = try ServeProcess(directory: dir)
+            defer { serve.kill() }
+            let settled = try await eventually(30) { let c = try SQLiteCarePlanStore(path: path).outboxCounts(); return c.pushed == 2 && c.failed == 1 }
+            let counts = try SQLiteCarePlanStore(path: path).outboxCounts()
+            #expect(settled, "\(counts)")
+        }
+        #expect(try await count("29463-7", on: client).count == weightsBefore, "the weight never reached the EHR")
+        let pressure = try #require(try await count("85354-9", on: client).first { $0.first("identifier.value")?.value?.hasSuffix("/bp-7") == true })
+        #expect(pressure["meta"]?.children(named: "profile").map(\.value) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure"])
+        let status = try await cli.caregate(["status", "--store", path])
+        #expect(status.stdout.contains("failed urn:caregate:outcome|Patient%2Fmaria-lopez/weight-3 after 1 attempt(s): outcome weight-3 (occurrence 3 of task CarePlan/maria-lopez-home-care/29463-7, patient Patient/maria-lopez): breaks the profiles of us-core-6.1.0: error: Observation.valueQuantity.code: the code provided ([stone_av]) is not in the value set http://hl7.org/fhir/ValueSet/ucum-bodyweight|4.0.1 (required) [Observation.value[x]:valueQuantity.code in http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight|6.1.0]"), "\(status.stdout)")
+
+        // The site's table fixed (the shipped one used): the dead letter is exported again, checked, and sent once.
+        let fixed = try await cli.caregate(["push", "--to", ehr.base, "--store", path, "--tz", "America/New_York", "--retry-failed",
+                                            "--profiles", "us-core-6.1.0", "--package", package])
+        #expect(fixed.status == 0, "\(fixed.stdout)\(fixed.stderr)")
+        #expect(fixed.stdout.contains("1 dead letter exported again"), "\(fixed.stdout)")
+        let again = try await cli.caregate(["push", "--to", ehr.base, "--store", path, "--tz", "America/New_York", "--retry-failed",
+                                            "--profiles", "us-core-6.1.0", "--package", package])
+        #expect(again.status == 0 && again.stdout.contains("0 newly queued, 0 pushed"), "\(again.stdout)")
+        let weights = try await count("29463-7", on: client)
+        #expect(weights.count == weightsBefore + 1)
+        let sent = try #require(weights.first { $0.first("identifier.value")?.value?.hasSuffix("/weight-3") == true })
+        #expect(sent["meta"]?.children(named: "profile").map(\.value) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"])
+        #expect(sent.first("value.code")?.value == "kg")
     }
 }
