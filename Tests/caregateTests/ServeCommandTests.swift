@@ -54,6 +54,22 @@ struct ServeCommandTests {
         _ = FileManager.default.createFile(atPath: dir.appendingPathComponent("latin1.yaml").path, contents: Data([0x73, 0x74, 0x6F, 0x72, 0x65, 0x3A, 0x20, 0xE9]))
         let latin1 = try await cli.caregate(["serve", "--config", "latin1.yaml", "--check-config"], directory: dir)
         #expect(latin1.status == 1 && latin1.stderr.contains("latin1.yaml:1:1: error: not UTF-8 text"), "\(latin1.stderr)")
+        // Profiles need their package, and the packages must be there.
+        try """
+            ehr:
+              base: http://127.0.0.1:9/fhir
+              profiles: us-core-6.1.0
+            """.write(to: dir.appendingPathComponent("profiles.yaml"), atomically: true, encoding: .utf8)
+        let profiles = try await cli.caregate(["serve", "--config", "profiles.yaml", "--check-config"], directory: dir)
+        #expect(profiles.status == 1 && profiles.stderr.contains("profiles.yaml:3:13: error: ehr.profiles: us-core-6.1.0 needs its package: name it in ehr.packages"), "\(profiles.stderr)")
+        try """
+            ehr:
+              base: http://127.0.0.1:9/fhir
+              profiles: us-core-6.1.0
+              packages: [us-core.tgz]
+            """.write(to: dir.appendingPathComponent("packages.yaml"), atomically: true, encoding: .utf8)
+        let packages = try await cli.caregate(["serve", "--config", "packages.yaml", "--check-config"], directory: dir)
+        #expect(packages.status == 1 && packages.stderr.contains("packages.yaml:4:13: error: ehr.packages: \(dir.path)/us-core.tgz does not exist"), "\(packages.stderr)")
         try "listen:\n  port: 0\nstore: care.sqlite\n".write(to: dir.appendingPathComponent("good.yaml"), atomically: true, encoding: .utf8)
         let good = try await cli.caregate(["serve", "--config", "good.yaml", "--check-config"], directory: dir)
         #expect(good.status == 0 && good.stderr.contains("good.yaml: fine (listen 127.0.0.1:0, store \(dir.path)/care.sqlite)"), "\(good.stderr)")
