@@ -134,6 +134,9 @@ struct PushCommand: AsyncParsableCommand {
     @Flag(name: .customLong("retry-failed"), help: "Export the dead letters again (after fixing the mappings, say) and send them with the rest.")
     var retryFailed = false
 
+    @Option(name: .customLong("patient"), help: ArgumentHelp("With --retry-failed: only this patient's dead letters (Patient/ID).", valueName: "id"))
+    var retryPatient: String?
+
     @Option(name: .customLong("batch-size"), help: "Observations per batch Bundle when the server takes batches (1: one request each).")
     var batchSize = 50
 
@@ -144,6 +147,7 @@ struct PushCommand: AsyncParsableCommand {
     func validate() throws {
         if batchSize < 1 { throw ValidationError("--batch-size must be at least 1") }
         if leaseSeconds < 1 { throw ValidationError("--lease-seconds must be at least 1") }
+        if retryPatient != nil && !retryFailed { throw ValidationError("--patient narrows --retry-failed: give both") }
     }
 
     func run() async throws {
@@ -161,7 +165,7 @@ struct PushCommand: AsyncParsableCommand {
         /// What a run sent, as this host's OS user's entries.
         func entries(_ report: PushReport) -> [AuditEntry] { report.auditEntries(actor: .osUser, source: ProcessInfo.processInfo.hostName) }
         let report: PushReport
-        do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed) } catch {
+        do { report = try await push.run(dryRun: dryRun, retryFailed: retryFailed, retryPatient: retryPatient) } catch {
             bar.finish()
             // What the run sent before it failed is in the outbox, and entered in the trail with the failed run.
             let sent = ((error as? PushInterrupted)?.report).map(entries) ?? []

@@ -199,4 +199,46 @@ struct ServeProfilesTests {
         #expect(sent["meta"]?.children(named: "profile").map(\.value) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"])
         #expect(sent.first("value.code")?.value == "kg")
     }
+
+    @Test("push --retry-failed --patient sends one patient's dead letters again and leaves another patient's where they are")
+    func retryIsPerPatient() async throws {
+        guard ExportProfilesTests.available, let ehr = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
+        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
+        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let path = try await ExportProfilesTests().recorded("retry-per-patient.sqlite")
+        // John: María's plan under his own ids, with a weight of his own.
+        let john = try PushTrailTests().johnsBundle()
+        #expect(try await cli.caregate(["import", john, "--store", path, "--tz", "America/New_York"]).status == 0)
+        let care = try SQLiteCarePlanStore(path: path)
+        let johnsWeight = try #require(care.fetchTasks(EntityQuery(ids: ["CarePlan/john-doe-home-care/29463-7"])).first)
+        try care.add([.outcome(Outcome(taskUUID: johnsWeight.uuid, taskOccurrenceIndex: 3, values: [OutcomeValue(.double(91.2), units: "kg")], id: "weight-3"))])
+        let site = cli.temporaryPath("retry-site")
+        try? FileManager.default.removeItem(atPath: site)
+        try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
+        try """
+            caregate-mapping: 1
+            description: A site's export codes.
+            tables:
+              observation-codes:
+                "29463-7":
+                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
+                  category: vital-signs
+            """.write(toFile: site + "/observation-codes.yaml", atomically: true, encoding: .utf8)
+        let package = ExportProfilesTests.package("6.1.0")
+        let common = ["--to", ehr.base, "--store", path, "--tz", "America/New_York", "--profiles", "us-core-6.1.0", "--package", package]
+        let broken = try await cli.caregate(["push"] + common + ["--mappings", site])
+        #expect(broken.status == 1)
+        #expect(try SQLiteCarePlanStore(path: path).outboxCounts().failed == 2, "both weights are dead letters")
+        // Only María's is sent again; John's (the same outcome id, another patient) stays.
+        let maria = try await cli.caregate(["push"] + common + ["--retry-failed", "--patient", "Patient/maria-lopez"])
+        #expect(maria.status == 0, "\(maria.stdout)\(maria.stderr)")
+        #expect(maria.stdout.contains("1 dead letter exported again"), "\(maria.stdout)")
+        #expect(maria.stdout.contains("pushed urn:caregate:outcome|Patient%2Fmaria-lopez/weight-3"))
+        #expect(!maria.stdout.contains("john-doe"))
+        let status = try await cli.caregate(["status", "--store", path])
+        #expect(status.stdout.contains("failed urn:caregate:outcome|Patient%2Fjohn-doe/weight-3"), "\(status.stdout)")
+        #expect(!status.stdout.contains("failed urn:caregate:outcome|Patient%2Fmaria-lopez"))
+        #expect(try await cli.caregate(["push", "--to", ehr.base, "--store", path, "--patient", "Patient/maria-lopez"]).status != 0, "--patient alone is a usage error")
+    }
 }

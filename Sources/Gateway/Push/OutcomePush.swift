@@ -123,14 +123,29 @@ public struct OutcomePush: Sendable {
     /// queue and never send one item at once. With `retryFailed`, the dead letters are exported
     /// again first (after a mapping fix, say) and sent like new ones. A run that stops partway
     /// throws `PushInterrupted`, carrying what it did.
-    public func run(dryRun: Bool = false, retryFailed: Bool = false) async throws -> PushReport {
+    /// `retryPatient` narrows `retryFailed` to one patient's dead letters (those the store holds
+    /// under that patient; another patient's stay where they are).
+    public func run(dryRun: Bool = false, retryFailed: Bool = false, retryPatient: String? = nil) async throws -> PushReport {
         var report = PushReport()
         do {
+            if retryFailed, !dryRun, let retryPatient {
+                report.retriedFailed = try forgetFailed(of: retryPatient)
+                try await run(dryRun: dryRun, retryFailed: false, into: &report)
+                return report
+            }
             try await run(dryRun: dryRun, retryFailed: retryFailed, into: &report)
         } catch {
             throw PushInterrupted(report: report, cause: error)
         }
         return report
+    }
+
+    /// Takes one patient's dead letters out of the outbox, so they are exported and sent again.
+    func forgetFailed(of patientID: String) throws -> Int {
+        let failed = try outbox.outbox(state: .failed, limit: Int.max).map(\.versionUUID)
+        guard !failed.isEmpty else { return 0 }
+        let scopes = try export.store.scopes(of: failed)
+        return try outbox.forgetFailed(versions: failed.filter { scopes[$0]?.patientID == patientID })
     }
 
     func run(dryRun: Bool, retryFailed: Bool, into report: inout PushReport) async throws {
