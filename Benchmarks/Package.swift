@@ -72,6 +72,20 @@ let package = Package(
             dependencies: [.product(name: "CareStore", package: "CareGate")],
             path: "Sources/export-scale"
         ),
+        // US Core vital signs validated against their profiles; the export with and without it
+        // (profile-validation.sh runs it beside fhirkit-rs).
+        .executableTarget(
+            name: "profile-validation",
+            dependencies: [
+                .product(name: "CareStore", package: "CareGate"),
+                .product(name: "FHIR", package: "CareGate"),
+                .product(name: "FHIRPackages", package: "CareGate"),
+                .product(name: "FHIRValidation", package: "CareGate"),
+                .product(name: "Gateway", package: "CareGate"),
+                .product(name: "Mapping", package: "CareGate"),
+            ],
+            path: "Sources/profile-validation"
+        ),
         .executableTarget(
             name: "fhir-throughput",
             dependencies: [.product(name: "FHIR", package: "CareGate")],

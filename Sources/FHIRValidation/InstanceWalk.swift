@@ -14,6 +14,8 @@ struct InstanceWalk {
     let bundleEntries: [String: Element]
     var issues: [ValidationIssue] = []
     var reportedOnce: Set<String> = []
+    /// The url of the extension being walked, for the contexts of the extensions inside it.
+    var hostExtensionURL: String?
     /// The resource being walked (`%resource`), innermost last.
     private var resources: [Element] = []
 
@@ -167,7 +169,7 @@ struct InstanceWalk {
                 let path = childLocation(location, element, definition, index: i)
                 walk(element, node: child, in: profile, location: path)
                 if name == "extension" || name == "modifierExtension" {
-                    walkExtensionDefinition(element, parentNode: parent, location: path)
+                    walkExtensionDefinition(element, at: definition.path, location: path)
                 }
             }
         }
@@ -409,8 +411,9 @@ struct InstanceWalk {
     // MARK: Extensions
 
     /// An extension that matched no slice naming its definition: checked against the definition
-    /// its url names, when loaded (and where that definition allows it to be used).
-    mutating func walkExtensionDefinition(_ element: Element, parentNode: CompiledProfile.Node, location: String) {
+    /// its url names, when loaded, and where that definition allows it to be used.
+    /// `path` is the extension element's path (`Patient.extension`, `Address.extension`).
+    mutating func walkExtensionDefinition(_ element: Element, at path: String, location: String) {
         guard let url = element.string("url") else { return }
         guard let definition = validator.profile(url) else {
             if url.hasPrefix("http://hl7.org/fhir/StructureDefinition/") || url.hasPrefix("http://hl7.org/fhir/us/core/") {
@@ -419,6 +422,66 @@ struct InstanceWalk {
             }
             return
         }
+        // The host by the definitions' path (`Address` inside a datatype's definition) and by the
+        // instance's (`Patient.birthDate` for a primitive's extension): a context may name either.
+        let host = String(path.split(separator: ".").dropLast().joined(separator: "."))
+        let instanceHost = Self.elementPath(location).split(separator: ".").dropLast().joined(separator: ".")
+        if let allowed = Self.contextRefusal(definition.structure.contexts, host: host, hostURL: hostExtensionURL),
+           Self.contextRefusal(definition.structure.contexts, host: instanceHost, hostURL: hostExtensionURL) != nil {
+            report(.init(.error, "structure", at: location,
+                         "extension \(url) is not allowed here: its definition allows \(allowed); this element is \(host)",
+                         profile: definition.structure.versionedURL, elementID: "Extension"))
+        }
+        let outer = hostExtensionURL
+        hostExtensionURL = url
         walk(element, node: definition.root, in: definition, location: location)
+        hostExtensionURL = outer
+    }
+
+    /// The contexts in words when none admits an extension on `host` (an element path such as
+    /// `Patient` or `Observation.component`, or `Extension` inside another extension whose url
+    /// is `hostURL`); nil when one does. An element context names a path or a type: the host's
+    /// path, its R4 type, or a type it derives from (`Element`, `Resource`, `DomainResource`).
+    static func contextRefusal(_ contexts: [StructureDefinition.Context], host: String, hostURL: String?) -> String? {
+        guard !contexts.isEmpty else { return nil }
+        let types = Set(typeNames(atPath: host))
+        for context in contexts {
+            switch context.type {
+            case "fhirpath":
+                return nil
+            case "extension":
+                if context.expression == hostURL { return nil }
+            default:
+                let expression = context.expression
+                if expression == host || types.contains(expression) { return nil }
+                if ["Element", "Base", "BackboneElement", "Resource", "DomainResource"].contains(expression) { return nil }
+                // `Patient.address` admits `Address` hosts reached through it, and the reverse.
+                if host.hasSuffix("." + expression) { return nil }
+            }
+        }
+        return contexts.map { "\($0.type == "element" ? "" : $0.type + " ")\($0.expression)" }.joined(separator: ", ")
+    }
+
+    /// A location without its indexes (`Patient.address[1].extension[0]` → `Patient.address.extension`).
+    static func elementPath(_ location: String) -> String {
+        var path = ""
+        var skipping = false
+        for character in location {
+            if character == "[" { skipping = true } else if character == "]" { skipping = false } else if !skipping { path.append(character) }
+        }
+        return path
+    }
+
+    /// The R4 type names at an element path (`Patient.address` → Address; `Patient` → Patient).
+    static func typeNames(atPath path: String) -> [String] {
+        let parts = path.split(separator: ".").map(String.init)
+        guard let first = parts.first, var type = ModelInfo.r4.type(named: first) else { return [path] }
+        var names = [type.name]
+        for part in parts.dropFirst() {
+            guard let element = type.element(named: part), let next = element.typeNames.first.flatMap(ModelInfo.r4.type(named:)) else { return [path] }
+            type = next
+            names = element.typeNames
+        }
+        return names + [path]
     }
 }

@@ -55,7 +55,7 @@ extension InstanceWalk {
             let path = childLocation(location, item.element, definition, index: item.offset)
             walk(item.element, node: node, in: profile, location: path)
             if definition.name == "extension" || definition.name == "modifierExtension" {
-                walkExtensionDefinition(item.element, parentNode: node, location: path)
+                walkExtensionDefinition(item.element, at: definition.path, location: path)
             }
         }
     }

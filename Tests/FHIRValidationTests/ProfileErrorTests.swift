@@ -170,3 +170,18 @@ struct ProfileErrorTests {
         #expect(issue["details"]?.string("text")?.contains("Observation.status: minimum required = 1") == true)
     }
 }
+
+@Suite("Extensions used where their definitions allow them")
+struct ExtensionContextTests {
+    @Test("US Core's race extension is fine on a Patient and an error on an Observation, naming where it may go")
+    func raceOnAnObservation() throws {
+        guard let fixture = try ProfileErrorTests.fixture() else { return SharedData.skipNotice("extension contexts") }
+        let patient = try fixture.example("Patient-example.json")
+        #expect(try fixture.errors(patient).isEmpty)
+        let race = try #require(patient["extension"]?.arrayValue?.first { $0["url"]?.stringValue?.hasSuffix("us-core-race") == true })
+        let weight = try fixture.example("Observation-weight.json").setting(["extension"], to: .array([race]))
+        let errors = try fixture.errors(weight)
+        #expect(errors.contains { $0.location == "Observation.extension[0]" && $0.message.contains("extension http://hl7.org/fhir/us/core/StructureDefinition/us-core-race is not allowed here: its definition allows Patient") && $0.message.hasSuffix("this element is Observation") },
+                Comment(rawValue: "\(errors)"))
+    }
+}

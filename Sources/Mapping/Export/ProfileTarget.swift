@@ -133,6 +133,11 @@ public struct ProfileTarget: Sendable {
         return codes
     }
 
+    /// The Observation profile (`url|version`) a code (`http://loinc.org|29463-7`) has in the target.
+    public func profileURL(code: String) -> String? {
+        observationProfiles[code].map { FHIRPackages.Canonical($0).url }
+    }
+
     /// The profile a built resource is to meet, if the target has one for it: an Observation by
     /// its code (a survey's scored result, `survey` category, by US Core's screening profile),
     /// a QuestionnaireResponse by the package's profile.

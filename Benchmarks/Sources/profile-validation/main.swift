@@ -1,0 +1,128 @@
+// profile-validation: US Core vital-sign Observations validated against their profiles, and the
+// export with validation beside the export without it (profile-validation.sh runs it beside
+// fhirkit-rs's base validation of the same resources, in one run).
+//
+//   profile-validation PACKAGE.tgz NDJSON-OUT [--count 20000] [--rounds 5]
+//
+// Writes the Observations it validates to NDJSON-OUT (for the peer), then prints:
+//   validate <resources/s>      one core, compiled profiles (compiled once before timing)
+//   export-plain <outcomes/s>   OutcomeExport of a store of weights and blood pressures
+//   export-validated <outcomes/s>, and their ratio
+// Each figure is the best of --rounds runs.
+import CareStore
+import FHIR
+import FHIRPackages
+import FHIRValidation
+import Foundation
+import Gateway
+import Mapping
+
+let arguments = CommandLine.arguments
+guard arguments.count > 2 else {
+    print("usage: profile-validation PACKAGE.tgz NDJSON-OUT [--count N] [--rounds N]")
+    exit(64)
+}
+let count = arguments.firstIndex(of: "--count").map { Int(arguments[$0 + 1])! } ?? 20_000
+let rounds = arguments.firstIndex(of: "--rounds").map { Int(arguments[$0 + 1])! } ?? 5
+let package = try FHIRPackage.load(path: arguments[1])
+let target = try ProfileTarget(name: "us-core-6.1.0", packages: [package])
+
+/// The vital signs a patient's app records: LOINC code, display, unit and a base value.
+let vitals: [(code: String, display: String, unit: String, value: Double)] = [
+    ("29463-7", "Body weight", "kg", 78.4), ("8867-4", "Heart rate", "/min", 72), ("9279-1", "Respiratory rate", "/min", 16),
+    ("8310-5", "Body temperature", "Cel", 36.8), ("8302-2", "Body height", "cm", 168), ("39156-5", "BMI", "kg/m2", 27.8),
+    ("2708-6", "Oxygen saturation", "%", 97),
+]
+
+/// One US Core Observation as the export writes it: the vital's profile claimed, the tag, the category.
+func observation(_ i: Int) -> String {
+    let effective = String(format: "2026-11-%02dT08:%02d:00-05:00", 1 + i % 28, i % 60)
+    let common = """
+        "id":"bench-\(i)","meta":{"profile":["PROFILE"],"tag":[{"system":"http://hl7.org/fhir/us/core/CodeSystem/us-core-tags","code":"patient-supplied"}]},\
+        "identifier":[{"system":"urn:caregate:outcome","value":"Patient%2Fbench/outcome-\(i)"}],"status":"final",\
+        "category":[{"coding":[{"system":"http://terminology.hl7.org/CodeSystem/observation-category","code":"vital-signs"}]}],
+        """
+    if i % 8 == 7 {
+        let body = """
+            {"resourceType":"Observation",\(common)"code":{"coding":[{"system":"http://loinc.org","code":"85354-9","display":"Blood pressure panel"}]},\
+            "subject":{"reference":"Patient/bench"},"effectiveDateTime":"\(effective)","performer":[{"reference":"Patient/bench"}],\
+            "component":[{"code":{"coding":[{"system":"http://loinc.org","code":"8480-6"}]},"valueQuantity":{"value":\(110 + i % 30),"unit":"mm[Hg]","system":"http://unitsofmeasure.org","code":"mm[Hg]"}},\
+            {"code":{"coding":[{"system":"http://loinc.org","code":"8462-4"}]},"valueQuantity":{"value":\(70 + i % 20),"unit":"mm[Hg]","system":"http://unitsofmeasure.org","code":"mm[Hg]"}}]}
+            """
+        return body.replacingOccurrences(of: "PROFILE", with: "http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure")
+    }
+    let vital = vitals[i % vitals.count]
+    let profile = target.profileURL(code: "http://loinc.org|\(vital.code)") ?? "http://hl7.org/fhir/us/core/StructureDefinition/us-core-vital-signs"
+    return """
+        {"resourceType":"Observation",\(common)"code":{"coding":[{"system":"http://loinc.org","code":"\(vital.code)","display":"\(vital.display)"}]},\
+        "subject":{"reference":"Patient/bench"},"effectiveDateTime":"\(effective)","performer":[{"reference":"Patient/bench"}],\
+        "valueQuantity":{"value":\(vital.value + Double(i % 7) / 10),"unit":"\(vital.unit)","system":"http://unitsofmeasure.org","code":"\(vital.unit)"}}
+        """.replacingOccurrences(of: "PROFILE", with: profile)
+}
+
+let texts = (0..<count).map(observation)
+try (texts.joined(separator: "\n") + "\n").write(toFile: arguments[2], atomically: true, encoding: .utf8)
+let resources = try texts.map { try FHIRJSONReader().read($0).resource }
+
+func best(_ body: () throws -> Void) rethrows -> Double {
+    var fastest = Double.infinity
+    for _ in 0..<rounds {
+        let start = ContinuousClock.now
+        try body()
+        let elapsed = ContinuousClock.now - start
+        fastest = min(fastest, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+    return fastest
+}
+
+// Compiled once: the profiles, their value sets and invariants (as a running gateway holds them).
+var errors = 0
+for resource in resources.prefix(16) { errors += target.validate(resource).errors.count }
+guard errors == 0 else {
+    print("profile-validation: the generated Observations do not meet their profiles (\(errors) errors)")
+    exit(1)
+}
+let validating = try best { for resource in resources { _ = target.validate(resource) } }
+print(String(format: "validate %.0f resources/s (%d US Core vital-sign Observations, best of %d)", Double(count) / validating, count, rounds))
+
+// The export: a store of one patient's weights and blood pressures, exported without and with validation.
+let folder = FileManager.default.temporaryDirectory.appendingPathComponent("profile-validation-\(getpid())")
+try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: folder) }
+let store = try SQLiteCarePlanStore(path: folder.appendingPathComponent("bench.sqlite").path)
+let zone = TimeZone(identifier: "America/New_York")!
+let start = Date(timeIntervalSince1970: 1_767_243_600)
+let patient = Patient(id: "Patient/bench", name: PersonName(givenName: "Bench"), effectiveDate: start, timezone: zone)
+let plan = CarePlan(id: "CarePlan/bench", title: "Vitals", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+var weight = CareTask(id: "CarePlan/bench/29463-7", title: "Weight", carePlanUUID: plan.uuid,
+                      schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+weight.version.groupIdentifier = "29463-7"
+weight.effectiveDate = start
+var pressure = CareTask(id: "CarePlan/bench/85354-9", title: "Blood pressure", carePlanUUID: plan.uuid,
+                        schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+pressure.version.groupIdentifier = "85354-9"
+pressure.effectiveDate = start
+var entities: [CareEntity] = [.patient(patient), .carePlan(plan), .task(weight), .task(pressure)]
+let days = count / 2
+for day in 0..<days {
+    entities.append(.outcome(Outcome(taskUUID: weight.uuid, taskOccurrenceIndex: day, values: [OutcomeValue(.double(78 + Double(day % 9) / 10), units: "kg")])))
+    entities.append(.outcome(Outcome(taskUUID: pressure.uuid, taskOccurrenceIndex: day, values: [
+        OutcomeValue(.integer(110 + day % 30), kind: "8480-6", units: "mm[Hg]"), OutcomeValue(.integer(70 + day % 20), kind: "8462-4", units: "mm[Hg]")])))
+}
+try store.add(entities)
+let mappings = try MappingSet.load(site: [])
+let builder = ObservationBuilder(mappings: mappings, timeZone: zone)
+let plain = OutcomeExport(store: store, builder: builder)
+var validated = OutcomeExport(store: store, builder: builder)
+validated.profiles = target
+var refused = 0
+try validated.forEach { if $0.refusal != nil { refused += 1 } }
+guard refused == 0 else {
+    print("profile-validation: the export refused \(refused) outcomes")
+    exit(1)
+}
+let exportPlain = try best { try plain.forEach { _ in } }
+let exportValidated = try best { try validated.forEach { _ in } }
+let outcomes = Double(days * 2)
+print(String(format: "export-plain %.0f outcomes/s", outcomes / exportPlain))
+print(String(format: "export-validated %.0f outcomes/s (%.2f× the export without validation)", outcomes / exportValidated, exportPlain / exportValidated))
