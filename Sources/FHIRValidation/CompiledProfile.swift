@@ -14,17 +14,33 @@ public final class CompiledProfile: Sendable {
         public let slices: [Node]
         /// Each constraint with its parsed expression, or why it could not be parsed.
         let invariants: [Invariant]
+        /// What the walk asks of every element, worked out once: the instance name it matches
+        /// (`value` for `value[x]`), whether it is a choice, whether it repeats in its base, and
+        /// whether it is sliced.
+        let name: String
+        let isChoice: Bool
+        let repeatsInBase: Bool
+        let isSliced: Bool
+        let isExtension: Bool
+        /// The children by name.
+        private let childrenByName: [String: Node]
 
         init(definition: StructureDefinition.ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
             self.definition = definition
             self.children = children
             self.slices = slices
             self.invariants = invariants
+            name = definition.name
+            isChoice = definition.isChoice
+            repeatsInBase = definition.repeatsInBase
+            isSliced = definition.slicing != nil && !slices.isEmpty
+            isExtension = name == "extension" || name == "modifierExtension"
+            childrenByName = Dictionary(children.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
 
         /// The child node for an instance child named `name` (`value` matches `value[x]`).
         func child(named name: String) -> Node? {
-            children.first { $0.definition.name == name }
+            childrenByName[name]
         }
     }
 

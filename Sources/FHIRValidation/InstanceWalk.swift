@@ -16,8 +16,9 @@ struct InstanceWalk {
     var reportedOnce: Set<String> = []
     /// The url of the extension being walked, for the contexts of the extensions inside it.
     var hostExtensionURL: String?
-    /// The resource being walked (`%resource`), innermost last.
+    /// The resource being walked (`%resource`), innermost last, and where each is.
     private var resources: [Element] = []
+    private var resourceLocations: [String] = []
 
     /// The package unversioned claims are looked up in first.
     let package: String?
@@ -63,13 +64,18 @@ struct InstanceWalk {
             return
         }
         resources.append(resource)
-        defer { resources.removeLast() }
+        resourceLocations.append(location)
+        defer { resources.removeLast(); resourceLocations.removeLast() }
         // The profiles first, the base definition last: a rule both state is reported once, as the profile's.
         var canonicals = (resource["meta"]?.children(named: "profile") ?? []).compactMap(\.value)
         canonicals += extraProfiles
         canonicals.append("http://hl7.org/fhir/StructureDefinition/" + type)
         var done: Set<String> = []
+        var walkedProfile = false
+        let base = canonicals.last!
         for canonical in canonicals where done.insert(canonical).inserted {
+            // A profile's snapshot holds every rule of the base definition: after one, the base adds nothing.
+            if canonical == base && walkedProfile { continue }
             guard let profile = validator.profile(canonical, from: package) else {
                 let why = validator.unusableReason(canonical).map { "it cannot be used: \($0)" } ?? "it is not loaded here"
                 report(.init(.warning, "not-supported", at: location,
@@ -82,6 +88,7 @@ struct InstanceWalk {
                 continue
             }
             walk(resource, node: profile.root, in: profile, location: location, isResource: true)
+            walkedProfile = true
         }
     }
 
@@ -102,14 +109,16 @@ struct InstanceWalk {
                          profile: profile.structure.versionedURL, elementID: definition.id))
             return
         }
-        checkValue(item, node: node, in: profile, location: location)
-        let typeProfile = typeRef.flatMap { baseTypeProfile(for: $0, item: item) }
-        checkInvariants(item, node: node, typeRoot: typeProfile?.root, in: profile, location: location)
         if item.isResource && !isResource {
-            // A resource inside this one (contained, a Bundle entry): its own definitions and claims.
+            // A resource inside this one (contained, a Bundle entry): the element's own rules,
+            // then the resource against its definitions and claims, as its own `%resource`.
+            checkInvariants(item, node: node, typeRoot: nil, in: profile, location: location)
             validateResource(item, location: location, extraProfiles: typeRef?.profiles ?? [])
             return
         }
+        checkValue(item, node: node, in: profile, location: location)
+        let typeProfile = typeRef.flatMap { baseTypeProfile(for: $0, item: item) }
+        checkInvariants(item, node: node, typeRoot: typeProfile?.root, in: profile, location: location)
         if let typeRef, !typeRef.profiles.isEmpty, node.children.isEmpty {
             walkTypeProfiles(item, typeRef: typeRef, location: location)
             return
@@ -152,29 +161,36 @@ struct InstanceWalk {
     /// The children of `item` against the child definitions of `parent`: cardinality, slicing,
     /// each child walked, and children no definition allows.
     mutating func walkChildren(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
-        var handled: Set<String> = []
+        // The instance's children by name, once (a definition has many more children than an instance).
+        var present: [String: [Element]] = [:]
+        for child in item.children { present[child.name, default: []].append(child) }
+        let isPrimitive = item.isPrimitive
+        var handled = 0
         for child in parent.children {
-            let definition = child.definition
-            let name = definition.name
-            handled.insert(name)
-            let items = item.children.filter { $0.name == name }
-            if item.isPrimitive && name == "value" { continue }
-            if child.definition.slicing != nil && !child.slices.isEmpty {
+            let name = child.name
+            if isPrimitive && name == "value" { continue }
+            let items = present[name] ?? []
+            if !items.isEmpty { handled += 1 }
+            if child.definition.min ?? 0 > 0 || !items.isEmpty {
                 checkCardinality(items.count, of: child, in: profile, location: location)
+            }
+            if child.isSliced {
+                // Its slices' own minimums count even when nothing is there.
                 walkSliced(items, node: child, in: profile, location: location)
                 continue
             }
-            checkCardinality(items.count, of: child, in: profile, location: location)
+            if items.isEmpty { continue }
             for (i, element) in items.enumerated() {
-                let path = childLocation(location, element, definition, index: i)
+                let path = childLocation(location, element, child, index: i)
                 walk(element, node: child, in: profile, location: path)
-                if name == "extension" || name == "modifierExtension" {
-                    walkExtensionDefinition(element, at: definition.path, location: path)
+                if child.isExtension {
+                    walkExtensionDefinition(element, at: child.definition.path, location: path)
                 }
             }
         }
-        for (i, child) in item.children.enumerated() where !handled.contains(child.name) {
-            if item.isPrimitive && child.name == "value" { continue }
+        guard handled < present.count else { return }
+        for (i, child) in item.children.enumerated() where parent.child(named: child.name) == nil {
+            if isPrimitive && child.name == "value" { continue }
             report(.init(.error, "structure", at: location + "." + child.name,
                          "element \(child.name) is not allowed here (child \(i) of \(Self.typeName(of: item)))",
                          profile: profile.structure.versionedURL, elementID: parent.definition.id))
@@ -183,12 +199,12 @@ struct InstanceWalk {
 
     /// The location of a child: JSON's name for a choice (`valueQuantity`), an index where the
     /// element repeats.
-    func childLocation(_ location: String, _ element: Element, _ definition: StructureDefinition.ElementDefinition, index: Int) -> String {
+    func childLocation(_ location: String, _ element: Element, _ node: CompiledProfile.Node, index: Int) -> String {
         var name = element.name
-        if definition.isChoice, let type = element.typeName {
+        if node.isChoice, let type = element.typeName {
             name += type.prefix(1).uppercased() + type.dropFirst()
         }
-        return location + "." + name + (definition.repeatsInBase ? "[\(index)]" : "")
+        return location + "." + name + (node.repeatsInBase ? "[\(index)]" : "")
     }
 
     mutating func checkCardinality(_ count: Int, of node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
@@ -389,8 +405,10 @@ struct InstanceWalk {
 
     mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: String) {
         guard let reference = item.string("reference") ?? (item.typeName == "canonical" ? nil : nil) else { return }
-        let structures = targets.compactMap { validator.conformance.resolve($0, type: "StructureDefinition") }
-        let types = Set(structures.compactMap { $0.json["type"]?.stringValue })
+        let conformance = validator.conformance
+        let types = validator.referenceTypes(targets) {
+            Set(targets.compactMap { conformance.resolve($0, type: "StructureDefinition")?.json["type"]?.stringValue })
+        }
         guard !types.isEmpty, !types.contains("Resource") else { return }
         let target: Element?
         if reference.hasPrefix("#") {
@@ -425,7 +443,12 @@ struct InstanceWalk {
         // The host by the definitions' path (`Address` inside a datatype's definition) and by the
         // instance's (`Patient.birthDate` for a primitive's extension): a context may name either.
         let host = String(path.split(separator: ".").dropLast().joined(separator: "."))
-        let instanceHost = Self.elementPath(location).split(separator: ".").dropLast().joined(separator: ".")
+        // The instance's path from its own resource (`Patient.birthDate`, not `Bundle.entry[0].resource.birthDate`).
+        var relative = location
+        if let start = resourceLocations.last, let type = resources.last?.resourceType, location.hasPrefix(start) {
+            relative = type + location.dropFirst(start.count)
+        }
+        let instanceHost = Self.elementPath(relative).split(separator: ".").dropLast().joined(separator: ".")
         if let allowed = Self.contextRefusal(definition.structure.contexts, host: host, hostURL: hostExtensionURL),
            Self.contextRefusal(definition.structure.contexts, host: instanceHost, hostURL: hostExtensionURL) != nil {
             report(.init(.error, "structure", at: location,
@@ -444,7 +467,7 @@ struct InstanceWalk {
     /// path, its R4 type, or a type it derives from (`Element`, `Resource`, `DomainResource`).
     static func contextRefusal(_ contexts: [StructureDefinition.Context], host: String, hostURL: String?) -> String? {
         guard !contexts.isEmpty else { return nil }
-        let types = Set(typeNames(atPath: host))
+        let types = Set(typeNames(atPath: host) + datatypeForms(of: host))
         for context in contexts {
             switch context.type {
             case "fhirpath":
@@ -470,6 +493,20 @@ struct InstanceWalk {
             if character == "[" { skipping = true } else if character == "]" { skipping = false } else if !skipping { path.append(character) }
         }
         return path
+    }
+
+    /// A path as seen from each datatype along it: `Patient.name.given` is also `HumanName.given`
+    /// (a context names the element in its datatype's terms).
+    static func datatypeForms(of path: String) -> [String] {
+        let parts = path.split(separator: ".").map(String.init)
+        guard let first = parts.first, var type = ModelInfo.r4.type(named: first) else { return [] }
+        var forms: [String] = []
+        for (i, part) in parts.enumerated().dropFirst() {
+            guard let element = type.element(named: part), let next = element.typeNames.first.flatMap(ModelInfo.r4.type(named:)) else { return forms }
+            if next.kind == .complex, i + 1 < parts.count { forms.append(([next.name] + parts[(i + 1)...]).joined(separator: ".")) }
+            type = next
+        }
+        return forms
     }
 
     /// The R4 type names at an element path (`Patient.address` → Address; `Patient` → Patient).

@@ -15,12 +15,39 @@ import Foundation
 /// if !report.isValid { print(report.errors) }
 /// ```
 public final class ProfileValidator: @unchecked Sendable {
-    // @unchecked: `compiled` and `unusable` are read and written only under `lock`; the rest is immutable.
+    // @unchecked: `compiled`, `unusable` and the other caches are read and written only under `lock`; the rest is immutable.
     public let conformance: ConformanceSet
     public let terminology: ValueSetExpander
     let invariants = InvariantCache()
     private let lock = NSLock()
     private var compiled: [String: CompiledProfile?] = [:]
+    /// The nodes a discriminator's path names inside a slice, by slice and path.
+    private var discriminatorTargets: [DiscriminatorKey: [(node: CompiledProfile.Node, profile: CompiledProfile)]] = [:]
+    /// The resource types a list of target profiles admits.
+    private var referenceTypes: [[String]: Set<String>] = [:]
+
+    struct DiscriminatorKey: Hashable {
+        let slice: ObjectIdentifier
+        let path: String
+    }
+
+    /// A value worked out once per validator (`make` runs outside the lock; a race computes it twice).
+    func remembered<Key: Hashable, Value>(_ key: Key, in table: ReferenceWritableKeyPath<ProfileValidator, [Key: Value]>,
+                                          _ make: () -> Value) -> Value {
+        if let found = lock.withLock({ self[keyPath: table][key] }) { return found }
+        let value = make()
+        lock.withLock { self[keyPath: table][key] = value }
+        return value
+    }
+
+    func discriminatorTargets(_ slice: CompiledProfile.Node, _ path: String,
+                              _ make: () -> [(node: CompiledProfile.Node, profile: CompiledProfile)]) -> [(node: CompiledProfile.Node, profile: CompiledProfile)] {
+        remembered(DiscriminatorKey(slice: ObjectIdentifier(slice), path: path), in: \.discriminatorTargets, make)
+    }
+
+    func referenceTypes(_ targets: [String], _ make: () -> Set<String>) -> Set<String> {
+        remembered(targets, in: \.referenceTypes, make)
+    }
     private var unusable: [String: String] = [:]
 
     public init(conformance: ConformanceSet) {

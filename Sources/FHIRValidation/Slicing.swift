@@ -24,7 +24,7 @@ extension InstanceWalk {
         var lastSlice = -1
         for (position, slice) in assigned.enumerated() {
             let item = items[position]
-            let path = childLocation(location, item.element, definition, index: item.offset)
+            let path = childLocation(location, item.element, node, index: item.offset)
             if let slice {
                 if slicing.ordered && slice < lastSlice {
                     report(.init(.error, "structure", at: path, "the items of \(definition.path) are out of order: slice '\(node.slices[slice].definition.sliceName ?? "")' comes after '\(node.slices[lastSlice].definition.sliceName ?? "")' in the profile",
@@ -48,13 +48,13 @@ extension InstanceWalk {
                 continue
             }
             for item in members {
-                walk(item.element, node: slice, in: profile, location: childLocation(location, item.element, definition, index: item.offset))
+                walk(item.element, node: slice, in: profile, location: childLocation(location, item.element, node, index: item.offset))
             }
         }
         for (item, slice) in zip(items, assigned) where slice == nil {
-            let path = childLocation(location, item.element, definition, index: item.offset)
+            let path = childLocation(location, item.element, node, index: item.offset)
             walk(item.element, node: node, in: profile, location: path)
-            if definition.name == "extension" || definition.name == "modifierExtension" {
+            if node.isExtension {
                 walkExtensionDefinition(item.element, at: definition.path, location: path)
             }
         }
@@ -69,12 +69,15 @@ extension InstanceWalk {
 
     mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminator: StructureDefinition.ElementDefinition.Discriminator, in profile: CompiledProfile) -> Bool {
         let values = discriminatorValues(item, path: discriminator.path)
-        let target = descendant(of: slice, path: discriminator.path, in: profile)
+        let target = validator.discriminatorTargets(slice, "first " + discriminator.path) {
+            descendant(of: slice, path: discriminator.path, in: profile).map { [$0] } ?? []
+        }.first
         switch discriminator.type {
         case "value", "pattern":
             // The fixed or pattern value may sit in a slice along the path (R4's `bp` fixes
             // `code.coding:SBPCode.code`, its slices discriminated by `code.coding.code`).
-            let fixedValues = descendants(of: slice, path: discriminator.path, in: profile).compactMap { candidate -> (JSONValue, Bool)? in
+            let targets = validator.discriminatorTargets(slice, discriminator.path) { descendants(of: slice, path: discriminator.path, in: profile) }
+            let fixedValues = targets.compactMap { candidate -> (JSONValue, Bool)? in
                 if let fixed = candidate.node.definition.fixed { return (fixed.value, discriminator.type == "value") }
                 if let pattern = candidate.node.definition.pattern { return (pattern.value, false) }
                 return nil
@@ -127,6 +130,14 @@ extension InstanceWalk {
     /// `resolve()`, `extension('…').value`, `ofType(Quantity)`).
     func discriminatorValues(_ item: Element, path: String) -> [Element] {
         if path == "$this" { return [item] }
+        // A plain path of names (`code`, `coding.system`, `url`) is followed without FHIRPath.
+        if !path.contains("(") && !path.contains("$") {
+            var current = [item]
+            for part in path.split(separator: ".") {
+                current = current.flatMap { element in element.children.filter { $0.name == part } }
+            }
+            return current
+        }
         guard case .success(let expression) = validator.invariants.expression(path) else { return [] }
         return ((try? expression.evaluate(in: invariantEnvironment(item))) ?? []).compactMap(\.element)
     }

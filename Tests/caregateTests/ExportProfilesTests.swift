@@ -64,6 +64,14 @@ struct ExportProfilesTests {
         let check = try await cli.caregate(["validate", output, "--package", Self.package(version)])
         #expect(check.status == 0, "\(check.stdout)")
         #expect(check.stderr.contains("3 resources in 1 file checked: 0 errors"), "\(check.stderr)")
+        // The same as a transaction Bundle in XML: each entry meets what it claims.
+        let xml = cli.temporaryPath("us-core-\(version).xml")
+        let bundle = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-\(version)", "--package", Self.package(version),
+                                             "--format", "bundle", "-o", xml])
+        #expect(bundle.status == 0, "\(bundle.stderr)")
+        #expect(try String(contentsOfFile: xml, encoding: .utf8).contains("<profile value=\"\(expected["29463-7"]!)\"/>"))
+        let xmlCheck = try await cli.caregate(["validate", xml, "--package", Self.package(version)])
+        #expect(xmlCheck.status == 0 && !xmlCheck.stdout.contains(": error:"), "\(xmlCheck.stdout)")
     }
 
     @Test("a mapping that breaks the profile refuses the outcome before anything is written, naming the element, the rule and the profile")
