@@ -60,11 +60,6 @@ public struct ConformanceSet: Sendable {
         packages.flatMap { $0.resources.filter { $0.resourceType == type } }
     }
 
-    /// The package a resource was loaded from, by its `origin`.
-    public func package(of resource: ConformanceResource) -> FHIRPackage? {
-        packages.first { resource.origin.hasPrefix($0.id) }
-    }
-
     /// `6.1` names `6.1.0` (a version reference may leave out the patch).
     static func isSameRelease(_ wanted: String, _ actual: String) -> Bool {
         actual.hasPrefix(wanted + ".")

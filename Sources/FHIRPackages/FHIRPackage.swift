@@ -69,6 +69,14 @@ public struct FHIRPackage: Sendable {
         return try loose(path: path, files: [(path, bytes)])
     }
 
+    /// Each path's package, in order (what `--package` and `ehr.packages` name); the first that
+    /// cannot be read stops it.
+    public static func load(paths: [String]) throws(FHIRPackageError) -> [FHIRPackage] {
+        var loaded: [FHIRPackage] = []
+        for path in paths { loaded.append(try load(path: path)) }
+        return loaded
+    }
+
     // MARK: Archives and folders
 
     private static func archive(path: String, compressed: [UInt8]) throws(FHIRPackageError) -> FHIRPackage {

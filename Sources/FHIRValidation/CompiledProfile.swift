@@ -107,23 +107,9 @@ public final class CompiledProfile: Sendable {
         return (String(id[..<dot]), false)
     }
 
-    /// The last `.` of an id that is not inside a slice name (slice names may hold dots rarely;
-    /// the separators are the dots outside them).
+    /// The last `.` of an id (the slice names of published packages hold none).
     private static func lastSeparator(in id: String) -> String.Index? {
-        var inSlice = false
-        var last: String.Index?
-        for index in id.indices {
-            switch id[index] {
-            case ":": inSlice = true
-            case ".":
-                // A dot after a slice name ends it: the slice names of published packages hold none.
-                inSlice = false
-                last = index
-            default: break
-            }
-        }
-        _ = inSlice
-        return last
+        id.lastIndex(of: ".")
     }
 }
 

@@ -404,7 +404,7 @@ struct InstanceWalk {
     // MARK: References
 
     mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: String) {
-        guard let reference = item.string("reference") ?? (item.typeName == "canonical" ? nil : nil) else { return }
+        guard let reference = item.string("reference") else { return }
         let conformance = validator.conformance
         let types = validator.referenceTypes(targets) {
             Set(targets.compactMap { conformance.resolve($0, type: "StructureDefinition")?.json["type"]?.stringValue })

@@ -501,10 +501,8 @@ extension GatewayConfig.EHR {
     /// The profiles pushes claim and meet, over the packages named; nil for R4 alone.
     func profileTarget() throws(EHRSettingError) -> ProfileTarget? {
         guard let profiles, profiles != "base" || !packages.isEmpty else { return nil }
-        var loaded: [FHIRPackage] = []
-        for path in packages {
-            do { loaded.append(try FHIRPackage.load(path: path)) } catch { throw .packages("\(error)") }
-        }
+        let loaded: [FHIRPackage]
+        do { loaded = try FHIRPackage.load(paths: packages) } catch { throw .packages("\(error)") }
         do { return try ProfileTarget(name: profiles, packages: loaded) } catch { throw .profiles("\(error)") }
     }
 }

@@ -106,10 +106,8 @@ struct ProfileOptions: ParsableArguments {
     /// The target named, over the packages read; nil for none (R4 alone, nothing claimed).
     func profileTarget() throws -> ProfileTarget? {
         guard let target, target != "base" || !packages.isEmpty else { return nil }
-        var loaded: [FHIRPackage] = []
-        for path in packages {
-            do { loaded.append(try FHIRPackage.load(path: path)) } catch { throw ValidationError("\(error)") }
-        }
+        let loaded: [FHIRPackage]
+        do { loaded = try FHIRPackage.load(paths: packages) } catch { throw ValidationError("\(error)") }
         do { return try ProfileTarget(name: target, packages: loaded) } catch { throw ValidationError("\(error)") }
     }
 }

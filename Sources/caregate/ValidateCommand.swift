@@ -103,12 +103,10 @@ struct ValidateCommand: ParsableCommand {
 
     /// Loads the packages, then validates every resource of the files named.
     func validateResources(_ files: [String]) throws -> [ResourceFileValidation.Result] {
-        var loaded: [FHIRPackage] = []
-        for path in packages {
-            do { loaded.append(try FHIRPackage.load(path: path)) } catch {
-                StandardError.print("error: \(error)")
-                throw ExitCode(2)
-            }
+        let loaded: [FHIRPackage]
+        do { loaded = try FHIRPackage.load(paths: packages) } catch {
+            StandardError.print("error: \(error)")
+            throw ExitCode(2)
         }
         let conformance = ConformanceSet(packages: loaded)
         for (package, missing) in Self.missingByPackage(conformance) {

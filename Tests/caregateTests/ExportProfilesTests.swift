@@ -37,6 +37,19 @@ struct ExportProfilesTests {
         return store
     }
 
+    /// A site's codes table in `folder`: weights in stones, which US Core's body-weight profile refuses.
+    static func stonesTable(in folder: String) throws {
+        try """
+            caregate-mapping: 1
+            description: A site's export codes.
+            tables:
+              observation-codes:
+                "29463-7":
+                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
+                  category: vital-signs
+            """.write(toFile: folder + "/observation-codes.yaml", atomically: true, encoding: .utf8)
+    }
+
     func lines(_ path: String) throws -> [[String: Any]] {
         try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
     }
@@ -82,15 +95,7 @@ struct ExportProfilesTests {
         let site = cli.temporaryPath("site-codes")
         try? FileManager.default.removeItem(atPath: site)
         try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
-        try """
-            caregate-mapping: 1
-            description: A site's export codes.
-            tables:
-              observation-codes:
-                "29463-7":
-                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
-                  category: vital-signs
-            """.write(toFile: site + "/observation-codes.yaml", atomically: true, encoding: .utf8)
+        try Self.stonesTable(in: site)
         let output = cli.temporaryPath("broken.ndjson")
         let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--mappings", site, "--profiles", "us-core-6.1.0", "--package", Self.package("6.1.0"), "-o", output])
         #expect(run.status == 1)
@@ -155,15 +160,7 @@ struct ServeProfilesTests {
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try await ExportProfilesTests().recorded("serve-profiles.sqlite")
         try FileManager.default.copyItem(atPath: store, toPath: dir.appendingPathComponent("care.sqlite").path)
-        try """
-            caregate-mapping: 1
-            description: A site's export codes.
-            tables:
-              observation-codes:
-                "29463-7":
-                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
-                  category: vital-signs
-            """.write(to: dir.appendingPathComponent("site/observation-codes.yaml"), atomically: true, encoding: .utf8)
+        try ExportProfilesTests.stonesTable(in: dir.appendingPathComponent("site").path)
         let package = ExportProfilesTests.package("6.1.0")
         try """
             listen:
@@ -224,15 +221,7 @@ struct ServeProfilesTests {
         let site = cli.temporaryPath("retry-site")
         try? FileManager.default.removeItem(atPath: site)
         try FileManager.default.createDirectory(atPath: site, withIntermediateDirectories: true)
-        try """
-            caregate-mapping: 1
-            description: A site's export codes.
-            tables:
-              observation-codes:
-                "29463-7":
-                  code: {system: http://loinc.org, code: 29463-7, display: Body weight, unit: "[stone_av]"}
-                  category: vital-signs
-            """.write(toFile: site + "/observation-codes.yaml", atomically: true, encoding: .utf8)
+        try ExportProfilesTests.stonesTable(in: site)
         let package = ExportProfilesTests.package("6.1.0")
         let common = ["--to", ehr.base, "--store", path, "--tz", "America/New_York", "--profiles", "us-core-6.1.0", "--package", package]
         let broken = try await cli.caregate(["push"] + common + ["--mappings", site])
