@@ -26,12 +26,14 @@ final class RunningServer: @unchecked Sendable {
     func connectionCount() -> Int { gateway.connections.count }
 
     init(store: Backend.Store, limits: GatewayServer.Limits = .init(), ehr: EHRLink? = nil, tls: TLSConfiguration? = nil,
-         dashboard: DashboardAccess? = nil, auditToEHR: Bool = false, logger: Logger = Logger(label: "caregate-test")) async throws {
+         dashboard: DashboardAccess? = nil, auditToEHR: Bool = false, auditRepeatWindow: TimeInterval? = nil, logger: Logger = Logger(label: "caregate-test")) async throws {
         self.store = store
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         var gateway = GatewayServer(store: store, limits: limits, ehr: ehr, dashboard: dashboard)
         // As `ehr.audit: true` sets it up.
         if auditToEHR { gateway.audit = AuditRecorder(trail: store, queueing: AuditEventResource(observer: "test-gateway").outboxItem) }
+        // A test counting repeats sets a window its slowest run (a loaded CI machine) cannot outlast.
+        if let auditRepeatWindow { gateway.audit = AuditRecorder(trail: store, repeatWindow: auditRepeatWindow) }
         self.gateway = gateway
         let app = try gateway.application(host: "127.0.0.1", port: 0, tls: tls, logger: logger) { port in
             continuation.yield(port)
