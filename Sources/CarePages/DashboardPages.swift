@@ -119,7 +119,8 @@ public struct DashboardPages: Sendable {
             let patient = names[d.patientID].map { link("/ui/patients/\(Self.pathSegment(d.patientID))", $0) } ?? esc(d.patientID)
             let state = d.revokedAt.map { "revoked " + esc(dateTime($0)) }
                 ?? frame.form(action: "/ui/devices/revoke", fields: ["device": d.id], button: "Revoke")
-            return ["<code>\(esc(d.id))</code>", patient, esc(dateTime(d.enrolledAt)), esc(d.lastSyncAt.map(dateTime) ?? "never"), state]
+            let named = [d.name, d.app].compactMap { $0 }.map { " " + esc($0) }.joined(separator: ",")
+            return ["<code>\(esc(d.id))</code>\(named)", patient, esc(dateTime(d.enrolledAt)), esc(d.lastSyncAt.map(dateTime) ?? "never"), state]
         }
         return Self.table(caption: "\(devices.count) device\(devices.count == 1 ? "" : "s")", head: ["Device", "Patient", "Enrolled", "Last sync", "State"],
                           rows: rows, id: "devices")

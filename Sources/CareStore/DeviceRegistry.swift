@@ -15,15 +15,36 @@ public struct Device: Sendable, Hashable {
     public var revokedAt: Date?
     /// When it last synced (written in the background, within seconds).
     public var lastSyncAt: Date?
+    /// The name the device gave itself when it enrolled ("Maria's iPhone"): what the EHR is told
+    /// recorded the patient's outcomes (a contained `Device.deviceName`). Said by the device, so
+    /// only ever shown as its words, never used to find anything.
+    public var name: String?
+    /// The app it enrolled from ("Heart Failure Companion 2.3"), said by the device too.
+    public var app: String?
 
     /// A device as the registry keeps it (its token only as a hash).
-    public init(id: String, patientID: String, tokenHash: String, enrolledAt: Date, revokedAt: Date? = nil, lastSyncAt: Date? = nil) {
+    public init(id: String, patientID: String, tokenHash: String, enrolledAt: Date, revokedAt: Date? = nil, lastSyncAt: Date? = nil,
+                name: String? = nil, app: String? = nil) {
         self.id = id
         self.patientID = patientID
         self.tokenHash = tokenHash
         self.enrolledAt = enrolledAt
         self.revokedAt = revokedAt
         self.lastSyncAt = lastSyncAt
+        self.name = name
+        self.app = app
+    }
+
+    /// The `source` the gateway gives the outcome versions a device pushes: the device's id
+    /// (`GatewayOwnedFields` drops whatever source a device sends, so only the gateway writes it).
+    public var versionSource: String { Device.versionSourcePrefix + id }
+    /// `caregate-device:`.
+    public static let versionSourcePrefix = "caregate-device:"
+
+    /// The id of the device that pushed a version, read from its `source`.
+    public static func id(fromVersionSource source: String?) -> String? {
+        guard let source, source.hasPrefix(versionSourcePrefix) else { return nil }
+        return String(source.dropFirst(versionSourcePrefix.count))
     }
 }
 
@@ -68,6 +89,10 @@ extension SQLiteCarePlanStore: DeviceRegistry {
                 CREATE INDEX device_patient ON device(patient_id);
                 """)
         }
+        // What a device calls itself and its app, as it enrolled.
+        migrator.registerMigration("v15-device-names") { db in
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN name TEXT; ALTER TABLE device ADD COLUMN app TEXT;")
+        }
     }
 
     public func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError) {
@@ -86,8 +111,8 @@ extension SQLiteCarePlanStore: DeviceRegistry {
             try db.execute(sql: "DELETE FROM enrollment_code WHERE code_hash = ?", arguments: [codeHash])
             var enrolled = device
             enrolled.patientID = patientID
-            try db.execute(sql: "INSERT INTO device (id, patient_id, token_hash, enrolled_at) VALUES (?, ?, ?, ?)",
-                           arguments: [enrolled.id, patientID, enrolled.tokenHash, enrolled.enrolledAt.timeIntervalSinceReferenceDate])
+            try db.execute(sql: "INSERT INTO device (id, patient_id, token_hash, enrolled_at, name, app) VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [enrolled.id, patientID, enrolled.tokenHash, enrolled.enrolledAt.timeIntervalSinceReferenceDate, enrolled.name, enrolled.app])
             return enrolled
         }
     }
@@ -148,6 +173,6 @@ extension SQLiteCarePlanStore: DeviceRegistry {
     static func device(_ row: Row) -> Device {
         func date(_ column: String) -> Date? { (row[column] as Double?).map(Date.init(timeIntervalSinceReferenceDate:)) }
         return Device(id: row["id"], patientID: row["patient_id"], tokenHash: row["token_hash"], enrolledAt: date("enrolled_at") ?? .distantPast,
-                      revokedAt: date("revoked_at"), lastSyncAt: date("last_sync_at"))
+                      revokedAt: date("revoked_at"), lastSyncAt: date("last_sync_at"), name: row["name"], app: row["app"])
     }
 }

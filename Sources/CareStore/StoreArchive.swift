@@ -65,7 +65,8 @@ public enum ArchivedTable: String, CaseIterable, Sendable {
     /// The columns copied, in order; the first orders the rows.
     public var columns: [(name: String, type: Column)] {
         switch self {
-        case .device: [("id", .text), ("patient_id", .text), ("token_hash", .text), ("enrolled_at", .real), ("revoked_at", .real), ("last_sync_at", .real)]
+        case .device: [("id", .text), ("patient_id", .text), ("token_hash", .text), ("enrolled_at", .real), ("revoked_at", .real), ("last_sync_at", .real),
+                        ("name", .text), ("app", .text)]
         case .pushOutbox: [("queued_at", .real), ("version_uuid", .uuid), ("entity_id", .text), ("idempotency_key", .text), ("payload", .bytes),
                            ("state", .text), ("attempts", .integer), ("last_error", .text), ("remote_location", .text), ("finished_at", .real)]
         case .importRun: [("started_at", .real), ("source", .text), ("counts", .text), ("report", .bytes)]

@@ -7,7 +7,8 @@ import JSON
 
 /// CareKit's sync API, the backend of an app's `OCKRemoteSynchronizable`:
 ///
-/// - `POST /carekit/v1/enroll` `{"code": "KX7P2-M9QRT"}` → `{"token", "deviceID", "patientID"}`
+/// - `POST /carekit/v1/enroll` `{"code": "KX7P2-M9QRT", "name": "Maria's iPhone", "app": "Heart Companion"}`
+///   → `{"token", "deviceID", "patientID"}` (`name` and `app` optional: what the EHR is told recorded the outcomes)
 /// - `GET /carekit/v1/revisions?since=<base64url of the vector's JSON>[&limit=N]` → `{"revisions":
 ///   [record], "knowledgeVector": <catch-up, on the last page>}`, `Link: <…>; rel="next"` for more
 /// - `POST /carekit/v1/revisions` `{"revisions": [record…], "knowledgeVector": …}` → what merged
@@ -63,8 +64,18 @@ struct CareKitSyncRoutes: Sendable {
             server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused, detail: "no code in the body"))
             return JSONBody.error(.badRequest, "expected {\"code\": \"<the code caregate enroll printed>\"}")
         }
+        // What the device calls itself and its app: optional text, checked before the code is used up.
+        var labels: [String: String] = [:]
+        for field in ["name", "app"] where body[field] != nil {
+            guard let label = body[field]?.stringValue, DeviceEnrollment.acceptedLabel(label) != nil else {
+                server.audit.note(entry(context, actor: .device("(enrolling)"), .create, AuditEvent.enroll, patientID: nil, .refused, detail: "a \(field) the gateway does not take"))
+                return JSONBody.error(.badRequest, EnrollmentError.invalidLabel(field).description)
+            }
+            labels[field] = label
+        }
         do {
-            let (device, token) = try await Blocking.run { try enrollment.redeem(code: code) }
+            let (name, app) = (labels["name"], labels["app"])
+            let (device, token) = try await Blocking.run { try enrollment.redeem(code: code, name: name, app: app) }
             try await server.throttle.succeeded(context.client)
             audit(context, device, .create, AuditEvent.enroll, .success, detail: "enrolled")
             return JSONBody.response(.ok, "{\"token\":\(JSONBody.quoted(token)),\"deviceID\":\(JSONBody.quoted(device.id)),\"patientID\":\(JSONBody.quoted(device.patientID))}")

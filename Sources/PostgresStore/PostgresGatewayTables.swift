@@ -194,15 +194,16 @@ extension PostgresCarePlanStore: Outbox {
 extension PostgresCarePlanStore: DeviceRegistry {
     /// Every column as text, so that one decoder reads the rows of plain and prepared
     /// statements alike (see `PostgresSession.prepared`).
-    static let deviceColumns = "id, patient_id, token_hash, enrolled_at::text, revoked_at::text, last_sync_at::text"
+    static let deviceColumns = "id, patient_id, token_hash, enrolled_at::text, revoked_at::text, last_sync_at::text, name, app"
 
     static func device(_ row: PostgresRow) throws -> Device {
-        device(try row.decode((String, String, String, String, String?, String?).self))
+        device(try row.decode((String, String, String, String, String?, String?, String?, String?).self))
     }
 
-    static func device(_ c: (id: String, patient: String, token: String, enrolled: String, revoked: String?, synced: String?)) -> Device {
+    static func device(_ c: (id: String, patient: String, token: String, enrolled: String, revoked: String?, synced: String?, name: String?, app: String?)) -> Device {
         Device(id: c.id, patientID: c.patient, tokenHash: c.token, enrolledAt: Date(timeIntervalSinceReferenceDate: Double(c.enrolled) ?? 0),
-               revokedAt: Date(storeSeconds: c.revoked.flatMap(Double.init)), lastSyncAt: Date(storeSeconds: c.synced.flatMap(Double.init)))
+               revokedAt: Date(storeSeconds: c.revoked.flatMap(Double.init)), lastSyncAt: Date(storeSeconds: c.synced.flatMap(Double.init)),
+               name: c.name, app: c.app)
     }
 
     public func addEnrollment(codeHash: String, patientID: String, expires: Date) throws(StoreError) {
@@ -223,8 +224,8 @@ extension PostgresCarePlanStore: DeviceRegistry {
             var enrolled = device
             enrolled.patientID = try row.decode(String.self)
             try session.run("""
-                INSERT INTO device (id, patient_id, token_hash, enrolled_at)
-                VALUES (\(enrolled.id), \(enrolled.patientID), \(enrolled.tokenHash), \(enrolled.enrolledAt.storeSeconds))
+                INSERT INTO device (id, patient_id, token_hash, enrolled_at, name, app)
+                VALUES (\(enrolled.id), \(enrolled.patientID), \(enrolled.tokenHash), \(enrolled.enrolledAt.storeSeconds), \(enrolled.name), \(enrolled.app))
                 """)
             return enrolled
         }
@@ -242,9 +243,9 @@ extension PostgresCarePlanStore: DeviceRegistry {
         try session { session in
             let sql = "SELECT \(Self.deviceColumns), \(Transaction.knowledgeColumns(patient: "device.patient_id")) FROM device WHERE token_hash = $1::text"
             guard let row = try session.prepared(sql, [PostgresData(string: tokenHash)]).first else { return nil }
-            let c = try row.decode((String, String, String, String, String?, String?, String?, String?, String?, String?).self)
-            let device = Self.device((c.0, c.1, c.2, c.3, c.4, c.5))
-            let now = try Transaction.knowledge((c.6, c.7, c.8, c.9), session: session)
+            let c = try row.decode((String, String, String, String, String?, String?, String?, String?, String?, String?, String?, String?).self)
+            let device = Self.device((c.0, c.1, c.2, c.3, c.4, c.5, c.6, c.7))
+            let now = try Transaction.knowledge((c.8, c.9, c.10, c.11), session: session)
             let upToDate = now.knowledge.isCovered(by: since) ? PatientVersions(versions: [], knowledge: now.knowledge, revision: now.clock) : nil
             return (device, upToDate)
         }

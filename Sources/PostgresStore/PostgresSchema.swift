@@ -195,6 +195,11 @@ public enum PostgresSchema {
                 SELECT uuid FROM entity_version v WHERE kind = 'outcome' AND next_uuids IS NULL
                 AND NOT EXISTS (SELECT 1 FROM push_outbox o WHERE o.version_uuid = v.uuid) ORDER BY seq
             """),
+        // What a device calls itself and its app, as it enrolled.
+        Migration(name: "v11-device-names", sql: """
+            ALTER TABLE device ADD COLUMN name text;
+            ALTER TABLE device ADD COLUMN app text
+            """),
     ]
 
     /// Applies the migrations this database has not had; returns the names applied (none when

@@ -70,7 +70,9 @@ struct DevicesList: ParsableCommand {
         for device in devices {
             let synced = device.lastSyncAt.map { "last sync \(format.string(from: $0))" } ?? "never synced"
             let revoked = device.revokedAt.map { "  revoked \(format.string(from: $0))" } ?? ""
-            print("\(device.id)  \(TerminalText.escaped(device.patientID))  enrolled \(format.string(from: device.enrolledAt))  \(synced)\(revoked)")
+            // The name and app are the device's own words: escaped like everything a device sends.
+            let named = [device.name, device.app].compactMap { $0 }.map { "  \"\(TerminalText.escaped($0))\"" }.joined()
+            print("\(device.id)  \(TerminalText.escaped(device.patientID))  enrolled \(format.string(from: device.enrolledAt))  \(synced)\(revoked)\(named)")
         }
         if devices.isEmpty { StandardError.print("no devices enrolled\(patient.map { " for \(TerminalText.escaped($0))" } ?? "")") }
     }

@@ -50,9 +50,16 @@ struct ExportProfilesTests {
             """.write(toFile: folder + "/observation-codes.yaml", atomically: true, encoding: .utf8)
     }
 
+    /// The resources of an NDJSON export: each line's, or its transaction's entries'.
     func lines(_ path: String) throws -> [[String: Any]] {
-        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").flatMap { line -> [[String: Any]] in
+            let resource = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            guard resource["resourceType"] as? String == "Bundle" else { return [resource] }
+            return (resource["entry"] as? [[String: Any]] ?? []).compactMap { $0["resource"] as? [String: Any] }
+        }
     }
+
+    func observations(_ path: String) throws -> [[String: Any]] { try lines(path).filter { $0["resourceType"] as? String == "Observation" } }
 
     func claims(_ resource: [String: Any]) -> [String] { (resource["meta"] as? [String: Any])?["profile"] as? [String] ?? [] }
     func tags(_ resource: [String: Any]) -> [String] { ((resource["meta"] as? [String: Any])?["tag"] as? [[String: Any]] ?? []).compactMap { $0["code"] as? String } }
@@ -64,8 +71,8 @@ struct ExportProfilesTests {
         let output = cli.temporaryPath("us-core-\(version).ndjson")
         let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-\(version)", "--package", Self.package(version), "-o", output])
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stderr.contains("exported 3 Observations"), "\(run.stderr)")
-        let written = try lines(output)
+        #expect(run.stderr.contains("exported 3 Observations, 3 Provenances"), "\(run.stderr)")
+        let written = try observations(output)
         let byCode = Dictionary(uniqueKeysWithValues: written.map { ((($0["code"] as? [String: Any])?["coding"] as? [[String: Any]])?.first?["code"] as? String ?? "text", $0) })
         let expected = version == "6.1.0"
             ? ["29463-7": "http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight", "85354-9": "http://hl7.org/fhir/us/core/StructureDefinition/us-core-blood-pressure"]
@@ -73,6 +80,10 @@ struct ExportProfilesTests {
         for (code, profile) in expected { #expect(claims(try #require(byCode[code])) == [profile], "\(code)") }
         #expect(written.allSatisfy { tags($0) == ["patient-supplied"] })
         #expect(written.filter { claims($0).isEmpty }.count == 1, "the walk has no profile of its own")
+        // Each in a transaction with its Provenance: the patient its author, US Core's profile claimed.
+        let provenances = try lines(output).filter { $0["resourceType"] as? String == "Provenance" }
+        #expect(provenances.count == 3 && provenances.allSatisfy { claims($0) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-provenance"] })
+        #expect(provenances.allSatisfy { String(describing: $0["agent"] ?? "").contains("Patient/maria-lopez") })
         // Checked again, from the file, by the command a CI job would run.
         let check = try await cli.caregate(["validate", output, "--package", Self.package(version)])
         #expect(check.status == 0, "\(check.stdout)")
@@ -113,9 +124,8 @@ struct ExportProfilesTests {
         let store = try await ExportCommandTests().answeredSurveys("export-profiles-surveys.sqlite")
         let output = cli.temporaryPath("surveys.ndjson")
         let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-6.1.0", "--package", Self.package("6.1.0"), "-o", output, "--allow-refusals"])
-        let bundles = try lines(output).filter { $0["resourceType"] as? String == "Bundle" }
-        #expect(!bundles.isEmpty, "\(run.stderr)")
-        let resources = bundles.flatMap { ($0["entry"] as? [[String: Any]] ?? []).compactMap { $0["resource"] as? [String: Any] } }
+        let resources = try lines(output)
+        #expect(!resources.isEmpty, "\(run.stderr)")
         let responses = resources.filter { $0["resourceType"] as? String == "QuestionnaireResponse" }
         #expect(!responses.isEmpty && responses.allSatisfy { claims($0) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-questionnaireresponse"] })
         let observations = resources.filter { $0["resourceType"] as? String == "Observation" }

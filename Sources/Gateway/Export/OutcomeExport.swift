@@ -27,12 +27,13 @@ public struct ExportedObservation: Sendable {
         switch resource.resourceType {
         case "Observation": resource.string("status") == "final"
         case "QuestionnaireResponse": resource.string("status") == "completed"
+        case "Provenance": true  // each outcome version has its own, created once
         default: false
         }
     }
 
-    /// A resource that carries a survey outcome's parts (a transaction Bundle: the response and
-    /// its extracted Observations, sent together).
+    /// A resource that carries an outcome's parts (a transaction Bundle: a survey's response and
+    /// its extracted Observations, and with a profile target the Provenance, sent together).
     public var isTransaction: Bool { observation.resourceType == "Bundle" }
 }
 
@@ -53,11 +54,15 @@ public struct OutcomeExport: Sendable {
     /// Told how many outcomes are exported of how many, before each and once at the end
     /// (the command line's progress bar).
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
+    /// Where the devices that pushed outcomes are read (their names go to the EHR with a
+    /// profile target): the store's own registry.
+    public var devices: (any DeviceRegistry)?
 
     /// An export of `store`'s outcomes through `builder`.
     public init(store: any CarePlanStore, builder: ObservationBuilder) {
         self.store = store
         self.builder = builder
+        self.devices = store as? any DeviceRegistry
     }
 
     /// Whether an outcome was imported from a FHIR Observation rather than recorded in the app.
@@ -72,7 +77,10 @@ public struct OutcomeExport: Sendable {
     /// the versions the gateway wrote, never from a device's (`GatewayOwnedFields`).
     struct Owners {
         let reader: any CarePlanReader
+        var registry: (any DeviceRegistry)?
         var tasks: [UUID: (task: CareTask, patientID: String?)] = [:]
+        /// Devices read, by id.
+        var devices: [String: Device?] = [:]
         var patients: [String: Patient?] = [:]
         /// Survey forms read, by patient, url, version and hash.
         var forms: [String: Result<Questionnaire, StoredForms.Missing>?] = [:]
@@ -88,8 +96,19 @@ public struct OutcomeExport: Sendable {
                     patients[patientID] = patient
                 }
             }
-            return OutcomeRecord(outcome: outcome, task: task, patient: patient, patientID: patientID,
-                                 amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
+            var record = OutcomeRecord(outcome: outcome, task: task, patient: patient, patientID: patientID,
+                                       amended: !outcome.version.previousVersionUUIDs.isEmpty, deleted: outcome.version.deletedDate != nil)
+            record.device = try device(pushed: outcome, patientID: patientID)
+            return record
+        }
+
+        /// The device that pushed an outcome version (its `source`, which only the gateway
+        /// writes), when it is enrolled for the outcome's own patient; never another patient's.
+        mutating func device(pushed outcome: Outcome, patientID: String?) throws(StoreError) -> Device? {
+            guard let registry, let patientID, let id = Device.id(fromVersionSource: outcome.version.source) else { return nil }
+            if devices[id] == nil { devices[id] = .some(try registry.device(id: id)) }
+            guard let found = devices[id] ?? nil, found.patientID == patientID else { return nil }
+            return found
         }
 
         /// The form a survey outcome answers (`StoredForms`), read once per task version; nil
@@ -155,7 +174,7 @@ public struct OutcomeExport: Sendable {
         let tips = try reader.fetchOutcomes(EntityQuery(versions: .history, uuids: versions))
             .filter { $0.version.nextVersionUUIDs.isEmpty }
             .sorted { ($0.effectiveDate, $0.id, $0.uuid.uuidString) < ($1.effectiveDate, $1.id, $1.uuid.uuidString) }
-        var owners = Owners(reader: reader)
+        var owners = Owners(reader: reader, registry: devices)
         var result: [ExportedObservation] = []
         for outcome in tips {
             if let item = try exported(outcome, owners: &owners, queued: queued, reader: reader) { result.append(item) }
@@ -189,7 +208,8 @@ public struct OutcomeExport: Sendable {
     /// One entry of such a Bundle: the resource (without its id), a `urn:uuid` fullUrl, and the
     /// conditional request (POST with `ifNoneExist`, or PUT by identifier).
     public func bundleEntry(_ item: ExportedObservation) -> Element {
-        let query = "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
+        let query = PatientSuppliedProvenance.conditionalQuery(of: item.observation)
+            ?? "identifier=\(percentEncoded(builder.identifierSystem))%7C\(percentEncoded(item.identifier))"
         let type = item.observation.resourceType ?? "Observation"
         var request = Element(name: "request", type: "Bundle.entry.request")
         if ExportedObservation.isFirstVersion(item.observation) {
@@ -217,7 +237,7 @@ public struct OutcomeExport: Sendable {
     public func forEach(_ body: (ExportedObservation) throws -> Void) throws {
         try store.read { reader in
             let total = try reader.currentOutcomeCount()
-            var owners = Owners(reader: reader)
+            var owners = Owners(reader: reader, registry: devices)
             var seen = 0
             try reader.forEachCurrentOutcome { outcome in
                 seen += 1
@@ -234,12 +254,16 @@ public struct OutcomeExport: Sendable {
         guard includeImported || !OutcomeExport.isImported(outcome), var record = try owners.record(outcome) else { return nil }
         if let queued { record.sentIdentifier = try OutcomeExport.sentIdentifier(of: record, queued: queued, reader: reader) }
         if let form = try owners.form(of: record) { return survey(record, form: form) }
-        var (observation, notes) = builder.resource(record)
-        if let profiles {
-            profiles.claim(&observation)
-            if let refusal = refusal(record, breaking: [observation], profiles) { return refusal }
+        let (observation, notes) = builder.resource(record)
+        if let profiles, profiles.sendsProvenance {
+            return together(record, [ExportedPart(resource: observation, identifier: builder.identifierValue(record))], notes: notes, profiles: profiles)
         }
-        return ExportedObservation(observation: observation, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
+        var claimed = observation
+        if let profiles {
+            profiles.claim(&claimed)
+            if let refusal = refusal(record, breaking: [claimed], profiles) { return refusal }
+        }
+        return ExportedObservation(observation: claimed, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
     }
 
     /// A refusal naming the outcome: what an operator reads in the dead letter and on standard error.
@@ -267,21 +291,43 @@ public struct OutcomeExport: Sendable {
     func survey(_ record: OutcomeRecord, form: Result<Questionnaire, StoredForms.Missing>) -> ExportedObservation {
         let identifier = builder.identifierValue(record)
         do {
-            var (parts, notes) = try builder.surveyResponse(record, form: form.get())
-            if let profiles {
-                for i in parts.indices { profiles.claim(&parts[i].resource) }
-                if let refusal = refusal(record, breaking: parts.map(\.resource), profiles) { return refusal }
-            }
-            var bundle = Element(resourceType: "Bundle")
-            bundle.append(Element(name: "type", type: "code", value: "transaction"))
-            for (i, part) in parts.enumerated() {
-                bundle.append(bundleEntry(ExportedObservation(observation: part.resource, outcomeVersion: i == 0 ? record.outcome.uuid : UUID(),
-                                                              identifier: part.identifier, notes: [])))
-            }
-            return ExportedObservation(observation: bundle, outcomeVersion: record.outcome.uuid, identifier: identifier, notes: notes)
+            let (parts, notes) = try builder.surveyResponse(record, form: form.get())
+            return together(record, parts, notes: notes, profiles: profiles)
         } catch {
             return refused(record, "\(error)")
         }
+    }
+
+    /// An outcome's parts as one transaction (the first part's `fullUrl` is the outcome
+    /// version's `urn:uuid`). With a profile target each part claims its profile, an Observation
+    /// contains the device that pushed the outcome, and a Provenance of all the parts closes the
+    /// transaction (`PatientSuppliedProvenance`); parts that break the profiles give a refusal.
+    func together(_ record: OutcomeRecord, _ parts: [ExportedPart], notes: [String], profiles: ProfileTarget?) -> ExportedObservation {
+        var parts = parts
+        let places = parts.indices.map { $0 == 0 ? record.outcome.uuid : UUID() }
+        if let profiles {
+            let healthKit = record.task.healthKitLinkage != nil
+            for i in parts.indices {
+                if profiles.sendsProvenance { PatientSuppliedProvenance.attach(record.device, healthKit: healthKit, to: &parts[i].resource) }
+                profiles.claim(&parts[i].resource)
+            }
+            if profiles.sendsProvenance {
+                var provenance = PatientSuppliedProvenance(
+                    targets: places.map { "urn:uuid:\($0.uuidString.lowercased())" }, patient: parts.first?.resource.first("subject.reference")?.value,
+                    recorded: record.outcome.version.createdDate ?? record.outcome.effectiveDate, device: record.device, healthKit: healthKit,
+                    versionUUID: record.outcome.uuid).resource
+                profiles.claim(&provenance)
+                parts.append(ExportedPart(resource: provenance, identifier: builder.identifierValue(record) + "/provenance"))
+            }
+            if let refusal = refusal(record, breaking: parts.map(\.resource), profiles) { return refusal }
+        }
+        var bundle = Element(resourceType: "Bundle")
+        bundle.append(Element(name: "type", type: "code", value: "transaction"))
+        for (i, part) in parts.enumerated() {
+            bundle.append(bundleEntry(ExportedObservation(observation: part.resource, outcomeVersion: i < places.count ? places[i] : UUID(),
+                                                          identifier: part.identifier, notes: [])))
+        }
+        return ExportedObservation(observation: bundle, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
     }
 
     /// An OperationOutcome with one error: what a refused outcome's dead letter holds.

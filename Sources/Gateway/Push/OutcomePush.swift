@@ -175,8 +175,9 @@ public struct OutcomePush: Sendable {
                            failuresInARow: &failuresInARow, report: &report)
             sent += claimed.count
         }
+        // A profile target sends each outcome's own Provenance in its transaction; else one per run.
         let targets = report.pushedOutcomes.compactMap(\.location)
-        if !targets.isEmpty {
+        if !targets.isEmpty, export.profiles?.sendsProvenance != true {
             report.provenanceLocation = try? await client.create(provenance(targets: targets)).location
         }
     }
@@ -188,7 +189,10 @@ public struct OutcomePush: Sendable {
         let status = resource.string("status")
         if type == "Bundle" {
             let parts = resource.children(named: "entry").compactMap { $0["resource"]?.resourceType }
-            return "send in one transaction: \(parts.first ?? "QuestionnaireResponse") \(item.idempotencyKey) and \(parts.count - 1) extracted Observation\(parts.count == 2 ? "" : "s")"
+            let extracted = parts.dropFirst().filter { $0 == "Observation" }.count
+            let provenance = parts.contains("Provenance") ? " with its Provenance" : ""
+            let what = parts.first == "QuestionnaireResponse" ? " and \(extracted) extracted Observation\(extracted == 1 ? "" : "s")" : ""
+            return "send in one transaction: \(parts.first ?? "QuestionnaireResponse") \(item.idempotencyKey)\(what)\(provenance)"
         }
         let action = ExportedObservation.isFirstVersion(resource) ? "create (unless an \(type) with its identifier exists)"
             : status == "entered-in-error" ? "mark entered-in-error" : status == "amended" ? "amend" : "create or update by identifier"
@@ -408,7 +412,8 @@ public struct OutcomePush: Sendable {
             conditionalUpdate = listed.conditionalUpdate
             updateCreate = listed.updateCreate
             searchable = listed.searchParameters.isEmpty || listed.searchParameters.contains("identifier") || capabilities.searchParameters.contains("identifier")
-            if !conditionalCreate && !listed.searchParameters.isEmpty && !listed.searchParameters.contains("identifier") {
+            // A Provenance has no identifier: it is created once, found by its tag.
+            if type != "Provenance" && !conditionalCreate && !listed.searchParameters.isEmpty && !listed.searchParameters.contains("identifier") {
                 throw .unsupported("find \(type)s by identifier (neither conditional create nor an identifier search)")
             }
         }

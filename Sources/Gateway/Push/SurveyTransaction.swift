@@ -2,6 +2,7 @@ import Crypto
 import FHIR
 import FHIRClient
 import Foundation
+import Mapping
 
 /// A survey's transaction made fit for the server it goes to. Each entry is exported as a
 /// conditional write by identifier (created once, updated by identifier after); for a type the
@@ -15,11 +16,15 @@ enum SurveyTransaction {
         var moved: [String: String] = [:]  // fullUrl → Type/id
         for (i, entry) in bundle.children.enumerated() where entry.name == "entry" {
             guard let resource = entry["resource"], let type = resource.resourceType, let strategy = strategies[type] else { continue }
+            // A Provenance is only ever created (each outcome version has its own), found by its tag.
+            let provenanceTag = PatientSuppliedProvenance.tag(of: resource)
+            if provenanceTag != nil && strategy.conditionalCreate { continue }
             if strategy.conditionalCreate && strategy.conditionalUpdate && strategy.searchable { continue }
             guard strategy.updateCreate else {
                 throw .unsupported("write \(type)s exactly once (neither a conditional write by identifier nor an update at an id the gateway picks)")
             }
-            guard let identifier = resource.children(named: "identifier").first.map({ "\($0.string("system") ?? "")|\($0.string("value") ?? "")" }) else { continue }
+            guard let identifier = provenanceTag.map({ "\(PatientSuppliedProvenance.tagSystem)|\($0)" })
+                    ?? resource.children(named: "identifier").first.map({ "\($0.string("system") ?? "")|\($0.string("value") ?? "")" }) else { continue }
             let id = clientID(for: identifier)
             var rewritten = entry
             rewritten.removeChildren(named: "request")

@@ -122,7 +122,7 @@ public struct CareKitSync: Sendable {
     func merge(patientID: String, records sent: [RevisionRecord], deviceKnowledge: KnowledgeVector, deviceID: String?,
                in tx: any CarePlanWriter) throws -> PushResult {
         if let deviceID, try !tx.isEnrolled(deviceID: deviceID, patientID: patientID) { throw SyncError.revoked }
-        let records = try SyncScope.ordered(GatewayOwnedFields.stripped(sent))
+        let records = try SyncScope.ordered(GatewayOwnedFields.stripped(sent).map { GatewayOwnedFields.naming(deviceID, in: $0) })
         let knowledge = try tx.patientKnowledge(patientID, upTo: nil)
         guard knowledge.isCovered(by: deviceKnowledge) else { throw SyncError.pullFirst(knowledge) }
         let known = try SyncScope.check(records, deviceKnowledge: deviceKnowledge, patientID: patientID, knowledge: knowledge, in: tx)

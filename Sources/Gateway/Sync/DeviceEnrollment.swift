@@ -40,18 +40,37 @@ public struct DeviceEnrollment: Sendable {
     }
 
     /// Exchanges a code for a device token; the code is used up. A wrong, used or expired code
-    /// is `.invalidCode` (the three are not told apart).
-    public func redeem(code: String, now: Date = Date()) throws(EnrollmentError) -> (device: Device, token: String) {
+    /// is `.invalidCode` (the three are not told apart). `name` and `app` are what the device
+    /// calls itself and its app (`acceptedLabel`): the EHR is told them as the device that
+    /// recorded the patient's outcomes.
+    public func redeem(code: String, name: String? = nil, app: String? = nil, now: Date = Date()) throws(EnrollmentError) -> (device: Device, token: String) {
+        for (field, label) in [("name", name), ("app", app)] where label != nil && Self.acceptedLabel(label!) == nil {
+            throw .invalidLabel(field)
+        }
         var bytes = [UInt8](repeating: 0, count: 32)
         var generator = SystemRandomNumberGenerator()
         for i in bytes.indices { bytes[i] = generator.next() }
         let token = "cgd_" + TextEncoding.base64URL(bytes)
         let id = String(Self.hash(token).prefix(12))
-        let candidate = Device(id: id, patientID: "", tokenHash: Self.hash(token), enrolledAt: now)
+        let candidate = Device(id: id, patientID: "", tokenHash: Self.hash(token), enrolledAt: now,
+                               name: name.flatMap(Self.acceptedLabel), app: app.flatMap(Self.acceptedLabel))
         let enrolled: Device?
         do { enrolled = try store.redeemEnrollment(codeHash: Self.hash(Self.normalized(code)), device: candidate, now: now) } catch { throw .store(error) }
         guard let enrolled else { throw .invalidCode }
         return (enrolled, token)
+    }
+
+    /// At most this many characters in a device's name or its app's.
+    public static let labelLimit = 80
+
+    /// A device's name or app as it is kept: trimmed, 1 to `labelLimit` characters, no control
+    /// characters (it ends up in the EHR's Device and on the dashboard); nil when it is not one.
+    public static func acceptedLabel(_ label: String) -> String? {
+        let trimmed = label.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, trimmed.count <= labelLimit,
+              !trimmed.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0.properties.generalCategory == .format })
+        else { return nil }
+        return trimmed
     }
 
     /// The device a token belongs to, when it is enrolled and not revoked.
@@ -91,9 +110,12 @@ public enum EnrollmentError: Error, Sendable, Equatable, CustomStringConvertible
     case invalidCode
     /// The store failed.
     case store(StoreError)
+    /// The device's `name` or `app` (the field named) is not 1 to 80 characters of text.
+    case invalidLabel(String)
 
     public var description: String {
         switch self {
+        case .invalidLabel(let field): "\"\(field)\" must be 1 to \(DeviceEnrollment.labelLimit) characters of text, without control characters"
         case .noSuchPatient(let id): "the store holds no patient \"\(id)\" (import the patient's data first)"
         case .invalidCode: "the enrollment code is wrong, used or expired"
         case .store(let error): "\(error)"

@@ -24,6 +24,19 @@ public enum GatewayOwnedFields {
         return stripped
     }
 
+    /// A device's stripped record with its outcome versions' `source` naming the device that
+    /// pushed them (`Device.versionSource`): what the EHR is told recorded them. Only the gateway
+    /// writes it (a device's own `source` is stripped), so a device cannot claim another's.
+    static func naming(_ deviceID: String?, in record: RevisionRecord) -> RevisionRecord {
+        guard let deviceID else { return record }
+        let source = Device.versionSourcePrefix + deviceID
+        return RevisionRecord(entities: record.entities.map { entity in
+            guard case .outcome(var outcome) = entity else { return entity }
+            outcome.version.source = source
+            return .outcome(outcome)
+        }, knowledgeVector: record.knowledgeVector)
+    }
+
     /// A device's records with every version stripped.
     static func stripped(_ records: [RevisionRecord]) -> [RevisionRecord] {
         records.map { RevisionRecord(entities: $0.entities.map(stripped), knowledgeVector: $0.knowledgeVector) }

@@ -58,6 +58,8 @@ public struct OutcomeRecord: Sendable {
     /// The identifier value the outcome's earlier versions were sent under, when it is not the
     /// one the gateway makes now (they were sent before identifiers named their patient).
     public var sentIdentifier: String?
+    /// The enrolled device of the outcome's patient that pushed this version, when one did.
+    public var device: Device?
 
     /// A record of an outcome version.
     public init(outcome: Outcome, task: CareTask, patient: Patient?, patientID: String?, amended: Bool, deleted: Bool) {

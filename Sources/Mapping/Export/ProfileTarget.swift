@@ -44,13 +44,21 @@ public struct ProfileTarget: Sendable {
     let responseProfile: String?
     /// The profile of scored survey results (US Core's screening and assessment).
     let surveyObservationProfile: String?
+    /// The Provenance profile (US Core's `url|version`).
+    let provenanceProfile: String?
+
+    /// Whether what is sent travels with its device and a Provenance naming the patient as
+    /// author (`PatientSuppliedProvenance`): every target but `base`.
+    public var sendsProvenance: Bool { packageID != nil }
 
     /// R4 alone: nothing claimed, R4's definitions checked.
     public static let base = ProfileTarget(name: "base", validator: ProfileValidator(), packageID: nil, isUSCore: false,
-                                           observationProfiles: [:], vitalSignProfiles: [], responseProfile: nil, surveyObservationProfile: nil)
+                                           observationProfiles: [:], vitalSignProfiles: [], responseProfile: nil, surveyObservationProfile: nil,
+                                           provenanceProfile: nil)
 
     init(name: String, validator: ProfileValidator, packageID: String?, isUSCore: Bool, observationProfiles: [String: String],
-         vitalSignProfiles: Set<String>, responseProfile: String?, surveyObservationProfile: String?) {
+         vitalSignProfiles: Set<String>, responseProfile: String?, surveyObservationProfile: String?, provenanceProfile: String?) {
+        self.provenanceProfile = provenanceProfile
         self.vitalSignProfiles = vitalSignProfiles
         self.name = name
         self.validator = validator
@@ -100,7 +108,8 @@ public struct ProfileTarget: Sendable {
         }
         self.init(name: name, validator: ProfileValidator(conformance: conformance), packageID: package.id, isUSCore: isUSCore,
                   observationProfiles: byCode, vitalSignProfiles: vitalSigns, responseProfile: own("us-core-questionnaireresponse"),
-                  surveyObservationProfile: own("us-core-observation-screening-assessment"))
+                  surveyObservationProfile: own("us-core-observation-screening-assessment"),
+                  provenanceProfile: own("us-core-provenance"))
     }
 
     /// `us-core-6.1.0` names `hl7.fhir.us.core` at 6.1.0; any other name is a package name,
@@ -153,6 +162,8 @@ public struct ProfileTarget: Sendable {
             return categories.contains("survey") ? surveyObservationProfile : nil
         case "QuestionnaireResponse":
             return responseProfile
+        case "Provenance":
+            return provenanceProfile
         default:
             return nil
         }

@@ -8,6 +8,12 @@ public struct ExportedPart: Sendable {
     public var resource: Element
     /// The identifier value (in the builder's system): stable across the outcome's versions.
     public var identifier: String
+
+    /// A part and its identifier value.
+    public init(resource: Element, identifier: String) {
+        self.resource = resource
+        self.identifier = identifier
+    }
 }
 
 /// Survey outcomes: the QuestionnaireResponse, under the same identifier and status rules as an
