@@ -143,7 +143,7 @@ let package = Package(
         // 7. Import, export and push use cases, the outbox, provenance.
         .target(
             name: "Gateway",
-            dependencies: ["JSON", "FHIR", "FHIRPath", "FHIRPackages", "FHIRValidation", "CareStore", "Mapping", "FHIRClient",
+            dependencies: ["JSON", "Diagnostics", "FHIR", "FHIRPath", "FHIRPackages", "FHIRValidation", "CareStore", "Mapping", "FHIRClient",
                            .product(name: "Crypto", package: "swift-crypto")]
         ),
         // 8. The server: HTTP routes for CareKit apps and operators, over Gateway's use cases.
@@ -253,7 +253,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayServerTests",
-            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "GatewayServer", "Gateway", "CareStore", "PostgresStore", "FHIR", "FHIRClient", "Mapping", "JSON",
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "GatewayServer", "Gateway", "CareStore", "PostgresStore", "FHIR", "FHIRClient", "FHIRPackages", "Mapping", "JSON",
                            .product(name: "GRDB", package: "GRDB.swift"),
                            .product(name: "HummingbirdTLS", package: "hummingbird"),
                            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -3,6 +3,7 @@ import ArgumentParser
 import FHIR
 import FHIRPackages
 import FHIRValidation
+import Gateway
 import Foundation
 import JSON
 import Mapping
@@ -63,14 +64,21 @@ struct ValidateCommand: ParsableCommand {
 
     func run() throws {
         let (mappingPaths, resourceFiles) = try ValidateCommand.partition(paths)
-        if resourceFiles.isEmpty && !(packages.isEmpty && profiles.isEmpty) {
-            StandardError.print("error: --package and --profile apply to FHIR resources, and no FHIR file was named")
+        if resourceFiles.isEmpty && !profiles.isEmpty {
+            StandardError.print("error: --profile applies to FHIR resources, and no FHIR file was named")
             throw ExitCode(2)
         }
         let files = mappingPaths.isEmpty ? [] : try ValidateCommand.mappingFiles(mappingPaths)
         var all: [Diagnostic] = []
         let validator = MappingValidator(root: readRoot.root(for: paths))
         for file in files { all += validator.check(path: file).diagnostics }
+        // The profiles the mapping files name: what their golden tests make, exported and checked.
+        let exportProfiles = files.isEmpty || all.contains { $0.severity == .error } ? nil : try exportChecks(mappingPaths)
+        all += exportProfiles ?? []
+        if resourceFiles.isEmpty && !packages.isEmpty && exportProfiles == nil {
+            StandardError.print("error: --package applies to FHIR resources and to mapping folders that name export-profiles, and neither was named")
+            throw ExitCode(2)
+        }
         let resources = resourceFiles.isEmpty ? [] : try validateResources(resourceFiles)
         all += resources.flatMap(\.diagnostics)
         switch format {
@@ -99,6 +107,26 @@ struct ValidateCommand: ParsableCommand {
             }
         }
         if all.contains(where: { $0.severity == .error }) { throw ExitCode(1) }
+    }
+
+    /// When the mapping files name `export-profiles`: what their golden tests make, exported
+    /// through them claiming each target (`GoldenExportCheck`), each refusal an error at the
+    /// mapping entry that made it; nil when they name none.
+    func exportChecks(_ paths: [String]) throws -> [Diagnostic]? {
+        let set: MappingSet
+        do { set = try MappingSet.load(site: paths, root: readRoot.root(for: paths)) } catch { return error.diagnostics }
+        guard !set.sharedTables.exportProfiles.isEmpty else { return nil }
+        let loaded: [FHIRPackage]
+        do { loaded = try FHIRPackage.load(paths: packages) } catch {
+            StandardError.print("error: \(error)")
+            throw ExitCode(2)
+        }
+        var found: [Diagnostic] = []
+        var targets: [ProfileTarget] = []
+        for claim in set.sharedTables.exportProfiles {
+            do { targets.append(try ProfileTarget(name: claim.name, packages: loaded)) } catch { found.append(Diagnostic(.error, claim.location, "\(error)")) }
+        }
+        return found + GoldenExportCheck(mappings: set, targets: targets).run()
     }
 
     /// Loads the packages, then validates every resource of the files named.

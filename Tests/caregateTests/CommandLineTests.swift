@@ -2,6 +2,31 @@ import Foundation
 import Testing
 import FHIR
 
+/// At most a few programs run by tests at once, across every test: hundreds of tests start
+/// together, and dozens of CPU-bound child processes on two cores starved the servers other tests
+/// run in this process (their requests timed out after a minute).
+actor ProcessSlots {
+    static let shared = ProcessSlots(limit: ProcessInfo.processInfo.activeProcessorCount + 1)
+    let limit: Int
+    var inUse = 0
+    var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(limit: Int) { self.limit = limit }
+
+    func acquire() async {
+        if inUse < limit {
+            inUse += 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    /// Hands the place to the next waiting, else frees it.
+    func release() {
+        if waiting.isEmpty { inUse -= 1 } else { waiting.removeFirst().resume() }
+    }
+}
+
 /// Runs the built `caregate` binary as a user would.
 @Suite("caregate command line")
 struct CommandLineTests {
@@ -27,13 +52,27 @@ struct CommandLineTests {
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 
     /// Runs the caregate executable (in the repository unless `directory` says otherwise); waits
-    /// for it without holding one of the few threads that async tests share.
-    func caregate(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> Run {
-        try await run([Self.binary] + arguments, environment: environment, directory: directory)
+    /// for it without holding one of the few threads that async tests share. Unless
+    /// `throttled` is false, it waits for one of `ProcessSlots`' few places first.
+    func caregate(_ arguments: [String], environment: [String: String] = [:], directory: URL? = nil, throttled: Bool = true) async throws -> Run {
+        try await run([Self.binary] + arguments, environment: environment, directory: directory, throttled: throttled)
     }
 
     /// Runs a program (the first argument, a path) the same way.
-    func run(_ command: [String], environment: [String: String] = [:], directory: URL? = nil) async throws -> Run {
+    func run(_ command: [String], environment: [String: String] = [:], directory: URL? = nil, throttled: Bool = true) async throws -> Run {
+        guard throttled else { return try await launch(command, environment: environment, directory: directory) }
+        await ProcessSlots.shared.acquire()
+        do {
+            let run = try await launch(command, environment: environment, directory: directory)
+            await ProcessSlots.shared.release()
+            return run
+        } catch {
+            await ProcessSlots.shared.release()
+            throw error
+        }
+    }
+
+    func launch(_ command: [String], environment: [String: String], directory: URL?) async throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())

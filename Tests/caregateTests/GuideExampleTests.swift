@@ -122,7 +122,7 @@ struct GuideExampleTests {
             // The reader's folder: the samples and mappings, and the packages as downloaded.
             let folder = try temporaryFolder("packages")
             defer { try? FileManager.default.removeItem(at: folder) }
-            for linked in ["FHIRSamples", "Mappings"] {
+            for linked in ["FHIRSamples", "Mappings", "docs"] {
                 try FileManager.default.createSymbolicLink(at: folder.appendingPathComponent(linked), withDestinationURL: CommandLineTests.projectRoot.appendingPathComponent(linked))
             }
             for version in ["3.1.1", "6.1.0"] {

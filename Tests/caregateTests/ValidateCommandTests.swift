@@ -170,6 +170,9 @@ struct ValidateResourcesTests {
         #expect(try await cli.caregate(["validate", ndjson.path, "--profile", "http://example.org/none"]).status == 2)
         #expect(try await cli.caregate(["validate", ndjson.path, "--package", folder.appendingPathComponent("none.tgz").path]).status == 2)
         let stray = try await cli.caregate(["validate", "Mappings", "--profile", profile])
-        #expect(stray.status == 2 && stray.stderr.contains("--package and --profile apply to FHIR resources"))
+        #expect(stray.status == 2 && stray.stderr.contains("--profile applies to FHIR resources"))
+        // --package with mapping files that name no export-profiles is as stray.
+        let strayPackage = try await cli.caregate(["validate", "Mappings", "--package", ExportProfilesTests.package("6.1.0")])
+        #expect(strayPackage.status == 2 && strayPackage.stderr.contains("--package applies to FHIR resources and to mapping folders that name export-profiles"), "\(strayPackage.stderr)")
     }
 }

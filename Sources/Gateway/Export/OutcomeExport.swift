@@ -258,12 +258,13 @@ public struct OutcomeExport: Sendable {
         if let profiles, profiles.sendsProvenance {
             return together(record, [ExportedPart(resource: observation, identifier: builder.identifierValue(record))], notes: notes, profiles: profiles)
         }
-        var claimed = observation
+        var claimed = [observation]
+        if let refusal = builder.siteRules.apply(to: &claimed) { return refused(record, "\(refusal)") }
         if let profiles {
-            profiles.claim(&claimed)
-            if let refusal = refusal(record, breaking: [claimed], profiles) { return refusal }
+            profiles.claim(&claimed[0])
+            if let refusal = refusal(record, breaking: claimed, profiles) { return refusal }
         }
-        return ExportedObservation(observation: claimed, outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
+        return ExportedObservation(observation: claimed[0], outcomeVersion: record.outcome.uuid, identifier: builder.identifierValue(record), notes: notes)
     }
 
     /// A refusal naming the outcome: what an operator reads in the dead letter and on standard error.
@@ -299,11 +300,16 @@ public struct OutcomeExport: Sendable {
     }
 
     /// An outcome's parts as one transaction (the first part's `fullUrl` is the outcome
-    /// version's `urn:uuid`). With a profile target each part claims its profile, an Observation
+    /// version's `urn:uuid`). The site's rules (`SiteRule`) add their codings and may refuse
+    /// the outcome, naming the rule and its place. With a profile target each part claims its profile, an Observation
     /// contains the device that pushed the outcome, and a Provenance of all the parts closes the
     /// transaction (`PatientSuppliedProvenance`); parts that break the profiles give a refusal.
     func together(_ record: OutcomeRecord, _ parts: [ExportedPart], notes: [String], profiles: ProfileTarget?) -> ExportedObservation {
         var parts = parts
+        // The EHR's own rules first: their codings are part of what the profiles check.
+        var resources = parts.map(\.resource)
+        if let refusal = builder.siteRules.apply(to: &resources) { return refused(record, "\(refusal)") }
+        for i in parts.indices { parts[i].resource = resources[i] }
         let places = parts.indices.map { $0 == 0 ? record.outcome.uuid : UUID() }
         if let profiles {
             let healthKit = record.task.healthKitLinkage != nil

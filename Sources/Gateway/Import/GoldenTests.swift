@@ -139,12 +139,18 @@ public struct GoldenTestRunner: Sendable {
     }
 
     func snapshot(of input: String, test: GoldenTest) throws -> String {
+        let (store, report, zone, _) = try imported(input, test: test)
+        return try StoreSnapshot.json(store, notes: report.notes, timeZone: zone)
+    }
+
+    /// A new store holding what the test's input imports as, at the test's time and zone.
+    func imported(_ input: String, test: GoldenTest) throws -> (store: any CarePlanStore, report: ImportReport, zone: TimeZone, now: Date) {
         let zone = TimeZone(identifier: test.timeZone) ?? TimeZone(identifier: "UTC")!
         let now = FHIRDateTime(test.now).map { $0.start(in: zone) } ?? Date(timeIntervalSince1970: 1_767_225_600)
         let store = try emptyStore()
         let report = FHIRImporter(mappings: mappings, store: store, timeZone: zone, now: now).run([input])
         if let failed = report.failedPatients.first { throw StoreError.database(path: input, message: failed.failure ?? "import failed") }
-        return try StoreSnapshot.json(store, notes: report.notes, timeZone: zone)
+        return (store, report, zone, now)
     }
 
     /// The lines only one side has, in order (`- ` expected, `+ ` actual), by longest common subsequence.

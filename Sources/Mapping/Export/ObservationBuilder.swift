@@ -94,6 +94,9 @@ public struct ObservationBuilder: Sendable {
     /// its own there (a device's `OCKHealthKitTask`): the import's HealthKit table read backwards.
     public var healthKitCodes: [String: String]
 
+    /// The EHR's rules on what it takes (`SiteRule`), applied to what is built before it is sent.
+    public var siteRules: [SiteRule] = []
+
     /// A builder over the observation-codes table.
     public init(codes: [String: ObservationCode], identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone,
                 targets: [String: ExportTarget] = [:], healthKit: [String: HealthKitLinkage] = [:]) {
@@ -117,11 +120,19 @@ public struct ObservationBuilder: Sendable {
         return result
     }
 
+    /// The observation-codes key a task's outcomes are coded by: its group's, else its HealthKit
+    /// quantity's.
+    public func codeKey(of task: CareTask) -> String? {
+        if let group = task.version.groupIdentifier, codes[group] != nil { return group }
+        return task.healthKitLinkage.flatMap { healthKitCodes[$0.quantityIdentifier] }
+    }
+
     /// The builder the mapping files describe: the shared observation-codes table and each
     /// file's `export-as`.
     public init(mappings: MappingSet, identifierSystem: String = ObservationBuilder.defaultIdentifierSystem, timeZone: TimeZone) {
         self.init(codes: mappings.sharedTables.observationCodes, identifierSystem: identifierSystem, timeZone: timeZone,
                   targets: mappings.exportTargets, healthKit: mappings.sharedTables.healthKit)
+        siteRules = mappings.sharedTables.siteRules
     }
 
     /// What an outcome is exported as: a MedicationAdministration when the mapping of the
@@ -234,8 +245,7 @@ public struct ObservationBuilder: Sendable {
             o.append(reference("basedOn", source))
         }
         o.append(Element(name: "status", type: "code", value: Self.status(record)))
-        let entry = task.version.groupIdentifier.flatMap { codes[$0] }
-            ?? task.healthKitLinkage.flatMap { healthKitCodes[$0.quantityIdentifier] }.flatMap { codes[$0] }
+        let entry = codeKey(of: task).flatMap { codes[$0] }
         if let category = entry?.category {
             o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
                 system: "http://terminology.hl7.org/CodeSystem/observation-category", code: category, display: nil))]))

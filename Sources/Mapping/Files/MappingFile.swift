@@ -138,11 +138,27 @@ public struct MappingTables: Sendable {
     /// A task's group code to what its outcomes become when exported (an Observation's code,
     /// category and component codes).
     public var observationCodes: [String: ObservationCode] = [:]
+    /// The EHR's rules on what it takes (`ehr-rules`), in the order they are declared.
+    public var siteRules: [SiteRule] = []
+    /// The profile targets what the mappings export must meet (`export-profiles:` in a file of
+    /// shared tables): `caregate validate` exports what the golden tests import and checks it.
+    public var exportProfiles: [ExportProfileClaim] = []
     /// Where each entry came from, for messages (`tables.event-times.ACM`).
     var origins: [String: SourceLocation] = [:]
 
     /// No tables beyond the shipped timing defaults.
     public init() {}
+
+    /// Where a table's entry is declared (`origin(of: "29463-7", in: "observation-codes")`).
+    public func origin(of key: String, in table: String) -> SourceLocation? { origins["\(table).\(key)"] }
+}
+
+/// A profile target a mapping folder names (`export-profiles: [us-core-6.1.0]`), with its place.
+public struct ExportProfileClaim: Sendable, Hashable {
+    /// The target's name, as `--profiles` takes it.
+    public var name: String
+    /// Where it is named.
+    public var location: SourceLocation
 }
 
 /// One mapping file, with its includes and the file it extends applied.

@@ -111,7 +111,9 @@ public struct MappingLoader: Sendable {
                 case "caregate-mapping":
                     if value.scalar != "1" { error(value.location, "caregate-mapping \(value.scalar ?? "?") is not a format this CareGate reads (1)") }
                 case "description": continue
-                default: error(keyAt, "a file of shared tables holds only tables; '\(key)' belongs in a mapping file")
+                case "export-profiles":
+                    tables.exportProfiles += list(value, key).compactMap { item in scalar(item, key).map { ExportProfileClaim(name: $0, location: item.location) } }
+                default: error(keyAt, "a file of shared tables holds only tables and export-profiles; '\(key)' belongs in a mapping file")
                 }
             }
             return tables
@@ -498,6 +500,10 @@ public struct MappingLoader: Sendable {
                     error(table.location, "the table '\(name)' takes entries (KEY: VALUE), not \(table.kindName)")
                     continue
                 }
+                if name == "ehr-rules" {
+                    for (key, keyAt, value) in entries { if let rule = siteRule(value, key, keyAt) { tables.siteRules.append(rule) } }
+                    continue
+                }
                 for (key, keyAt, value) in entries {
                     tables.origins["\(name).\(key)"] = keyAt
                     switch name {
@@ -626,6 +632,61 @@ public struct MappingLoader: Sendable {
             }
             if code.unit == nil { code.unit = unit }
             return ObservationCode(code: code, category: category, components: components)
+        }
+
+        /// An `ehr-rules` entry: `{add-codings, accept-codes, accept-units, components-only-for, accept-statuses}`.
+        mutating func siteRule(_ node: YAMLTree, _ name: String, _ nameAt: SourceLocation) -> SiteRule? {
+            let keys = ["add-codings", "accept-codes", "accept-units", "components-only-for", "accept-statuses"]
+            guard case .mapping(let pairs, _) = node, !pairs.isEmpty else {
+                error(node.location, "the site rule '\(name)' is {\(keys.joined(separator: ", "))}, not \(node.kindName)")
+                return nil
+            }
+            var rule = SiteRule(name: name, location: nameAt)
+            /// `SYSTEM|CODE` keys and list items, checked.
+            func codes(_ value: YAMLTree, _ what: String) -> Set<String> {
+                Set(list(value, what).compactMap { item in
+                    guard let code = scalar(item, what) else { return nil }
+                    codeKey(code, item.location, "site rule")
+                    return code
+                })
+            }
+            func entries(_ value: YAMLTree, _ what: String) -> [(String, SourceLocation, YAMLTree)] {
+                guard case .mapping(let entries, _) = value else {
+                    error(value.location, "'\(what)' is keyed by SYSTEM|CODE, not \(value.kindName)")
+                    return []
+                }
+                for (code, codeAt, _) in entries { codeKey(code, codeAt, what) }
+                return entries
+            }
+            for (key, keyAt, value) in pairs {
+                switch key {
+                case "add-codings":
+                    for (code, _, codings) in entries(value, key) {
+                        let items: [YAMLTree] = if case .sequence = codings { list(codings, key) } else { [codings] }
+                        rule.addCodings[code] = items.compactMap { exportCoding($0, "a coding added to \(code)") }
+                    }
+                case "accept-codes": rule.acceptCodes = codes(value, key)
+                case "components-only-for": rule.componentsOnlyFor = codes(value, key)
+                case "accept-units":
+                    for (code, _, units) in entries(value, key) {
+                        rule.acceptUnits[code] = Set(list(units, key).compactMap { unit in
+                            guard let u = scalar(unit, key) else { return nil }
+                            if !UCUMSyntax.isValid(u) { error(unit.location, "'\(u)' is not a valid UCUM unit") }
+                            return u
+                        })
+                    }
+                case "accept-statuses":
+                    let known = ["registered", "preliminary", "final", "amended", "corrected", "cancelled", "entered-in-error", "unknown",
+                                 "completed", "in-progress", "not-done", "on-hold", "stopped"]
+                    rule.acceptStatuses = Set(list(value, key).compactMap { item in
+                        guard let status = scalar(item, key) else { return nil }
+                        if !known.contains(status) { error(item.location, "'\(status)' is not a status of what the gateway sends (\(Set(known).sorted().joined(separator: ", ")))") }
+                        return status
+                    })
+                default: unknownKey(key, keyAt, keys, "in the site rule '\(name)'")
+                }
+            }
+            return rule
         }
 
         mutating func taskCode(_ node: YAMLTree, _ key: String, _ keyAt: SourceLocation) -> TaskCodeEntry? {

@@ -53,7 +53,7 @@ enum MappingSchema {
 
     static let condition: Set<String> = ["if", "reason", "delete"]
     static let test: Set<String> = ["input", "expect", "time-zone", "now"]
-    static let tables: Set<String> = ["timing-codes", "event-times", "weekly-days", "healthkit", "units", "task-codes", "observation-codes"]
+    static let tables: Set<String> = ["timing-codes", "event-times", "weekly-days", "healthkit", "units", "task-codes", "observation-codes", "ehr-rules"]
 
     static func fields(for kind: MappingRule.Kind) -> [String: FieldType] {
         switch kind {

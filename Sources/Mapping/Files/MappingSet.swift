@@ -32,6 +32,9 @@ public struct MappingSet: Sendable {
                 shared.observationCodes.merge(tables.observationCodes) { $1 }
                 shared.units.merge(tables.units) { $1 }
                 shared.healthKit.merge(tables.healthKit) { $1 }
+                shared.siteRules += tables.siteRules
+                shared.exportProfiles += tables.exportProfiles
+                shared.origins.merge(tables.origins) { $1 }
             case .mapping(let file?):
                 if let other = files[file.resource] {
                     problems.append(Diagnostic(.error, file.location, "a second mapping for \(file.resource) (the first is \(other.path)); use extends to override one"))
@@ -77,6 +80,9 @@ extension MappingSet {
         merged.sharedTables.observationCodes.merge(site.sharedTables.observationCodes) { $1 }
         merged.sharedTables.units.merge(site.sharedTables.units) { $1 }
         merged.sharedTables.healthKit.merge(site.sharedTables.healthKit) { $1 }
+        merged.sharedTables.siteRules += site.sharedTables.siteRules
+        merged.sharedTables.exportProfiles += site.sharedTables.exportProfiles
+        merged.sharedTables.origins.merge(site.sharedTables.origins) { $1 }
         return merged
     }
 }
