@@ -243,7 +243,7 @@ let package = Package(
         ),
         .testTarget(
             name: "GatewayTests",
-            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "Gateway", "Mapping", "CareStore", "PostgresStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [.product(name: "PostgresNIO", package: "postgres-nio"), "Gateway", "FHIRPackages", "Mapping", "CareStore", "PostgresStore", "CarePages", "FHIR", "FHIRClient", "JSON", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         // Replays every fuzz harness (Fuzz/Harnesses, linked in as Harnesses/) over its committed
         // corpus (Fuzz/Corpus) and the crashers kept in Tests/FuzzRegressions, without mutation.

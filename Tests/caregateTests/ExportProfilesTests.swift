@@ -79,7 +79,9 @@ struct ExportProfilesTests {
             : ["29463-7": "http://hl7.org/fhir/StructureDefinition/bodyweight", "85354-9": "http://hl7.org/fhir/StructureDefinition/bp"]
         for (code, profile) in expected { #expect(claims(try #require(byCode[code])) == [profile], "\(code)") }
         #expect(written.allSatisfy { tags($0) == ["patient-supplied"] })
-        #expect(written.filter { claims($0).isEmpty }.count == 1, "the walk has no profile of its own")
+        // The walk (category activity): US Core 6.1.0's simple observation; 3.1.1 has none for it.
+        let walk = try #require(byCode["229065009"])
+        #expect(claims(walk) == (version == "6.1.0" ? ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-simple-observation"] : []))
         // Each in a transaction with its Provenance: the patient its author, US Core's profile claimed.
         let provenances = try lines(output).filter { $0["resourceType"] as? String == "Provenance" }
         #expect(provenances.count == 3 && provenances.allSatisfy { claims($0) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-provenance"] })
@@ -118,26 +120,34 @@ struct ExportProfilesTests {
         #expect(plain.status == 0, "\(plain.stderr)")
     }
 
-    @Test("surveys: the response claims US Core's QuestionnaireResponse profile, scores the screening and assessment profile, and both meet them")
-    func surveys() async throws {
+    @Test("surveys from the shared questionnaires: with 6.1.0 the response claims US Core's QuestionnaireResponse profile and the score its screening and assessment profile; with 3.1.1 (which has neither) the weight its vital sign; everything meets them, in JSON and XML", arguments: ["6.1.0", "3.1.1"])
+    func surveys(version: String) async throws {
         guard Self.available else { return }
-        let store = try await ExportCommandTests().answeredSurveys("export-profiles-surveys.sqlite")
-        let output = cli.temporaryPath("surveys.ndjson")
-        let run = try await cli.caregate(["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-6.1.0", "--package", Self.package("6.1.0"), "-o", output, "--allow-refusals"])
+        let store = try await ExportCommandTests().answeredSurveys("export-profiles-surveys-\(version).sqlite")
+        let output = cli.temporaryPath("surveys-\(version).ndjson")
+        let common = ["export", "--store", store, "--tz", "America/New_York", "--profiles", "us-core-\(version)", "--package", Self.package(version), "--allow-refusals"]
+        let run = try await cli.caregate(common + ["-o", output])
         let resources = try lines(output)
         #expect(!resources.isEmpty, "\(run.stderr)")
         let responses = resources.filter { $0["resourceType"] as? String == "QuestionnaireResponse" }
-        #expect(!responses.isEmpty && responses.allSatisfy { claims($0) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-questionnaireresponse"] })
+        let response = version == "6.1.0" ? ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-questionnaireresponse"] : []
+        #expect(!responses.isEmpty && responses.allSatisfy { claims($0) == response })
         let observations = resources.filter { $0["resourceType"] as? String == "Observation" }
         let total = try #require(observations.first { String(describing: $0["code"] ?? "").contains("44261-6") })
-        #expect(claims(total) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-observation-screening-assessment"])
-        // A weight a form extracted is a vital sign too: US Core's body-weight profile, with the category it needs.
+        #expect(claims(total) == (version == "6.1.0" ? ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-observation-screening-assessment"] : []))
+        // A weight a form extracted is a vital sign too: its body-weight profile, with the category it needs.
         let weight = try #require(observations.first { String(describing: $0["code"] ?? "").contains("29463-7") })
-        #expect(claims(weight) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"])
+        #expect(claims(weight) == [version == "6.1.0" ? "http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight" : "http://hl7.org/fhir/StructureDefinition/bodyweight"])
         #expect(String(describing: weight["category"] ?? "").contains("vital-signs"))
+        #expect(resources.filter { $0["resourceType"] as? String == "Provenance" }.count == responses.count, "one Provenance per survey")
         #expect(!run.stderr.contains("breaks the profiles"), "\(run.stderr)")
-        let check = try await cli.caregate(["validate", output, "--package", Self.package("6.1.0")])
+        let check = try await cli.caregate(["validate", output, "--package", Self.package(version)])
         #expect(!check.stdout.contains(": error:"), "\(check.stdout)")
+        // The same as one transaction Bundle in XML.
+        let xml = cli.temporaryPath("surveys-\(version).xml")
+        #expect(try await cli.caregate(common + ["--format", "bundle", "-o", xml]).status == 0)
+        let xmlCheck = try await cli.caregate(["validate", xml, "--package", Self.package(version)])
+        #expect(xmlCheck.status == 0 && !xmlCheck.stdout.contains(": error:"), "\(xmlCheck.stdout)")
     }
 
     @Test("a target whose package is not loaded is a usage error naming the package")

@@ -105,8 +105,8 @@ public struct OutcomeExport: Sendable {
         /// The device that pushed an outcome version (its `source`, which only the gateway
         /// writes), when it is enrolled for the outcome's own patient; never another patient's.
         mutating func device(pushed outcome: Outcome, patientID: String?) throws(StoreError) -> Device? {
-            guard let registry, let patientID, let id = Device.id(fromVersionSource: outcome.version.source) else { return nil }
-            if devices[id] == nil { devices[id] = .some(try registry.device(id: id)) }
+            guard let patientID, let id = Device.id(fromVersionSource: outcome.version.source) else { return nil }
+            if devices[id] == nil, let registry { devices[id] = .some(try registry.device(id: id)) }
             guard let found = devices[id] ?? nil, found.patientID == patientID else { return nil }
             return found
         }
@@ -235,9 +235,12 @@ public struct OutcomeExport: Sendable {
     /// size need memory for one resource, not all of them: the outcomes come through the store's
     /// cursor, in one read.
     public func forEach(_ body: (ExportedObservation) throws -> Void) throws {
+        // The devices are read first: the registry cannot be read inside the store's read.
+        let known = try devices?.devices(patientID: nil) ?? []
         try store.read { reader in
             let total = try reader.currentOutcomeCount()
-            var owners = Owners(reader: reader, registry: devices)
+            var owners = Owners(reader: reader, registry: nil)
+            for device in known { owners.devices[device.id] = device }
             var seen = 0
             try reader.forEachCurrentOutcome { outcome in
                 seen += 1
@@ -318,10 +321,12 @@ public struct OutcomeExport: Sendable {
                 profiles.claim(&parts[i].resource)
             }
             if profiles.sendsProvenance {
-                var provenance = PatientSuppliedProvenance(
+                var made = PatientSuppliedProvenance(
                     targets: places.map { "urn:uuid:\($0.uuidString.lowercased())" }, patient: parts.first?.resource.first("subject.reference")?.value,
                     recorded: record.outcome.version.createdDate ?? record.outcome.effectiveDate, device: record.device, healthKit: healthKit,
-                    versionUUID: record.outcome.uuid).resource
+                    versionUUID: record.outcome.uuid)
+                made.deviceAsAgent = profiles.provenanceAgentDevices
+                var provenance = made.resource
                 profiles.claim(&provenance)
                 parts.append(ExportedPart(resource: provenance, identifier: builder.identifierValue(record) + "/provenance"))
             }

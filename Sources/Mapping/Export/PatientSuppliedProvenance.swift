@@ -37,6 +37,9 @@ public struct PatientSuppliedProvenance: Sendable {
     public var healthKit: Bool
     /// The outcome version it is for (the tag's code).
     public var versionUUID: UUID
+    /// Whether the device is an agent (`assembler`), as US Core 6.1.0 allows; otherwise it is the
+    /// Provenance's `source` entity (US Core 3.1.1 takes no Device agent).
+    public var deviceAsAgent = true
 
     /// A Provenance of these targets (the profile target claims its profile: `ProfileTarget.claim`).
     public init(targets: [String], patient: String?, recorded: Date, device: Device?, healthKit: Bool, versionUUID: UUID) {
@@ -71,7 +74,12 @@ public struct PatientSuppliedProvenance: Sendable {
                 Self.reference("who", patient),
             ]))
         }
-        if device != nil {
+        if device != nil && !deviceAsAgent {
+            p.append(Element(name: "entity", type: "Provenance.entity", children: [
+                Element(name: "role", type: "code", value: "source"), Self.reference("what", "#\(Self.deviceID)"),
+            ]))
+        }
+        if device != nil && deviceAsAgent {
             p.append(Element(name: "agent", type: "Provenance.agent", children: [
                 Self.concept("type", system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "assembler"),
                 Self.reference("who", "#\(Self.deviceID)"),

@@ -24,6 +24,8 @@ public enum ProfileTargetError: Error, Sendable, Equatable, CustomStringConverti
 /// profile that fixes its code (`Observation.code` by pattern, or a coding slice's fixed system
 /// and code) claims the Observations with that code. For US Core, R4's own vital-sign profiles
 /// (`bodyweight`, `bp`, …) fill the codes the package has no profile for, as US Core 3.1.1 asks.
+/// An Observation no code claims goes as the package's laboratory result profile when its
+/// category is `laboratory`, else as its simple observation profile (US Core 6.1.0 has one).
 public struct ProfileTarget: Sendable {
     /// The US Core tag for data a patient entered.
     public static let patientSupplied = (system: "http://hl7.org/fhir/us/core/CodeSystem/us-core-tags", code: "patient-supplied")
@@ -46,6 +48,12 @@ public struct ProfileTarget: Sendable {
     let surveyObservationProfile: String?
     /// The Provenance profile (US Core's `url|version`).
     let provenanceProfile: String?
+    /// Whether the Provenance profile lets a Device be an agent (US Core 6.1.0 does, 3.1.1 not:
+    /// there the device goes as the Provenance's source entity).
+    public private(set) var provenanceAgentDevices = true
+    /// The profile of an Observation no code claims: US Core's laboratory result for the
+    /// `laboratory` category, its simple observation (6.1.0) for the rest.
+    var laboratoryProfile: String?, simpleObservationProfile: String?
 
     /// Whether what is sent travels with its device and a Provenance naming the patient as
     /// author (`PatientSuppliedProvenance`): every target but `base`.
@@ -110,6 +118,17 @@ public struct ProfileTarget: Sendable {
                   observationProfiles: byCode, vitalSignProfiles: vitalSigns, responseProfile: own("us-core-questionnaireresponse"),
                   surveyObservationProfile: own("us-core-observation-screening-assessment"),
                   provenanceProfile: own("us-core-provenance"))
+        laboratoryProfile = own("us-core-observation-lab")
+        provenanceAgentDevices = provenanceProfile.flatMap { conformance.resolve($0, type: "StructureDefinition") }.map(Self.agentsMayBeDevices) ?? true
+        simpleObservationProfile = own("us-core-simple-observation")
+    }
+
+    /// Whether a Provenance profile's `agent.who` may reference a Device.
+    static func agentsMayBeDevices(_ structure: ConformanceResource) -> Bool {
+        let elements = structure.json["snapshot"]?["element"]?.arrayValue ?? []
+        guard let who = elements.first(where: { $0["id"]?.stringValue == "Provenance.agent.who" }) else { return true }
+        let targets = (who["type"]?.arrayValue ?? []).flatMap { $0["targetProfile"]?.arrayValue ?? [] }.compactMap(\.stringValue)
+        return targets.isEmpty || targets.contains { $0.hasSuffix("/Device") || $0.hasSuffix("/Resource") }
     }
 
     /// `us-core-6.1.0` names `hl7.fhir.us.core` at 6.1.0; any other name is a package name,
@@ -159,7 +178,10 @@ public struct ProfileTarget: Sendable {
                 }
             }
             let categories = (resource.children(named: "category")).flatMap { $0.children(named: "coding") }.compactMap { $0.string("code") }
-            return categories.contains("survey") ? surveyObservationProfile : nil
+            if categories.contains("survey") { return surveyObservationProfile }
+            if categories.contains("laboratory") { return laboratoryProfile }
+            // US Core's simple observation asks for a category: one with none claims nothing.
+            return categories.isEmpty ? nil : simpleObservationProfile
         case "QuestionnaireResponse":
             return responseProfile
         case "Provenance":

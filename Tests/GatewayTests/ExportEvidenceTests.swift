@@ -1,0 +1,75 @@
+import CareStore
+import FHIR
+import FHIRPackages
+import Foundation
+import Mapping
+import Testing
+@testable import Gateway
+
+/// What the gateway sends meets US Core on real data: the demo patient and Synthea patients, each
+/// with an outcome for every task recorded by an enrolled device, exported with a US Core target
+/// and read back from JSON and from XML.
+@Suite("Exports of FHIRSamples and Synthea meet US Core, in JSON and XML")
+struct ExportEvidenceTests {
+    /// The store: the demo bundle and the first `synthea` Synthea bundles, one device per patient
+    /// and one outcome per task shaped as its code's entry says (a value in its unit, one per
+    /// component, else done), recorded by that device.
+    func recorded(synthea: Int) throws -> (SQLiteCarePlanStore, Int)? {
+        guard let root = sharedRoot else { return nil }
+        let bundles = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("synthea").path).sorted().prefix(synthea)
+        let store = try temporaryStore()
+        let report = try importer(store).run([projectRoot.appendingPathComponent("FHIRSamples/bundle/maria-lopez-demo-bundle.json").path]
+                                             + bundles.map { root.appendingPathComponent("synthea/\($0)").path })
+        #expect(report.failedPatients.isEmpty)
+        let builder = ObservationBuilder(mappings: try MappingSet.load(site: []), timeZone: TimeZone(identifier: "America/New_York")!)
+        let enrollment = DeviceEnrollment(store: store)
+        var devices: [String: Device] = [:]
+        var outcomes: [CareEntity] = []
+        let recorded = Dictionary(try store.fetchOutcomes().map { ($0.taskUUID, $0.taskOccurrenceIndex) }, uniquingKeysWith: max)
+        let scopes = try store.scopes(of: try store.fetchTasks().map(\.uuid))
+        for task in try store.fetchTasks() where task.version.userInfo?[SurveyTask.questionnaireKey] == nil {
+            guard let patient = scopes[task.uuid]?.patientID else { continue }
+            if devices[patient] == nil {
+                devices[patient] = try enrollment.redeem(code: try enrollment.issueCode(patientID: patient).code, name: "Phone of \(patient)", app: "Companion").device
+            }
+            let values = GoldenExportCheck.values(for: builder.codeKey(of: task).flatMap { builder.codes[$0] })
+            var outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: recorded[task.uuid].map { $0 + 1 } ?? 0, values: values, effectiveDate: Date())
+            outcome.version.source = devices[patient]!.versionSource
+            outcomes.append(.outcome(outcome))
+        }
+        try store.add(outcomes)
+        return (store, outcomes.count)
+    }
+
+    @Test("every outcome is sent, none refused, and each resource (the Observations, with their devices, and their Provenances) read back from JSON and XML has no error", arguments: ["6.1.0", "3.1.1"])
+    func samplesAndSynthea(version: String) throws {
+        let package = projectRoot.deletingLastPathComponent().appendingPathComponent("shared/fhir-packages/hl7.fhir.us.core-\(version).tgz").path
+        guard FileManager.default.fileExists(atPath: package), let (store, count) = try recorded(synthea: 8) else {
+            return skipNotice("US Core exports of the samples and Synthea")
+        }
+        let target = try ProfileTarget(name: "us-core-\(version)", packages: [try FHIRPackage.load(path: package)])
+        var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try MappingSet.load(site: []), timeZone: TimeZone(identifier: "America/New_York")!))
+        export.profiles = target
+        let items = try export.observations()
+        #expect(items.count == count, "imported outcomes are not sent back")
+        let refused = items.compactMap(\.refusal)
+        #expect(refused.isEmpty, "\(refused.count) refused, the first: \(refused.first ?? "")")
+        var kinds: [String: Int] = [:]
+        var withDevice = 0
+        for item in items where item.refusal == nil {
+            for format in [FHIRFormat.json, .xml] {
+                let bytes = FHIRDocument.write(item.observation, format: format)
+                let bundle = try (format == .json ? FHIRJSONReader().read(bytes) : FHIRXMLReader().read(bytes)).resource
+                for entry in bundle.children(named: "entry") {
+                    let resource = try #require(entry["resource"])
+                    let errors = target.validate(resource).issues.filter { $0.severity <= .error }
+                    #expect(errors.isEmpty, "\(format) \(resource.resourceType ?? ""): \(errors.prefix(3))")
+                    if format == .json { kinds[resource.resourceType ?? "", default: 0] += 1 }
+                    if format == .json, resource["device"] != nil { withDevice += 1 }
+                }
+            }
+        }
+        print("US Core \(version): \(items.count) outcomes sent as \(kinds.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); \(withDevice) with their device; each checked from JSON and XML")
+        #expect(kinds["Provenance"] == items.count && kinds["Observation", default: 0] >= 20 && withDevice == kinds["Observation"], "\(kinds)")
+    }
+}
