@@ -1,5 +1,6 @@
 import Diagnostics
 import ArgumentParser
+import CareStore
 import FHIR
 import FHIRPackages
 import FHIRValidation
@@ -126,7 +127,7 @@ struct ValidateCommand: ParsableCommand {
         for claim in set.sharedTables.exportProfiles {
             do { targets.append(try ProfileTarget(name: claim.name, packages: loaded)) } catch { found.append(Diagnostic(.error, claim.location, "\(error)")) }
         }
-        return found + GoldenExportCheck(mappings: set, targets: targets).run()
+        return found + GoldenExportCheck(mappings: set, targets: targets, emptyStore: { try SQLiteCarePlanStore(inMemory: ()) }).run()
     }
 
     /// Loads the packages, then validates every resource of the files named.

@@ -70,6 +70,9 @@ struct DashboardRouteTests {
             #expect(asDevice.status == 303 && asDevice.headers["location"] == "/ui/login", "\(path) with a device token")
         }
         #expect(try await browser.send("POST", "/ui/outbox/retry", form: [("version", dead.uuidString)]).status == 303)
+        // Nor can a device send a dead letter again: the re-queue is an operator's.
+        #expect(try await server.send("POST", "/ui/outbox/retry", token: deviceToken, json: #"{"version": "\#(dead.uuidString)"}"#).status == 303)
+        #expect(try store.outboxCounts().failed == 1, "the dead letter stays where it is")
         #expect(try await browser.send("POST", "/ui/login", form: [("token", "wrong")]).status == 401)
         #expect(try await browser.send("GET", "/ui/login").html.contains("type=\"password\""))
 

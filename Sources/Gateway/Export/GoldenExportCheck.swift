@@ -17,23 +17,26 @@ import Mapping
 /// the entry of the task's code, else at the test.
 ///
 /// ```swift
-/// let findings = GoldenExportCheck(mappings: set, targets: [usCore]).run()
+/// let findings = GoldenExportCheck(mappings: set, targets: [usCore], emptyStore: { try SQLiteCarePlanStore(inMemory: ()) }).run()
 /// ```
 public struct GoldenExportCheck: Sendable {
     /// The mappings, as the tests import and the export builds.
     public var mappings: MappingSet
     /// The targets what is built must meet.
     public var targets: [ProfileTarget]
+    /// A new, empty store for each test (an in-memory one: `SQLiteCarePlanStore(inMemory: ())`).
+    public var emptyStore: @Sendable () throws -> any CarePlanStore
 
-    /// A check of `mappings`' golden tests against `targets`.
-    public init(mappings: MappingSet, targets: [ProfileTarget]) {
+    /// A check of `mappings`' golden tests against `targets`, each in a store from `emptyStore`.
+    public init(mappings: MappingSet, targets: [ProfileTarget], emptyStore: @escaping @Sendable () throws -> any CarePlanStore) {
         self.mappings = mappings
         self.targets = targets
+        self.emptyStore = emptyStore
     }
 
     /// One error per outcome a target refuses (and per test whose input cannot be imported).
     public func run() -> [Diagnostic] {
-        let runner = GoldenTestRunner(mappings: mappings, emptyStore: { try SQLiteCarePlanStore(inMemory: ()) })
+        let runner = GoldenTestRunner(mappings: mappings, emptyStore: emptyStore)
         var found: [Diagnostic] = []
         for file in mappings.files.values.sorted(by: { $0.path < $1.path }) {
             for test in file.tests {
