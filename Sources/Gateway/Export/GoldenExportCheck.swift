@@ -58,7 +58,7 @@ public struct GoldenExportCheck: Sendable {
 
     /// The refusals of what one test's input makes.
     func check(_ input: String, test: GoldenTest, runner: GoldenTestRunner) throws -> [Diagnostic] {
-        let (store, report, zone, now) = try runner.imported(input, test: test)
+        let (store, _, zone, now) = try runner.imported(input, test: test)
         let builder = ObservationBuilder(mappings: mappings, timeZone: zone)
         var made: [UUID: CareTask] = [:]
         // After the occurrences the input already recorded (an imported Observation's).

@@ -293,7 +293,6 @@ public struct OutcomeExport: Sendable {
     /// `fullUrl` is the outcome version's `urn:uuid`, then the extracted Observations); answers
     /// the form refuses, or a form the store lacks, give a refusal naming the outcome.
     func survey(_ record: OutcomeRecord, form: Result<Questionnaire, StoredForms.Missing>) -> ExportedObservation {
-        let identifier = builder.identifierValue(record)
         do {
             let (parts, notes) = try builder.surveyResponse(record, form: form.get())
             return together(record, parts, notes: notes, profiles: profiles)

@@ -118,6 +118,7 @@ public struct SiteRule: Sendable, Hashable {
     }
 }
 
+/// A site's rules, in the order they are declared: what an export applies to each outcome.
 extension Array where Element == SiteRule {
     /// Applies every rule to the resources of one outcome: codings added, then the first
     /// refusal (in the rules' order) returned, or nil when every rule takes them. Provenances,
