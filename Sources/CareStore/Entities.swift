@@ -476,7 +476,14 @@ extension Outcome {
     /// by outside the store (the EHR identifier, the outbox): no id a device picks can name
     /// another patient's outcome.
     public static func scopedID(patientID: String?, outcomeID: String) -> String {
-        let patient = (patientID ?? "").replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
-        return patient + "/" + outcomeID
+        var scoped = ""
+        for character in patientID ?? "" {
+            switch character {
+            case "%": scoped += "%25"
+            case "/": scoped += "%2F"
+            default: scoped.append(character)
+            }
+        }
+        return scoped + "/" + outcomeID
     }
 }

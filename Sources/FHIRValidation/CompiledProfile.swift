@@ -14,6 +14,8 @@ public final class CompiledProfile: Sendable {
         public let slices: [Node]
         /// Each constraint with its parsed expression, or why it could not be parsed.
         let invariants: [Invariant]
+        /// The invariants with the element id they are reported under (this element's).
+        let reportedInvariants: [(Invariant, String)]
         /// What the walk asks of every element, worked out once: the instance name it matches
         /// (`value` for `value[x]`), whether it is a choice, whether it repeats in its base, and
         /// whether it is sliced.
@@ -24,17 +26,22 @@ public final class CompiledProfile: Sendable {
         let isExtension: Bool
         /// The children by name.
         private let childrenByName: [String: Node]
+        /// The children an element without children must still be checked against: those with a
+        /// minimum, and sliced ones (their slices' minimums).
+        let requiredChildren: [Node]
 
         init(definition: StructureDefinition.ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
             self.definition = definition
             self.children = children
             self.slices = slices
             self.invariants = invariants
+            reportedInvariants = invariants.map { ($0, definition.id) }
             name = definition.name
             isChoice = definition.isChoice
             repeatsInBase = definition.repeatsInBase
             isSliced = definition.slicing != nil && !slices.isEmpty
             isExtension = name == "extension" || name == "modifierExtension"
+            requiredChildren = children.filter { ($0.definition.min ?? 0) > 0 || $0.isSliced }
             childrenByName = Dictionary(children.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
 
@@ -44,13 +51,30 @@ public final class CompiledProfile: Sendable {
         }
     }
 
-    /// A constraint and its expression, parsed.
-    struct Invariant: Sendable {
+    /// A constraint and how it is checked, worked out once.
+    final class Invariant: Sendable {
         let constraint: StructureDefinition.ElementDefinition.Constraint
-        let expression: Result<FHIRPathExpression, FHIRPathError>?
+        let check: Check
+
+        enum Check: Sendable {
+            /// `ele-1` (a value or children beyond the id): asked of every element, checked natively.
+            case hasValueOrChildren
+            case expression(FHIRPathExpression)
+            /// An expression this engine does not read, and why.
+            case unreadable(FHIRPathError)
+            /// A constraint with no expression: nothing to check.
+            case none
+        }
+
+        init(constraint: StructureDefinition.ElementDefinition.Constraint, check: Check) {
+            self.constraint = constraint
+            self.check = check
+        }
     }
 
     public let structure: StructureDefinition
+    /// `url|version`, as issues name the profile (worked out once: every element's issues name it).
+    public let versionedURL: String
     public let root: Node
     /// Every node by element id, for `contentReference` (`#Questionnaire.item`).
     let nodesByID: [String: Node]
@@ -59,6 +83,7 @@ public final class CompiledProfile: Sendable {
     public init?(_ structure: StructureDefinition, invariants cache: InvariantCache) {
         guard let elements = structure.snapshot, !elements.isEmpty else { return nil }
         self.structure = structure
+        versionedURL = structure.versionedURL
         var byID: [String: Node] = [:]
         // Children of each element id (slices apart), in order.
         var childIDs: [String: [String]] = [:]
@@ -132,8 +157,12 @@ public final class InvariantCache: @unchecked Sendable {
     }
 
     func invariant(_ constraint: StructureDefinition.ElementDefinition.Constraint) -> CompiledProfile.Invariant {
-        guard let text = constraint.expression else { return .init(constraint: constraint, expression: nil) }
-        return .init(constraint: constraint, expression: expression(text))
+        if constraint.key == "ele-1" { return .init(constraint: constraint, check: .hasValueOrChildren) }
+        guard let text = constraint.expression else { return .init(constraint: constraint, check: .none) }
+        switch expression(text) {
+        case .success(let parsed): return .init(constraint: constraint, check: .expression(parsed))
+        case .failure(let error): return .init(constraint: constraint, check: .unreadable(error))
+        }
     }
 }
 

@@ -19,6 +19,8 @@ struct InstanceWalk {
     /// The resource being walked (`%resource`), innermost last, and where each is.
     private var resources: [Element] = []
     private var resourceLocations: [String] = []
+    /// Where each of `resources` has its invariants evaluated.
+    private var environments: [EvaluationEnvironment] = []
 
     /// The package unversioned claims are looked up in first.
     let package: String?
@@ -65,7 +67,8 @@ struct InstanceWalk {
         }
         resources.append(resource)
         resourceLocations.append(location)
-        defer { resources.removeLast(); resourceLocations.removeLast() }
+        environments.append(makeEnvironment(resource: resource))
+        defer { resources.removeLast(); resourceLocations.removeLast(); environments.removeLast() }
         // The profiles first, the base definition last: a rule both state is reported once, as the profile's.
         var canonicals = (resource["meta"]?.children(named: "profile") ?? []).compactMap(\.value)
         canonicals += extraProfiles
@@ -99,14 +102,14 @@ struct InstanceWalk {
     mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String, isResource: Bool = false) {
         let definition = node.definition
         if item.isUnknown {
-            report(.init(.error, "structure", at: location, "content the R4 definitions do not describe", profile: profile.structure.versionedURL, elementID: definition.id))
+            report(.init(.error, "structure", at: location, "content the R4 definitions do not describe", profile: profile.versionedURL, elementID: definition.id))
             return
         }
         let typeRef = matchingType(of: item, in: definition)
         if definition.types != nil && typeRef == nil && !isResource {
             let allowed = (definition.types ?? []).map(\.code).joined(separator: ", ")
             report(.init(.error, "structure", at: location, "type \(Self.typeName(of: item)) is not allowed here (allowed: \(allowed))",
-                         profile: profile.structure.versionedURL, elementID: definition.id))
+                         profile: profile.versionedURL, elementID: definition.id))
             return
         }
         if item.isResource && !isResource {
@@ -161,10 +164,18 @@ struct InstanceWalk {
     /// The children of `item` against the child definitions of `parent`: cardinality, slicing,
     /// each child walked, and children no definition allows.
     mutating func walkChildren(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+        let isPrimitive = item.isPrimitive
+        if item.children.isEmpty {
+            // Most elements walked are primitives without an id or extensions: only minimums apply.
+            for child in parent.requiredChildren where !(isPrimitive && child.name == "value") {
+                if (child.definition.min ?? 0) > 0 { checkCardinality(0, of: child, in: profile, location: location) }
+                if child.isSliced { walkSliced([Element](), node: child, in: profile, location: location) }
+            }
+            return
+        }
         // The instance's children by name, once (a definition has many more children than an instance).
         var present: [String: [Element]] = [:]
         for child in item.children { present[child.name, default: []].append(child) }
-        let isPrimitive = item.isPrimitive
         var handled = 0
         for child in parent.children {
             let name = child.name
@@ -193,7 +204,7 @@ struct InstanceWalk {
             if isPrimitive && child.name == "value" { continue }
             report(.init(.error, "structure", at: location + "." + child.name,
                          "element \(child.name) is not allowed here (child \(i) of \(Self.typeName(of: item)))",
-                         profile: profile.structure.versionedURL, elementID: parent.definition.id))
+                         profile: profile.versionedURL, elementID: parent.definition.id))
         }
     }
 
@@ -213,11 +224,11 @@ struct InstanceWalk {
         let label = definition.sliceName == nil ? definition.path : "slice '\(definition.id)'"
         if count < min {
             report(.init(.error, "structure", at: location, "\(label): minimum required = \(min), but only found \(count)",
-                         profile: profile.structure.versionedURL, elementID: definition.id))
+                         profile: profile.versionedURL, elementID: definition.id))
         }
         if let max = definition.max, definition.maxIsStated, count > max {
             report(.init(.error, "structure", at: location, "\(label): max allowed = \(max), but found \(count)",
-                         profile: profile.structure.versionedURL, elementID: definition.id))
+                         profile: profile.versionedURL, elementID: definition.id))
         }
     }
 
@@ -254,7 +265,7 @@ struct InstanceWalk {
 
     mutating func checkValue(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
         let definition = node.definition
-        let url = profile.structure.versionedURL
+        let url = profile.versionedURL
         if let fixed = definition.fixed, !Pattern.matches(item, fixed.value, exact: true) {
             report(.init(.error, "value", at: location, "the value must be exactly \(fixed.value.serialized())",
                          profile: url, elementID: definition.id))
@@ -327,45 +338,39 @@ struct InstanceWalk {
 
     mutating func checkInvariants(_ item: Element, node: CompiledProfile.Node, typeRoot: CompiledProfile.Node?,
                                   in profile: CompiledProfile, location: String) {
-        var keys: Set<String> = []
-        for invariant in node.invariants {
-            keys.insert(invariant.constraint.key)
-            evaluate(invariant, on: item, profile: profile.structure.versionedURL, elementID: node.definition.id, location: location)
-        }
-        guard let typeRoot, typeRoot !== node else { return }
-        for invariant in typeRoot.invariants where !keys.contains(invariant.constraint.key) {
-            evaluate(invariant, on: item, profile: profile.structure.versionedURL, elementID: typeRoot.definition.id, location: location)
+        let invariants = validator.invariants(of: node, typeRoot: typeRoot)
+        guard !invariants.isEmpty else { return }
+        for (invariant, elementID) in invariants {
+            evaluate(invariant, on: item, profile: profile.versionedURL, elementID: elementID, location: location)
         }
     }
 
     mutating func evaluate(_ invariant: CompiledProfile.Invariant, on item: Element, profile: String, elementID: String, location: String) {
-        let constraint = invariant.constraint
         let passed: Bool
-        if constraint.key == "ele-1" {
-            // Every element has a value or children (beyond its id): asked of every element, checked natively.
-            passed = item.value != nil || item.children.contains { $0.name != "id" } || item.isResource
-        } else {
-            guard let parsed = invariant.expression else { return }
-            switch parsed {
-            case .failure(let error):
-                reportOnce("invariant " + constraint.key, .init(.warning, "not-supported", at: location,
-                                                                "invariant \(constraint.key) cannot be evaluated: its expression is not FHIRPath this engine reads (\(error))",
-                                                                profile: profile, elementID: elementID, key: constraint.key))
+        switch invariant.check {
+        case .none:
+            return
+        case .hasValueOrChildren:
+            passed = item.value != nil || item.isResource || item.children.contains { $0.name != "id" }
+        case .unreadable(let error):
+            let key = invariant.constraint.key
+            reportOnce("invariant " + key, .init(.warning, "not-supported", at: location,
+                                                 "invariant \(key) cannot be evaluated: its expression is not FHIRPath this engine reads (\(error))",
+                                                 profile: profile, elementID: elementID, key: key))
+            return
+        case .expression(let expression):
+            do {
+                passed = Self.isTrue(try expression.evaluate(in: invariantEnvironment(item)))
+            } catch {
+                let key = invariant.constraint.key
+                reportOnce("invariant " + key, .init(.warning, "not-supported", at: location,
+                                                     "invariant \(key) cannot be evaluated here: \(error.message)",
+                                                     profile: profile, elementID: elementID, key: key))
                 return
-            case .success(let expression):
-                let environment = invariantEnvironment(item)
-                do {
-                    let result = try expression.evaluate(in: environment)
-                    passed = Self.isTrue(result)
-                } catch {
-                    reportOnce("invariant " + constraint.key, .init(.warning, "not-supported", at: location,
-                                                                    "invariant \(constraint.key) cannot be evaluated here: \(error.message)",
-                                                                    profile: profile, elementID: elementID, key: constraint.key))
-                    return
-                }
             }
         }
         if !passed {
+            let constraint = invariant.constraint
             report(.init(constraint.severity == "warning" ? .warning : .error, "invariant", at: location,
                          "constraint failed: \(constraint.key): '\(constraint.human)'",
                          profile: profile, elementID: elementID, key: constraint.key))
@@ -377,7 +382,14 @@ struct InstanceWalk {
     /// `memberOf()` answered from the loaded value sets, and collections read as R4's own
     /// invariants expect (`EvaluationEnvironment.lenientCollections`).
     func invariantEnvironment(_ item: Element) -> EvaluationEnvironment {
-        var environment = EvaluationEnvironment(context: [.element(item)], resource: resources.last ?? root, rootResource: root)
+        var environment = environments.last ?? makeEnvironment(resource: root)
+        environment.context = [.element(item)]
+        return environment
+    }
+
+    /// The environment of the resources inside `root`, made once per resource.
+    func makeEnvironment(resource: Element) -> EvaluationEnvironment {
+        var environment = EvaluationEnvironment(context: [], resource: resource, rootResource: root)
         let entries = bundleEntries
         environment.resolveReference = { entries[$0] }
         environment.lenientCollections = true
@@ -422,7 +434,7 @@ struct InstanceWalk {
         if !types.contains(type) {
             report(.init(.error, "structure", at: location + ".reference",
                          "the reference names a \(type), but only \(types.sorted().joined(separator: ", ")) may be referenced here",
-                         profile: profile.structure.versionedURL, elementID: elementID))
+                         profile: profile.versionedURL, elementID: elementID))
         }
     }
 
@@ -453,7 +465,7 @@ struct InstanceWalk {
            Self.contextRefusal(definition.structure.contexts, host: instanceHost, hostURL: hostExtensionURL) != nil {
             report(.init(.error, "structure", at: location,
                          "extension \(url) is not allowed here: its definition allows \(allowed); this element is \(host)",
-                         profile: definition.structure.versionedURL, elementID: "Extension"))
+                         profile: definition.versionedURL, elementID: "Extension"))
         }
         let outer = hostExtensionURL
         hostExtensionURL = url

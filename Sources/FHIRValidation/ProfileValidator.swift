@@ -21,14 +21,14 @@ public final class ProfileValidator: @unchecked Sendable {
     let invariants = InvariantCache()
     private let lock = NSLock()
     private var compiled: [String: CompiledProfile?] = [:]
-    /// The nodes a discriminator's path names inside a slice, by slice and path.
-    private var discriminatorTargets: [DiscriminatorKey: [(node: CompiledProfile.Node, profile: CompiledProfile)]] = [:]
+    /// What each discriminator asks of a slice's items, by slice and discriminator.
+    private var discriminatorPlans: [DiscriminatorKey: DiscriminatorPlan] = [:]
     /// The resource types a list of target profiles admits.
     private var referenceTypes: [[String]: Set<String>] = [:]
 
     struct DiscriminatorKey: Hashable {
         let slice: ObjectIdentifier
-        let path: String
+        let index: Int
     }
 
     /// A value worked out once per validator (`make` runs outside the lock; a race computes it twice).
@@ -40,10 +40,29 @@ public final class ProfileValidator: @unchecked Sendable {
         return value
     }
 
-    func discriminatorTargets(_ slice: CompiledProfile.Node, _ path: String,
-                              _ make: () -> [(node: CompiledProfile.Node, profile: CompiledProfile)]) -> [(node: CompiledProfile.Node, profile: CompiledProfile)] {
-        remembered(DiscriminatorKey(slice: ObjectIdentifier(slice), path: path), in: \.discriminatorTargets, make)
+    func discriminatorPlan(_ slice: CompiledProfile.Node, _ index: Int, _ make: () -> DiscriminatorPlan) -> DiscriminatorPlan {
+        remembered(DiscriminatorKey(slice: ObjectIdentifier(slice), index: index), in: \.discriminatorPlans, make)
     }
+
+    /// The invariants an element meets: its definition's, then its type's that the definition
+    /// does not restate (by key), each with the element id it is reported under.
+    func invariants(of node: CompiledProfile.Node, typeRoot: CompiledProfile.Node?) -> [(CompiledProfile.Invariant, String)] {
+        guard let typeRoot, typeRoot !== node, !typeRoot.invariants.isEmpty else {
+            return node.reportedInvariants
+        }
+        return remembered(NodePair(node: ObjectIdentifier(node), typeRoot: ObjectIdentifier(typeRoot)), in: \.mergedInvariants) {
+            let keys = Set(node.invariants.map(\.constraint.key))
+            return node.reportedInvariants
+                + typeRoot.invariants.filter { !keys.contains($0.constraint.key) }.map { ($0, typeRoot.definition.id) }
+        }
+    }
+
+    struct NodePair: Hashable {
+        let node: ObjectIdentifier
+        let typeRoot: ObjectIdentifier
+    }
+
+    private var mergedInvariants: [NodePair: [(CompiledProfile.Invariant, String)]] = [:]
 
     func referenceTypes(_ targets: [String], _ make: () -> Set<String>) -> Set<String> {
         remembered(targets, in: \.referenceTypes, make)
@@ -87,8 +106,11 @@ public final class ProfileValidator: @unchecked Sendable {
 
     /// The base definition of a type (`Observation`, `Quantity`, `string`).
     func baseProfile(ofType type: String) -> CompiledProfile? {
-        profile("http://hl7.org/fhir/StructureDefinition/" + type)
+        remembered(type, in: \.baseProfiles) { profile("http://hl7.org/fhir/StructureDefinition/" + type) }
     }
+
+    /// The base definitions by type name (asked for every element walked).
+    private var baseProfiles: [String: CompiledProfile?] = [:]
 
     /// Validates a resource (a Bundle with its entries, contained resources too) against its
     /// base definition, the profiles it claims, and `profiles`.

@@ -14,7 +14,7 @@ extension InstanceWalk {
     mutating func walkSliced(_ items: [(offset: Int, element: Element)], node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
         let definition = node.definition
         let slicing = definition.slicing!
-        let url = profile.structure.versionedURL
+        let url = profile.versionedURL
         let assigned: [Int?] = items.map { item in
             node.slices.firstIndex { matches(item.element, slice: $0, discriminators: slicing.discriminators, in: profile) }
         }
@@ -64,48 +64,39 @@ extension InstanceWalk {
     /// must meet the slice without errors).
     mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminators: [StructureDefinition.ElementDefinition.Discriminator], in profile: CompiledProfile) -> Bool {
         if discriminators.isEmpty { return conforms(item, to: slice, in: profile) }
-        return discriminators.allSatisfy { matches(item, slice: slice, discriminator: $0, in: profile) }
+        for (index, discriminator) in discriminators.enumerated() {
+            let plan = validator.discriminatorPlan(slice, index) { DiscriminatorPlan(discriminator, slice: slice, in: profile, walk: self) }
+            if !matches(item, plan: plan) { return false }
+        }
+        return true
     }
 
-    mutating func matches(_ item: Element, slice: CompiledProfile.Node, discriminator: StructureDefinition.ElementDefinition.Discriminator, in profile: CompiledProfile) -> Bool {
-        let values = discriminatorValues(item, path: discriminator.path)
-        let target = validator.discriminatorTargets(slice, "first " + discriminator.path) {
-            descendant(of: slice, path: discriminator.path, in: profile).map { [$0] } ?? []
-        }.first
-        switch discriminator.type {
+    mutating func matches(_ item: Element, plan: DiscriminatorPlan) -> Bool {
+        let values = discriminatorValues(item, plan: plan)
+        switch plan.type {
         case "value", "pattern":
-            // The fixed or pattern value may sit in a slice along the path (R4's `bp` fixes
-            // `code.coding:SBPCode.code`, its slices discriminated by `code.coding.code`).
-            let targets = validator.discriminatorTargets(slice, discriminator.path) { descendants(of: slice, path: discriminator.path, in: profile) }
-            let fixedValues = targets.compactMap { candidate -> (JSONValue, Bool)? in
-                if let fixed = candidate.node.definition.fixed { return (fixed.value, discriminator.type == "value") }
-                if let pattern = candidate.node.definition.pattern { return (pattern.value, false) }
-                return nil
+            if !plan.fixedValues.isEmpty {
+                return plan.fixedValues.contains { expected, exact in values.contains { Pattern.matches($0, expected, exact: exact) } }
             }
-            if !fixedValues.isEmpty {
-                return fixedValues.contains { expected, exact in values.contains { Pattern.matches($0, expected, exact: exact) } }
+            if let url = plan.extensionURL {
+                return values.contains { $0.value == url }
             }
-            if discriminator.path == "url", let url = slice.definition.types?.first?.profiles.first {
-                let wanted = Canonical(url).url
-                return values.contains { $0.value == wanted }
-            }
-            if let binding = target?.node.definition.binding, binding.strength == "required", let valueSet = binding.valueSet,
-               let expansion = validator.terminology.expansion(of: valueSet) {
+            if let expansion = plan.requiredExpansion {
                 return values.contains { value in
                     (Self.codes(of: value) ?? []).contains { expansion.contains(system: $0.system, code: $0.code) }
                 }
             }
             return false
         case "exists":
-            guard let definition = target?.node.definition else { return !values.isEmpty }
+            guard let definition = plan.target?.node.definition else { return !values.isEmpty }
             if (definition.min ?? 0) >= 1 { return !values.isEmpty }
             if definition.maxIsStated && definition.max == 0 { return values.isEmpty }
             return true
         case "type":
-            guard let types = target?.node.definition.types else { return false }
+            guard let types = plan.target?.node.definition.types else { return false }
             return values.contains { value in types.contains { $0.code == Self.typeName(of: value) } }
         case "profile":
-            let profiles = target?.node.definition.types?.flatMap { $0.profiles + $0.targetProfiles } ?? []
+            let profiles = plan.target?.node.definition.types?.flatMap { $0.profiles + $0.targetProfiles } ?? []
             return values.contains { value in
                 profiles.contains { canonical in
                     guard let compiled = validator.profile(canonical) else { return false }
@@ -128,17 +119,17 @@ extension InstanceWalk {
 
     /// The elements a discriminator's path reaches from an item (`code`, `url`, `$this`,
     /// `resolve()`, `extension('…').value`, `ofType(Quantity)`).
-    func discriminatorValues(_ item: Element, path: String) -> [Element] {
-        if path == "$this" { return [item] }
-        // A plain path of names (`code`, `coding.system`, `url`) is followed without FHIRPath.
-        if !path.contains("(") && !path.contains("$") {
+    func discriminatorValues(_ item: Element, plan: DiscriminatorPlan) -> [Element] {
+        if let names = plan.names {
+            // A plain path of names (`code`, `coding.system`, `url`) is followed without FHIRPath.
             var current = [item]
-            for part in path.split(separator: ".") {
-                current = current.flatMap { element in element.children.filter { $0.name == part } }
+            for name in names {
+                current = current.flatMap { element in element.children.filter { $0.name == name } }
             }
             return current
         }
-        guard case .success(let expression) = validator.invariants.expression(path) else { return [] }
+        if plan.path == "$this" { return [item] }
+        guard case .success(let expression) = validator.invariants.expression(plan.path) else { return [] }
         return ((try? expression.evaluate(in: invariantEnvironment(item))) ?? []).compactMap(\.element)
     }
 
@@ -201,5 +192,42 @@ extension InstanceWalk {
         }
         if !current.isEmpty { parts.append(current) }
         return parts
+    }
+}
+
+/// What one discriminator asks of the items of one slice, worked out once per validator: the
+/// node its path names, the fixed or pattern values along the path, the extension url, the
+/// required binding's expansion.
+struct DiscriminatorPlan: Sendable {
+    let type: String
+    let path: String
+    /// The path's names when it is a plain path (followed without FHIRPath).
+    let names: [String]?
+    let target: (node: CompiledProfile.Node, profile: CompiledProfile)?
+    /// Each fixed (exact) or pattern value along the path (R4's `bp` fixes
+    /// `code.coding:SBPCode.code`, its slices discriminated by `code.coding.code`).
+    let fixedValues: [(JSONValue, Bool)]
+    /// For a `url` discriminator of an extension slice: the extension's url.
+    let extensionURL: String?
+    let requiredExpansion: ValueSetExpansion?
+
+    init(_ discriminator: StructureDefinition.ElementDefinition.Discriminator, slice: CompiledProfile.Node,
+         in profile: CompiledProfile, walk: InstanceWalk) {
+        type = discriminator.type
+        path = discriminator.path
+        names = path.contains("(") || path.contains("$") ? nil : path.split(separator: ".").map(String.init)
+        target = walk.descendant(of: slice, path: path, in: profile)
+        let isValue = type == "value"
+        fixedValues = walk.descendants(of: slice, path: path, in: profile).compactMap { candidate -> (JSONValue, Bool)? in
+            if let fixed = candidate.node.definition.fixed { return (fixed.value, isValue) }
+            if let pattern = candidate.node.definition.pattern { return (pattern.value, false) }
+            return nil
+        }
+        extensionURL = path == "url" ? slice.definition.types?.first?.profiles.first.map { Canonical($0).url } : nil
+        if let binding = target?.node.definition.binding, binding.strength == "required", let valueSet = binding.valueSet {
+            requiredExpansion = walk.validator.terminology.expansion(of: valueSet)
+        } else {
+            requiredExpansion = nil
+        }
     }
 }

@@ -460,16 +460,11 @@ public struct OutcomePush: Sendable {
             let reference = target.components(separatedBy: "/_history/").first ?? target
             let relative = ["Observation/", "MedicationAdministration/", "QuestionnaireResponse/"].lazy.compactMap { reference.range(of: $0) }.first
                 .map { String(reference[$0.lowerBound...]) } ?? reference
-            p.append(Element(name: "target", type: "Reference", children: [Element(name: "reference", type: "string", value: relative)]))
+            p.append(.reference("target", to: relative))
         }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        p.append(Element(name: "recorded", type: "instant", value: formatter.string(from: Date())))
+        p.append(Element(name: "recorded", type: "instant", value: FHIRDateTime.instant(Date())))
         var agent = Element(name: "agent", type: "Provenance.agent")
-        agent.append(Element(name: "type", type: "CodeableConcept", children: [Element(name: "coding", type: "Coding", children: [
-            Element(name: "system", type: "uri", value: "http://terminology.hl7.org/CodeSystem/provenance-participant-type"),
-            Element(name: "code", type: "code", value: "author"),
-        ])]))
+        agent.append(.concept("type", ExportCoding(system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "author")))
         agent.append(Element(name: "who", type: "Reference", children: [Element(name: "display", type: "string", value: "CareGate (patient-reported outcomes from a CareKit app)")]))
         p.append(agent)
         return p

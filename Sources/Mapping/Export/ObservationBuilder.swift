@@ -162,7 +162,7 @@ public struct ObservationBuilder: Sendable {
         }
         var medication = Element(name: "medication", type: "CodeableConcept")
         if let system = medicationSystem, let code = task.version.groupIdentifier {
-            medication.append(coding(ExportCoding(system: system, code: code, display: task.title)))
+            medication.append(Element.coding(ExportCoding(system: system, code: code, display: task.title)))
         } else {
             notes.append(medicationSystem == nil ? "export-as names no medication-system: the medication is the task's title as text"
                                                  : "the task has no group code: the medication is its title as text")
@@ -171,7 +171,7 @@ public struct ObservationBuilder: Sendable {
         a.append(medication)
         let patientReference = record.patient.map { $0.version.remoteID ?? $0.id }
         if let patientReference {
-            a.append(reference("subject", patientReference))
+            a.append(Element.reference("subject", to: patientReference))
         } else {
             notes.append("the outcome's task has no patient: a MedicationAdministration needs a subject")
         }
@@ -187,10 +187,10 @@ public struct ObservationBuilder: Sendable {
             a.append(Element(name: "effective", type: "dateTime", value: dateTime(outcome.effectiveDate)))
         }
         if let patientReference {
-            a.append(Element(name: "performer", type: "MedicationAdministration.performer", children: [reference("actor", patientReference)]))
+            a.append(Element(name: "performer", type: "MedicationAdministration.performer", children: [Element.reference("actor", to: patientReference)]))
         }
         if let source = task.version.remoteID, source.hasPrefix("MedicationRequest/") {
-            a.append(reference("request", source))
+            a.append(Element.reference("request", to: source))
         }
         let amounts: [(Double, String?)] = outcome.values.compactMap { v in
             switch v.value {
@@ -242,22 +242,22 @@ public struct ObservationBuilder: Sendable {
         let task = record.task
         var o = identified("Observation", record)
         if let source = task.version.remoteID, source.contains("/") {
-            o.append(reference("basedOn", source))
+            o.append(Element.reference("basedOn", to: source))
         }
         o.append(Element(name: "status", type: "code", value: Self.status(record)))
         let entry = codeKey(of: task).flatMap { codes[$0] }
         if let category = entry?.category {
-            o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
+            o.append(Element(name: "category", type: "CodeableConcept", children: [Element.coding(ExportCoding(
                 system: "http://terminology.hl7.org/CodeSystem/observation-category", code: category, display: nil))]))
         }
         if let entry {
-            o.append(Element(name: "code", type: "CodeableConcept", children: [coding(entry.code), Element(name: "text", type: "string", value: task.title ?? entry.code.display ?? entry.code.code)]))
+            o.append(Element(name: "code", type: "CodeableConcept", children: [Element.coding(entry.code), Element(name: "text", type: "string", value: task.title ?? entry.code.display ?? entry.code.code)]))
         } else {
             notes.append("no observation-codes entry for the task's group \(task.version.groupIdentifier.map { "'\($0)'" } ?? "(none)"): the code is the task's title as text")
             o.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: task.title ?? task.id)]))
         }
         let patientReference = record.patient.map { $0.version.remoteID ?? $0.id }
-        if let patientReference { o.append(reference("subject", patientReference)) }
+        if let patientReference { o.append(Element.reference("subject", to: patientReference)) }
         if let event = task.schedule.event(occurrence: outcome.taskOccurrenceIndex) {
             if event.end.timeIntervalSince(event.start) > 1 {
                 o.append(Element(name: "effective", type: "Period", children: [
@@ -270,8 +270,8 @@ public struct ObservationBuilder: Sendable {
         } else {
             notes.append("the task has no occurrence \(outcome.taskOccurrenceIndex): no effective time")
         }
-        o.append(Element(name: "issued", type: "instant", value: instant(outcome.version.createdDate ?? outcome.effectiveDate)))
-        if let patientReference { o.append(reference("performer", patientReference)) }
+        o.append(Element(name: "issued", type: "instant", value: FHIRDateTime.instant(outcome.version.createdDate ?? outcome.effectiveDate)))
+        if let patientReference { o.append(Element.reference("performer", to: patientReference)) }
         let values = outcome.values
         if values.count == 1, let value = value(values[0], unit: entry?.code.unit, notes: &notes) {
             o.append(value)
@@ -280,7 +280,7 @@ public struct ObservationBuilder: Sendable {
                 let componentCode = v.kind.flatMap { entry?.components[$0] }
                 var component = Element(name: "component", type: "Observation.component")
                 if let componentCode {
-                    component.append(Element(name: "code", type: "CodeableConcept", children: [coding(componentCode)]))
+                    component.append(Element(name: "code", type: "CodeableConcept", children: [Element.coding(componentCode)]))
                 } else {
                     notes.append("no component code for the value kind \(v.kind.map { "'\($0)'" } ?? "(none)"): its code is text")
                     component.append(Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: v.kind ?? "value")]))
@@ -301,25 +301,9 @@ public struct ObservationBuilder: Sendable {
         return String(String(allowed).prefix(64))
     }
 
-    func coding(_ c: ExportCoding) -> Element {
-        var children = [Element(name: "system", type: "uri", value: c.system), Element(name: "code", type: "code", value: c.code)]
-        if let display = c.display { children.append(Element(name: "display", type: "string", value: display)) }
-        return Element(name: "coding", type: "Coding", children: children)
-    }
-
-    func reference(_ name: String, _ target: String) -> Element {
-        Element(name: name, type: "Reference", children: [Element(name: "reference", type: "string", value: target)])
-    }
-
     func dateTime(_ date: Date) -> String {
         FHIRDateTime.lexical(date, in: timeZone)
     }
-
-    func instant(_ date: Date) -> String {
-        FHIRDateTime.lexical(date, in: ObservationBuilder.utc, fractionalSeconds: true)
-    }
-
-    static let utc = TimeZone(identifier: "UTC")!
 
     /// A value element by the outcome value's type: a Quantity with UCUM units, integer, boolean, string, dateTime.
     func value(_ v: OutcomeValue, unit: String?, notes: inout [String]) -> Element? {

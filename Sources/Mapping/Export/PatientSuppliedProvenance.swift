@@ -64,25 +64,25 @@ public struct PatientSuppliedProvenance: Sendable {
     /// The Provenance resource.
     public var resource: Element {
         var p = Element(resourceType: "Provenance")
-        p.append(Element(name: "meta", type: "Meta", children: [Self.coding("tag", system: Self.tagSystem, code: tagCode)]))
+        p.append(Element(name: "meta", type: "Meta", children: [Element.coding(ExportCoding(system: Self.tagSystem, code: tagCode), named: "tag")]))
         if let device { p.append(Self.contained(device, healthKit: healthKit)) }
-        for target in targets { p.append(Self.reference("target", target)) }
-        p.append(Element(name: "recorded", type: "instant", value: Self.instant(recorded)))
+        for target in targets { p.append(Element.reference("target", to: target)) }
+        p.append(Element(name: "recorded", type: "instant", value: FHIRDateTime.instant(recorded)))
         if let patient {
             p.append(Element(name: "agent", type: "Provenance.agent", children: [
-                Self.concept("type", system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "author"),
-                Self.reference("who", patient),
+                Element.concept("type", ExportCoding(system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "author")),
+                Element.reference("who", to: patient),
             ]))
         }
         if device != nil && !deviceAsAgent {
             p.append(Element(name: "entity", type: "Provenance.entity", children: [
-                Element(name: "role", type: "code", value: "source"), Self.reference("what", "#\(Self.deviceID)"),
+                Element(name: "role", type: "code", value: "source"), Element.reference("what", to: "#\(Self.deviceID)"),
             ]))
         }
         if device != nil && deviceAsAgent {
             p.append(Element(name: "agent", type: "Provenance.agent", children: [
-                Self.concept("type", system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "assembler"),
-                Self.reference("who", "#\(Self.deviceID)"),
+                Element.concept("type", ExportCoding(system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "assembler")),
+                Element.reference("who", to: "#\(Self.deviceID)"),
                 Element(name: "onBehalfOf", type: "Reference", children: [Element(name: "display", type: "string", value: Self.organization)]),
             ]))
         }
@@ -94,7 +94,7 @@ public struct PatientSuppliedProvenance: Sendable {
     public static func attach(_ device: Device?, healthKit: Bool, to observation: inout Element) {
         guard let device, observation.resourceType == "Observation", observation["device"] == nil else { return }
         observation.append(contained(device, healthKit: healthKit))
-        observation.append(reference("device", "#\(deviceID)"))
+        observation.append(Element.reference("device", to: "#\(deviceID)"))
     }
 
     /// The device as a contained `Device`: its name as it enrolled (`user-friendly-name`), and
@@ -116,24 +116,5 @@ public struct PatientSuppliedProvenance: Sendable {
         Element(name: "deviceName", type: "Device.deviceName", children: [
             Element(name: "name", type: "string", value: name), Element(name: "type", type: "code", value: type),
         ])
-    }
-
-    static func reference(_ name: String, _ target: String) -> Element {
-        Element(name: name, type: "Reference", children: [Element(name: "reference", type: "string", value: target)])
-    }
-
-    static func coding(_ name: String, system: String, code: String) -> Element {
-        Element(name: name, type: "Coding", children: [Element(name: "system", type: "uri", value: system), Element(name: "code", type: "code", value: code)])
-    }
-
-    static func concept(_ name: String, system: String, code: String) -> Element {
-        Element(name: name, type: "CodeableConcept", children: [coding("coding", system: system, code: code)])
-    }
-
-    /// An `instant`: UTC, to the millisecond.
-    static func instant(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
     }
 }

@@ -202,10 +202,7 @@ public struct ProfileTarget: Sendable {
             meta.append(Element(name: "profile", type: "canonical", value: FHIRPackages.Canonical(profile).url))
         }
         if isUSCore, !meta.children(named: "tag").contains(where: { $0.string("code") == Self.patientSupplied.code }) {
-            meta.append(Element(name: "tag", type: "Coding", children: [
-                Element(name: "system", type: "uri", value: Self.patientSupplied.system),
-                Element(name: "code", type: "code", value: Self.patientSupplied.code),
-            ]))
+            meta.append(.coding(ExportCoding(system: Self.patientSupplied.system, code: Self.patientSupplied.code), named: "tag"))
         }
         resource.removeChildren(named: "meta")
         resource.append(meta)
@@ -219,12 +216,7 @@ public struct ProfileTarget: Sendable {
         let present = resource.children(named: "category").flatMap { $0.children(named: "coding") }
             .contains { $0.string("system") == system && $0.string("code") == code }
         guard !present else { return }
-        resource.append(Element(name: "category", type: "CodeableConcept", children: [
-            Element(name: "coding", type: "Coding", children: [
-                Element(name: "system", type: "uri", value: system),
-                Element(name: "code", type: "code", value: code),
-            ]),
-        ]))
+        resource.append(.concept("category", ExportCoding(system: system, code: code)))
     }
 
     /// The resource checked against R4, what it claims, and the profile the target has for it.

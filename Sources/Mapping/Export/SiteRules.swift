@@ -71,13 +71,7 @@ public struct SiteRule: Sendable, Hashable {
         let present = Set(Self.codes(code))
         let added = present.flatMap { table[$0] ?? [] }.filter { !present.contains("\($0.system)|\($0.code)") }
         guard !added.isEmpty else { return }
-        for coding in added {
-            var c = Element(name: "coding", type: "Coding")
-            c.append(Element(name: "system", type: "uri", value: coding.system))
-            c.append(Element(name: "code", type: "code", value: coding.code))
-            if let display = coding.display { c.append(Element(name: "display", type: "string", value: display)) }
-            code.append(c)
-        }
+        for coding in added { code.append(.coding(coding)) }
         element.removeChildren(named: name)
         element.append(code)
     }

@@ -47,7 +47,7 @@ extension ObservationBuilder {
         var response = identified("QuestionnaireResponse", record)
         for child in built.children {
             if child.name == "item", let subject, !response.children.contains(where: { $0.name == "author" }) {
-                response.append(reference("author", subject))
+                response.append(Element.reference("author", to: subject))
             }
             response.append(child)
         }
@@ -132,7 +132,7 @@ extension ObservationBuilder {
             category.name = "category"
             o.append(category)
         } else {
-            o.append(Element(name: "category", type: "CodeableConcept", children: [coding(ExportCoding(
+            o.append(Element(name: "category", type: "CodeableConcept", children: [Element.coding(ExportCoding(
                 system: "http://terminology.hl7.org/CodeSystem/observation-category", code: "survey", display: nil))]))
         }
         var code = Element(name: "code", type: "CodeableConcept", children: extract.codes.map { c in
@@ -146,14 +146,14 @@ extension ObservationBuilder {
         if let subject = response["subject"] { o.append(subject) }
         if let authored = response.string("authored") {
             o.append(Element(name: "effective", type: "dateTime", value: authored))
-            o.append(Element(name: "issued", type: "instant", value: instant(issued)))
+            o.append(Element(name: "issued", type: "instant", value: FHIRDateTime.instant(issued)))
         }
         if var author = response["author"] {
             author.name = "performer"
             o.append(author)
         }
         o.append(value)
-        o.append(reference("derivedFrom", "urn:uuid:\(record.outcome.uuid.uuidString.lowercased())"))
+        o.append(Element.reference("derivedFrom", to: "urn:uuid:\(record.outcome.uuid.uuidString.lowercased())"))
         return o
     }
 
