@@ -18,7 +18,7 @@ struct InstanceWalk {
     var hostExtensionURL: String?
     /// The resource being walked (`%resource`), innermost last, and where each is.
     private var resources: [Element] = []
-    private var resourceLocations: [String] = []
+    private var resourceLocations: [InstanceLocation] = []
     /// Where each of `resources` has its invariants evaluated.
     private var environments: [EvaluationEnvironment] = []
 
@@ -60,7 +60,7 @@ struct InstanceWalk {
     // MARK: Resources
 
     /// A resource against its base definition, its claimed profiles and `extraProfiles`.
-    mutating func validateResource(_ resource: Element, location: String, extraProfiles: [String]) {
+    mutating func validateResource(_ resource: Element, location: InstanceLocation, extraProfiles: [String]) {
         guard let type = resource.resourceType else {
             report(.init(.error, "structure", at: location, "not a resource the R4 definitions know"))
             return
@@ -99,7 +99,7 @@ struct InstanceWalk {
 
     /// One instance element against one element definition, then its children.
     /// `isResource` is true for the resource being validated itself (its root element).
-    mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String, isResource: Bool = false) {
+    mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation, isResource: Bool = false) {
         let definition = node.definition
         if item.isUnknown {
             report(.init(.error, "structure", at: location, "content the R4 definitions do not describe", profile: profile.versionedURL, elementID: definition.id))
@@ -140,7 +140,7 @@ struct InstanceWalk {
 
     /// An element whose type names profiles (`Extension` with its definition, `Quantity` as
     /// `SimpleQuantity`): it must meet one of them.
-    mutating func walkTypeProfiles(_ item: Element, typeRef: StructureDefinition.ElementDefinition.TypeRef, location: String) {
+    mutating func walkTypeProfiles(_ item: Element, typeRef: StructureDefinition.ElementDefinition.TypeRef, location: InstanceLocation) {
         var attempts: [[ValidationIssue]] = []
         for canonical in typeRef.profiles {
             guard let profile = validator.profile(canonical) else {
@@ -163,7 +163,7 @@ struct InstanceWalk {
 
     /// The children of `item` against the child definitions of `parent`: cardinality, slicing,
     /// each child walked, and children no definition allows.
-    mutating func walkChildren(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+    mutating func walkChildren(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         let isPrimitive = item.isPrimitive
         if item.children.isEmpty {
             // Most elements walked are primitives without an id or extensions: only minimums apply.
@@ -202,7 +202,7 @@ struct InstanceWalk {
         guard handled < present.count else { return }
         for (i, child) in item.children.enumerated() where parent.child(named: child.name) == nil {
             if isPrimitive && child.name == "value" { continue }
-            report(.init(.error, "structure", at: location + "." + child.name,
+            report(.init(.error, "structure", at: location.child(child.name),
                          "element \(child.name) is not allowed here (child \(i) of \(Self.typeName(of: item)))",
                          profile: profile.versionedURL, elementID: parent.definition.id))
         }
@@ -210,15 +210,11 @@ struct InstanceWalk {
 
     /// The location of a child: JSON's name for a choice (`valueQuantity`), an index where the
     /// element repeats.
-    func childLocation(_ location: String, _ element: Element, _ node: CompiledProfile.Node, index: Int) -> String {
-        var name = element.name
-        if node.isChoice, let type = element.typeName {
-            name += type.prefix(1).uppercased() + type.dropFirst()
-        }
-        return location + "." + name + (node.repeatsInBase ? "[\(index)]" : "")
+    func childLocation(_ location: InstanceLocation, _ element: Element, _ node: CompiledProfile.Node, index: Int) -> InstanceLocation {
+        location.child(element.name, choiceType: node.isChoice ? element.typeName : nil, index: node.repeatsInBase ? index : nil)
     }
 
-    mutating func checkCardinality(_ count: Int, of node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+    mutating func checkCardinality(_ count: Int, of node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         let definition = node.definition
         let min = definition.min ?? 0
         let label = definition.sliceName == nil ? definition.path : "slice '\(definition.id)'"
@@ -263,7 +259,7 @@ struct InstanceWalk {
 
     // MARK: Values: fixed, pattern, binding, length
 
-    mutating func checkValue(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+    mutating func checkValue(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         let definition = node.definition
         let url = profile.versionedURL
         if let fixed = definition.fixed, !Pattern.matches(item, fixed.value, exact: true) {
@@ -287,7 +283,7 @@ struct InstanceWalk {
         if let binding = definition.binding { checkBinding(item, binding, profile: url, elementID: definition.id, location: location) }
     }
 
-    mutating func checkBinding(_ item: Element, _ binding: StructureDefinition.ElementDefinition.Binding, profile: String, elementID: String, location: String) {
+    mutating func checkBinding(_ item: Element, _ binding: StructureDefinition.ElementDefinition.Binding, profile: String, elementID: String, location: InstanceLocation) {
         guard ["required", "extensible", "preferred"].contains(binding.strength), let valueSet = binding.valueSet else { return }
         let codes = Self.codes(of: item)
         guard let codes else { return }
@@ -337,7 +333,7 @@ struct InstanceWalk {
     // MARK: Invariants
 
     mutating func checkInvariants(_ item: Element, node: CompiledProfile.Node, typeRoot: CompiledProfile.Node?,
-                                  in profile: CompiledProfile, location: String) {
+                                  in profile: CompiledProfile, location: InstanceLocation) {
         let invariants = validator.invariants(of: node, typeRoot: typeRoot)
         guard !invariants.isEmpty else { return }
         for (invariant, elementID) in invariants {
@@ -345,7 +341,7 @@ struct InstanceWalk {
         }
     }
 
-    mutating func evaluate(_ invariant: CompiledProfile.Invariant, on item: Element, profile: String, elementID: String, location: String) {
+    mutating func evaluate(_ invariant: CompiledProfile.Invariant, on item: Element, profile: String, elementID: String, location: InstanceLocation) {
         let passed: Bool
         switch invariant.check {
         case .none:
@@ -415,7 +411,7 @@ struct InstanceWalk {
 
     // MARK: References
 
-    mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: String) {
+    mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: InstanceLocation) {
         guard let reference = item.string("reference") else { return }
         let conformance = validator.conformance
         let types = validator.referenceTypes(targets) {
@@ -432,7 +428,7 @@ struct InstanceWalk {
         let type = target?.resourceType ?? (reference.hasPrefix("urn:") || reference.hasPrefix("#") ? nil : Element.relativeReference(of: reference).map { String($0.split(separator: "/")[0]) })
         guard let type else { return }
         if !types.contains(type) {
-            report(.init(.error, "structure", at: location + ".reference",
+            report(.init(.error, "structure", at: location.child("reference"),
                          "the reference names a \(type), but only \(types.sorted().joined(separator: ", ")) may be referenced here",
                          profile: profile.versionedURL, elementID: elementID))
         }
@@ -443,7 +439,7 @@ struct InstanceWalk {
     /// An extension that matched no slice naming its definition: checked against the definition
     /// its url names, when loaded, and where that definition allows it to be used.
     /// `path` is the extension element's path (`Patient.extension`, `Address.extension`).
-    mutating func walkExtensionDefinition(_ element: Element, at path: String, location: String) {
+    mutating func walkExtensionDefinition(_ element: Element, at path: String, location: InstanceLocation) {
         guard let url = element.string("url") else { return }
         guard let definition = validator.profile(url) else {
             if url.hasPrefix("http://hl7.org/fhir/StructureDefinition/") || url.hasPrefix("http://hl7.org/fhir/us/core/") {
@@ -456,9 +452,9 @@ struct InstanceWalk {
         // instance's (`Patient.birthDate` for a primitive's extension): a context may name either.
         let host = String(path.split(separator: ".").dropLast().joined(separator: "."))
         // The instance's path from its own resource (`Patient.birthDate`, not `Bundle.entry[0].resource.birthDate`).
-        var relative = location
-        if let start = resourceLocations.last, let type = resources.last?.resourceType, location.hasPrefix(start) {
-            relative = type + location.dropFirst(start.count)
+        var relative = location.description
+        if let start = resourceLocations.last?.description, let type = resources.last?.resourceType, relative.hasPrefix(start) {
+            relative = type + relative.dropFirst(start.count)
         }
         let instanceHost = Self.elementPath(relative).split(separator: ".").dropLast().joined(separator: ".")
         if let allowed = Self.contextRefusal(definition.structure.contexts, host: host, hostURL: hostExtensionURL),

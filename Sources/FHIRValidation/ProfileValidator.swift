@@ -118,7 +118,7 @@ public final class ProfileValidator: @unchecked Sendable {
     /// when several versions of a package are loaded.
     public func validate(_ resource: Element, against profiles: [String] = [], in package: String? = nil) -> ValidationReport {
         var walk = InstanceWalk(validator: self, root: resource, package: package)
-        walk.validateResource(resource, location: resource.resourceType ?? resource.name, extraProfiles: profiles)
+        walk.validateResource(resource, location: InstanceLocation(root: resource.resourceType ?? resource.name), extraProfiles: profiles)
         return ValidationReport(issues: walk.finishedIssues())
     }
 }

@@ -7,11 +7,11 @@ import JSON
 /// Slicing: which slice each item of a sliced element belongs to (by its discriminators), each
 /// slice's cardinality, `closed`, `openAtEnd` and `ordered` rules, re-slices within a slice.
 extension InstanceWalk {
-    mutating func walkSliced(_ items: [Element], node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+    mutating func walkSliced(_ items: [Element], node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         walkSliced(Array(items.enumerated()), node: node, in: profile, location: location)
     }
 
-    mutating func walkSliced(_ items: [(offset: Int, element: Element)], node: CompiledProfile.Node, in profile: CompiledProfile, location: String) {
+    mutating func walkSliced(_ items: [(offset: Int, element: Element)], node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         let definition = node.definition
         let slicing = definition.slicing!
         let url = profile.versionedURL
@@ -111,7 +111,7 @@ extension InstanceWalk {
     /// Whether an item meets a definition without errors (the issues found are not kept).
     mutating func conforms(_ item: Element, to node: CompiledProfile.Node, in profile: CompiledProfile) -> Bool {
         let before = (issues, reportedOnce)
-        walk(item, node: node, in: profile, location: "", isResource: item.isResource)
+        walk(item, node: node, in: profile, location: InstanceLocation(root: ""), isResource: item.isResource)
         let failed = issues[before.0.count...].contains { $0.severity <= .error }
         (issues, reportedOnce) = before
         return !failed
