@@ -73,3 +73,56 @@ struct ExportEvidenceTests {
         #expect(kinds["Provenance"] == items.count && kinds["Observation", default: 0] >= 20 && withDevice == kinds["Observation"], "\(kinds)")
     }
 }
+
+/// The patient boundary in what the export tells the EHR of devices: an outcome version naming a
+/// device enrolled for another patient (as a restored or hand-edited store could hold) goes
+/// without that device, and without it in its Provenance.
+@Suite("The export names only the outcome's own patient's devices")
+struct ExportDeviceBoundaryTests {
+    @Test("an outcome naming another patient's device is sent without it; one naming its own patient's device carries it, in the Observation and the Provenance")
+    func anotherPatientsDevice() throws {
+        let package = projectRoot.deletingLastPathComponent().appendingPathComponent("shared/fhir-packages/hl7.fhir.us.core-6.1.0.tgz").path
+        guard FileManager.default.fileExists(atPath: package) else { return skipNotice("devices across the patient boundary in exports") }
+        let store = try temporaryStore()
+        let zone = TimeZone(identifier: "America/New_York")!
+        let start = Date(timeIntervalSince1970: 1_767_243_600)
+        var tasks: [String: CareTask] = [:]
+        var entities: [CareEntity] = []
+        for name in ["ana", "ben"] {
+            var patient = Patient(id: "Patient/\(name)", name: PersonName(givenName: name), effectiveDate: start, timezone: zone)
+            patient.version.remoteID = "Patient/\(name)"
+            let plan = CarePlan(id: "CarePlan/\(name)", title: "Vitals", patientUUID: patient.uuid, effectiveDate: start, timezone: zone)
+            var task = CareTask(id: "CarePlan/\(name)/29463-7", title: "Weight", carePlanUUID: plan.uuid,
+                                schedule: try Schedule.dailyAtTime(hour: 8, minutes: 0, start: start, timeZone: zone), timezone: zone)
+            task.version.groupIdentifier = "29463-7"
+            task.effectiveDate = start
+            tasks[name] = task
+            entities += [.patient(patient), .carePlan(plan), .task(task)]
+        }
+        try store.add(entities)
+        let enrollment = DeviceEnrollment(store: store)
+        let anasPhone = try enrollment.redeem(code: try enrollment.issueCode(patientID: "Patient/ana").code, name: "Ana's phone", app: "Companion").device
+        let bensPhone = try enrollment.redeem(code: try enrollment.issueCode(patientID: "Patient/ben").code, name: "Ben's phone", app: "Companion").device
+        var own = Outcome(taskUUID: tasks["ana"]!.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.double(61.5), units: "kg")], effectiveDate: start)
+        own.version.source = anasPhone.versionSource
+        var foreign = Outcome(taskUUID: tasks["ana"]!.uuid, taskOccurrenceIndex: 1, values: [OutcomeValue(.double(61.7), units: "kg")], effectiveDate: start.addingTimeInterval(86_400))
+        foreign.version.source = bensPhone.versionSource
+        try store.add([.outcome(own), .outcome(foreign)])
+
+        var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: try MappingSet.load(site: []), timeZone: zone))
+        export.profiles = try ProfileTarget(name: "us-core-6.1.0", packages: [try FHIRPackage.load(path: package)])
+        let items = try export.observations()
+        #expect(items.count == 2 && items.allSatisfy { $0.refusal == nil }, "\(items.compactMap(\.refusal))")
+        func deviceNames(_ item: ExportedObservation?) -> [String] {
+            let entries = item?.observation.children(named: "entry").compactMap { $0["resource"] } ?? []
+            return entries.flatMap { $0.children(named: "contained") }.flatMap { $0.children(named: "deviceName") }.compactMap { $0.string("name") }
+        }
+        let ownItem = items.first { $0.outcomeVersion == own.version.uuid }
+        let foreignItem = items.first { $0.outcomeVersion == foreign.version.uuid }
+        // The Observation and the Provenance each contain the device.
+        #expect(deviceNames(ownItem) == ["Ana's phone", "Ana's phone"])
+        #expect(deviceNames(foreignItem).isEmpty, "another patient's device named: \(deviceNames(foreignItem))")
+        let foreignText = String(decoding: FHIRDocument.write(try #require(foreignItem).observation, format: .json), as: UTF8.self)
+        #expect(!foreignText.contains("Ben") && !foreignText.contains(bensPhone.id), "\(foreignText)")
+    }
+}
