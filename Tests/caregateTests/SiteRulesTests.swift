@@ -123,4 +123,58 @@ struct SiteRulesTests {
         _ = try await cli.caregate(common + ["--retry-failed"])
         #expect(try await walks() == before + 1)
     }
+
+    @Test("through caregate serve with sekmet-fhir as the EHR: the rule file in the gateway's mapping folder refuses the walk (a dead letter naming the rule and its line, the EHR's count unchanged) while the weight and blood pressure arrive; the file fixed, one push --retry-failed sends the walk once")
+    func serveRefusesThenSendsOnce() async throws {
+        guard let ehr = await LocalFHIRServer() else { return }
+        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
+        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
+        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-serve-site-rules-\(UUID().uuidString)")
+        let site = dir.appendingPathComponent("site")
+        try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let rules = site.appendingPathComponent("oracle-health-vitals.yaml").path
+        try FileManager.default.copyItem(atPath: Self.oracle, toPath: rules)
+        let store = dir.appendingPathComponent("care.sqlite").path
+        try FileManager.default.copyItem(atPath: try await ExportProfilesTests().recorded("site-rules-serve.sqlite"), toPath: store)
+        try """
+            listen:
+              port: 0
+            store: care.sqlite
+            ehr:
+              base: \(ehr.base)
+              time-zone: America/New_York
+              push-seconds: 1
+              refresh-seconds: 3600
+              mappings: [site]
+            """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        let walks = { try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://snomed.info/sct|229065009")]).count }
+        let weights = { try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://loinc.org|29463-7")]).count }
+        let (walksBefore, weightsBefore) = (try await walks(), try await weights())
+        do {
+            let serve = try ServeProcess(directory: dir)
+            defer { serve.kill() }
+            let settled = try await eventually(30) { let c = try SQLiteCarePlanStore(path: store).outboxCounts(); return c.pushed == 2 && c.failed == 1 }
+            let counts = try SQLiteCarePlanStore(path: store).outboxCounts()
+            #expect(settled, "\(counts)")
+        }
+        #expect(try await walks() == walksBefore, "the walk never reached the EHR")
+        #expect(try await weights() == weightsBefore + 1, "the weight, which the rules take, arrived")
+        let line = try Self.line(of: "listed-vitals", in: rules)
+        let status = try await cli.caregate(["status", "--store", store])
+        #expect(status.stdout.contains("failed urn:caregate:outcome|Patient%2Fmaria-lopez/walk-2")
+                && status.stdout.contains("refused by the site rule 'listed-vitals' (") && status.stdout.contains("oracle-health-vitals.yaml:\(line)): the EHR takes no Observation coded http://snomed.info/sct|229065009"),
+                "\(status.stdout)")
+        // The site's list gains the walk: the dead letter is exported again under the fixed file and sent once.
+        let text = try String(contentsOfFile: rules, encoding: .utf8)
+        try text.replacingOccurrences(of: "        - \"http://loinc.org|59408-5\"", with: "        - \"http://snomed.info/sct|229065009\"\n        - \"http://loinc.org|59408-5\"")
+            .write(toFile: rules, atomically: true, encoding: .utf8)
+        let common = ["push", "--to", ehr.base, "--store", store, "--tz", "America/New_York", "--mappings", site.path, "--retry-failed"]
+        let fixed = try await cli.caregate(common)
+        #expect(fixed.status == 0 && fixed.stdout.contains("1 dead letter exported again"), "\(fixed.stdout)\(fixed.stderr)")
+        _ = try await cli.caregate(common)
+        #expect(try await walks() == walksBefore + 1)
+        #expect(try await weights() == weightsBefore + 1)
+    }
 }
