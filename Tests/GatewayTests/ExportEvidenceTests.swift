@@ -126,3 +126,47 @@ struct ExportDeviceBoundaryTests {
         #expect(!foreignText.contains("Ben") && !foreignText.contains(bensPhone.id), "\(foreignText)")
     }
 }
+
+/// A screening form names its categories (SDC's `observation-extract-category`, as many as it
+/// needs): its scored result goes as US Core's screening-and-assessment Observation with both.
+@Suite("A screening's result carries survey and its screening category")
+struct ScreeningCategoryTests {
+    @Test("a food-insecurity screening naming survey and sdoh: the extracted risk has both categories, claims US Core's screening and assessment profile and meets it with no error, as the response meets US Core's QuestionnaireResponse")
+    func sdohScreening() throws {
+        let package = projectRoot.deletingLastPathComponent().appendingPathComponent("shared/fhir-packages/hl7.fhir.us.core-6.1.0.tgz").path
+        guard FileManager.default.fileExists(atPath: package) else { return skipNotice("screening categories against US Core 6.1.0") }
+        let category = { (system: String, code: String) in
+            #"{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observation-extract-category", "valueCodeableConcept": {"coding": [{"system": "\#(system)", "code": "\#(code)"}]}}"#
+        }
+        let form = try Questionnaire(FHIRJSONReader().read(#"""
+            {"resourceType": "Questionnaire", "url": "https://clinic.example.org/fhir/Questionnaire/hunger", "version": "1", "status": "active",
+             "extension": [\#(category("http://terminology.hl7.org/CodeSystem/observation-category", "survey")),
+                           \#(category("http://hl7.org/fhir/us/core/CodeSystem/us-core-category", "sdoh"))],
+             "item": [{"linkId": "risk", "text": "Food insecurity risk score", "type": "integer",
+                       "code": [{"system": "http://loinc.org", "code": "88124-3", "display": "Food insecurity risk"}],
+                       "extension": [{"url": "http://hl7.org/fhir/uv/sdc/StructureDefinition/sdc-questionnaire-observationExtract", "valueBoolean": true}]}]}
+            """#).resource)
+        let zone = TimeZone(identifier: "America/New_York")!
+        let start = Date(timeIntervalSince1970: 1_767_243_600)
+        var patient = Patient(id: "Patient/sam", name: PersonName(givenName: "Sam"), effectiveDate: start, timezone: zone)
+        patient.version.remoteID = "Patient/sam"
+        let task = CareTask(id: "CarePlan/sam/hunger", title: "Hunger screening", carePlanUUID: UUID(),
+                            schedule: try Schedule.dailyAtTime(hour: 9, minutes: 0, start: start, timeZone: zone), timezone: zone)
+        let outcome = Outcome(taskUUID: task.uuid, taskOccurrenceIndex: 0, values: [OutcomeValue(.integer(2), kind: "risk", createdDate: start)], effectiveDate: start, timezone: zone)
+        let record = OutcomeRecord(outcome: outcome, task: task, patient: patient, patientID: "Patient/sam", amended: false, deleted: false)
+        let parts = try ObservationBuilder(codes: [:], timeZone: zone).surveyResponse(record, form: form).parts
+        let target = try ProfileTarget(name: "us-core-6.1.0", packages: [try FHIRPackage.load(path: package)])
+        #expect(parts.map { $0.resource.resourceType } == ["QuestionnaireResponse", "Observation"])
+        for part in parts {
+            var resource = part.resource
+            target.claim(&resource)
+            let errors = target.validate(resource).issues.filter { $0.severity <= .error }
+            #expect(errors.isEmpty, "\(resource.resourceType ?? ""): \(errors)")
+            if resource.resourceType == "Observation" {
+                let categories = resource.children(named: "category").flatMap { $0.children(named: "coding") }.compactMap { $0.string("code") }
+                #expect(categories == ["survey", "sdoh"])
+                #expect(resource["meta"]?.children(named: "profile").map(\.value) == ["http://hl7.org/fhir/us/core/StructureDefinition/us-core-observation-screening-assessment"])
+            }
+        }
+    }
+}

@@ -27,6 +27,9 @@ public enum ProfileTargetError: Error, Sendable, Equatable, CustomStringConverti
 /// An Observation no code claims goes as the package's laboratory result profile when its
 /// category is `laboratory`, else as its simple observation profile (US Core 6.1.0 has one).
 public struct ProfileTarget: Sendable {
+    /// US Core's categories of screenings and assessments (`sdoh`, `functional-status`,
+    /// `disability-status`, `cognitive-status`): an Observation with one is a screening's result.
+    public static let screeningCategorySystem = "http://hl7.org/fhir/us/core/CodeSystem/us-core-category"
     /// The US Core tag for data a patient entered.
     public static let patientSupplied = (system: "http://hl7.org/fhir/us/core/CodeSystem/us-core-tags", code: "patient-supplied")
 
@@ -177,8 +180,12 @@ public struct ProfileTarget: Sendable {
                     return found
                 }
             }
-            let categories = (resource.children(named: "category")).flatMap { $0.children(named: "coding") }.compactMap { $0.string("code") }
-            if categories.contains("survey") { return surveyObservationProfile }
+            let codings = resource.children(named: "category").flatMap { $0.children(named: "coding") }
+            let categories = codings.compactMap { $0.string("code") }
+            // A survey's result, or a screening's (`sdoh`, `functional-status`… from US Core's categories).
+            if categories.contains("survey") || codings.contains(where: { $0.string("system") == Self.screeningCategorySystem }) {
+                return surveyObservationProfile
+            }
             if categories.contains("laboratory") { return laboratoryProfile }
             // US Core's simple observation asks for a category: one with none claims nothing.
             return categories.isEmpty ? nil : simpleObservationProfile
@@ -207,6 +214,8 @@ public struct ProfileTarget: Sendable {
         resource.removeChildren(named: "meta")
         resource.append(meta)
         if let profile, vitalSignProfiles.contains(profile) { Self.addCategory("vital-signs", to: &resource) }
+        // US Core's screening and assessment profile asks for `survey` beside the screening's own category.
+        if let profile, profile == surveyObservationProfile { Self.addCategory("survey", to: &resource) }
     }
 
     /// Adds an `observation-category` code unless the resource has it (a weight a form

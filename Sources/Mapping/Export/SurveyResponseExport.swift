@@ -76,37 +76,39 @@ extension ObservationBuilder {
     }
 
     /// An item SDC's observation-based extraction takes: its codes (those flagged, when any
-    /// Coding is) and the category the nearest level gives.
+    /// Coding is) and the categories the nearest level that names any gives (a screening form
+    /// names `survey` and its screening-assessment category, `sdoh` or `functional-status`).
     struct Extract {
         var item: Questionnaire.Item
         var codes: [Element]
-        var category: Element?
+        var categories: [Element]
     }
 
     /// The items to extract, in the form's order: an item is when it, its nearest ancestor that
     /// says, or the form says `observationExtract` true (or one of its Codings does) and it has a
     /// code; a `false` turns it and what is under it off, until something under it says true.
     static func extractable(_ form: Questionnaire) -> [Extract] {
-        func walk(_ items: [Questionnaire.Item], on inherited: Bool, category: Element?) -> [Extract] {
+        func walk(_ items: [Questionnaire.Item], on inherited: Bool, categories: [Element]) -> [Extract] {
             items.flatMap { item -> [Extract] in
                 let codes = item.element.children(named: "code")
                 let flagged = codes.filter { flag($0) == true }
                 let on = flag(item.element) ?? (flagged.isEmpty ? inherited : true)
-                let here = categoryOf(item.element) ?? category
-                let own = on && !codes.isEmpty && item.type != .group && item.type != .display
-                    ? [Extract(item: item, codes: flagged.isEmpty ? codes : flagged, category: here)] : []
-                return own + walk(item.items, on: on, category: here)
+                let own = categoriesOf(item.element)
+                let here = own.isEmpty ? categories : own
+                let extract = on && !codes.isEmpty && item.type != .group && item.type != .display
+                    ? [Extract(item: item, codes: flagged.isEmpty ? codes : flagged, categories: here)] : []
+                return extract + walk(item.items, on: on, categories: here)
             }
         }
-        return walk(form.items, on: flag(form.resource) ?? false, category: categoryOf(form.resource))
+        return walk(form.items, on: flag(form.resource) ?? false, categories: categoriesOf(form.resource))
     }
 
     static func flag(_ element: Element) -> Bool? {
         element.children(named: "extension").first { $0.string("url") == observationExtract }?.first("value")?.value.map { $0 == "true" }
     }
 
-    static func categoryOf(_ element: Element) -> Element? {
-        element.children(named: "extension").first { $0.string("url") == extractCategory }?.first("value")
+    static func categoriesOf(_ element: Element) -> [Element] {
+        element.children(named: "extension").filter { $0.string("url") == extractCategory }.compactMap { $0.first("value") }
     }
 
     /// A place's position in the form's order of extractable items (then by place).
@@ -128,10 +130,11 @@ extension ObservationBuilder {
         var o = identified("Observation", record, part: part)
         for basedOn in response.children(named: "basedOn") { o.append(basedOn) }
         o.append(Element(name: "status", type: "code", value: Self.status(record)))
-        if var category = extract.category {
+        for var category in extract.categories {
             category.name = "category"
             o.append(category)
-        } else {
+        }
+        if extract.categories.isEmpty {
             o.append(Element(name: "category", type: "CodeableConcept", children: [Element.coding(ExportCoding(
                 system: "http://terminology.hl7.org/CodeSystem/observation-category", code: "survey", display: nil))]))
         }
