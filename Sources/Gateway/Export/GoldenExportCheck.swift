@@ -75,20 +75,14 @@ public struct GoldenExportCheck: Sendable {
             var export = OutcomeExport(store: store, builder: builder)
             export.profiles = target
             try export.forEach { item in
-                guard let refusal = item.refusal else { return }
+                guard let reason = item.refusalReason ?? item.refusal else { return }
                 let task = made[item.outcomeVersion]
                 let entry = task.flatMap(builder.codeKey).flatMap { mappings.sharedTables.origin(of: $0, in: "observation-codes") }
                 found.append(Diagnostic(.error, entry ?? test.location,
-                                        "\(Self.reason(refusal)) (the golden test \(test.input), task \(task?.id ?? "?"))"))
+                                        "\(reason) (the golden test \(test.input), task \(task?.id ?? "?"))"))
             }
         }
         return found
-    }
-
-    /// The refusal without the outcome it names (the test's outcomes are made up).
-    static func reason(_ refusal: String) -> String {
-        guard let range = refusal.range(of: "): ") else { return refusal }
-        return String(refusal[range.upperBound...])
     }
 
     /// A made-up outcome's values: one per component, else one in the code's unit, else done.

@@ -18,6 +18,8 @@ public struct ExportedObservation: Sendable {
     /// and the linkId): the outbox keeps it as a dead letter for an operator. `observation` is
     /// then an OperationOutcome saying so.
     public var refusal: String?
+    /// Why, without the outcome `refusal` names (the rule or profile broken, and where).
+    public var refusalReason: String?
 
     /// Whether a resource is sent as a conditional create (an Observation's first, `final`
     /// version) rather than a conditional update by identifier. A MedicationAdministration has no
@@ -275,7 +277,7 @@ public struct OutcomeExport: Sendable {
         let patient = record.patientID.map { ", patient \($0)" } ?? ""
         let reason = "outcome \(record.outcome.id) (occurrence \(record.outcome.taskOccurrenceIndex) of task \(record.task.id)\(patient)): \(why)"
         return ExportedObservation(observation: outcome ?? Self.operationOutcome(reason), outcomeVersion: record.outcome.uuid,
-                                   identifier: builder.identifierValue(record), notes: [], refusal: reason)
+                                   identifier: builder.identifierValue(record), notes: [], refusal: reason, refusalReason: why)
     }
 
     /// The refusal of resources that break the target's profiles (the first error in words,
