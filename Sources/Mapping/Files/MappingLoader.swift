@@ -676,11 +676,13 @@ public struct MappingLoader: Sendable {
                         })
                     }
                 case "accept-statuses":
-                    let known = ["registered", "preliminary", "final", "amended", "corrected", "cancelled", "entered-in-error", "unknown",
-                                 "completed", "in-progress", "not-done", "on-hold", "stopped"]
+                    // The statuses R4 allows on what the gateway sends, from the model's required bindings.
+                    let known = Set(["Observation", "MedicationAdministration", "QuestionnaireResponse"].flatMap { type in
+                        ModelInfo.r4.type(named: type)?.element(named: "status")?.binding?.codes ?? []
+                    })
                     rule.acceptStatuses = Set(list(value, key).compactMap { item in
                         guard let status = scalar(item, key) else { return nil }
-                        if !known.contains(status) { error(item.location, "'\(status)' is not a status of what the gateway sends (\(Set(known).sorted().joined(separator: ", ")))") }
+                        if !known.contains(status) { error(item.location, "'\(status)' is not a status of what the gateway sends (\(known.sorted().joined(separator: ", ")))") }
                         return status
                     })
                 default: unknownKey(key, keyAt, keys, "in the site rule '\(name)'")
