@@ -1,7 +1,6 @@
 import CareStore
 import Diagnostics
 import FHIRClient
-import FHIRPackages
 import Foundation
 import Gateway
 import Mapping
@@ -500,10 +499,12 @@ extension GatewayConfig.EHR {
 extension GatewayConfig.EHR {
     /// The profiles pushes claim and meet, over the packages named; nil for R4 alone.
     func profileTarget() throws(EHRSettingError) -> ProfileTarget? {
-        guard let profiles, profiles != "base" || !packages.isEmpty else { return nil }
-        let loaded: [FHIRPackage]
-        do { loaded = try FHIRPackage.load(paths: packages) } catch { throw .packages("\(error)") }
-        do { return try ProfileTarget(name: profiles, packages: loaded) } catch { throw .profiles("\(error)") }
+        do { return try ProfileTarget.named(profiles, packages: packages) } catch {
+            switch error {
+            case .packages(let why): throw .packages(why)
+            case .profiles(let why): throw .profiles(why)
+            }
+        }
     }
 }
 

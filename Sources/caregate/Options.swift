@@ -1,6 +1,5 @@
 import ArgumentParser
 import CareStore
-import FHIRPackages
 import Foundation
 import Mapping
 import PostgresStore
@@ -105,9 +104,6 @@ struct ProfileOptions: ParsableArguments {
 
     /// The target named, over the packages read; nil for none (R4 alone, nothing claimed).
     func profileTarget() throws -> ProfileTarget? {
-        guard let target, target != "base" || !packages.isEmpty else { return nil }
-        let loaded: [FHIRPackage]
-        do { loaded = try FHIRPackage.load(paths: packages) } catch { throw ValidationError("\(error)") }
-        do { return try ProfileTarget(name: target, packages: loaded) } catch { throw ValidationError("\(error)") }
+        do { return try ProfileTarget.named(target, packages: packages) } catch { throw ValidationError("\(error)") }
     }
 }

@@ -233,3 +233,29 @@ public struct ProfileTarget: Sendable {
         validator.validate(resource, against: profile(for: resource).map { [$0] } ?? [], in: packageID)
     }
 }
+
+extension ProfileTarget {
+    /// Why a configured target cannot be used: a package that cannot be read, or a name no
+    /// package loaded provides.
+    public enum SettingError: Error, Sendable, CustomStringConvertible {
+        case packages(String)
+        case profiles(String)
+
+        public var description: String {
+            switch self {
+            case .packages(let why), .profiles(let why): why
+            }
+        }
+    }
+
+    /// The target a setting names (`ehr.profiles:` in gateway.yaml, `--profiles` on the command
+    /// line) over the packages at `paths`; nil for none, or `base` without packages (R4 alone,
+    /// nothing claimed): one rule for the server and the commands.
+    public static func named(_ name: String?, packages paths: [String]) throws(SettingError) -> ProfileTarget? {
+        guard let name, name != "base" || !paths.isEmpty else { return nil }
+        let loaded: [FHIRPackage]
+        do { loaded = try FHIRPackage.load(paths: paths) } catch { throw .packages("\(error)") }
+        do { return try ProfileTarget(name: name, packages: loaded) } catch { throw .profiles("\(error)") }
+    }
+}
+
