@@ -119,6 +119,8 @@ public struct GatewayConfig: Sendable {
         public var profiles: String?
         /// FHIR packages (`.tgz`, folders, loose conformance files) the profiles come from.
         public var packages: [String] = []
+        /// The Organization patients' devices act for in Provenances (`Organization/id`, or a name).
+        public var organization: String?
 
         public init(base: String) {
             connection = FHIRServerConnection(base: base)
@@ -309,7 +311,7 @@ struct ConfigReader {
 
     static let ehrKeys = ["base", "token-file", "token-env", "smart", "ca-bundle", "client-cert", "client-key", "insecure",
                           "mappings", "questionnaires", "time-zone", "push-seconds", "push-lease-seconds", "refresh-seconds", "refresh-lease-seconds", "batch-size", "max-response-size", "notify",
-                          "allow-plain-http", "audit", "profiles", "packages"]
+                          "allow-plain-http", "audit", "profiles", "packages", "organization"]
 
     /// The `ehr:` section; nil (with findings) when it lacks a base or authenticates twice.
     mutating func readEHR(_ tree: YAMLTree, at: SourceLocation) -> GatewayConfig.EHR? {
@@ -336,6 +338,16 @@ struct ConfigReader {
             case "questionnaires": ehr.questionnaires = list(value)
             case "profiles": ehr.profiles = text(value)
             case "packages": ehr.packages = list(value)
+            case "organization":
+                if let organization = text(value) {
+                    if organization.hasPrefix("Organization/") && !PatientSuppliedProvenance.isOrganizationReference(organization) {
+                        error(value.location, "ehr.organization: \(organization) is not a reference to an Organization (Organization/ and an id of up to 64 letters, digits, '-' and '.'), nor a name")
+                    } else if organization.count > 200 || organization.contains(where: { $0.isNewline }) {
+                        error(value.location, "ehr.organization: a name of one line, up to 200 characters")
+                    } else {
+                        ehr.organization = organization
+                    }
+                }
             case "time-zone":
                 if let name = text(value) {
                     if let zone = TimeZone(identifier: name) { ehr.timeZone = zone } else {
@@ -480,6 +492,7 @@ extension GatewayConfig.EHR {
         let client = try connection.client(defaultScope: SMARTScopes.serve, environment: environment, warn: warn)
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: mappings, timeZone: timeZone))
         export.profiles = try profileTarget()
+        export.organization = organization
         var push = OutcomePush(outbox: store, export: export, client: client)
         push.batchSize = batchSize
         push.lease = TimeInterval(pushLeaseSeconds)

@@ -116,6 +116,7 @@ struct ExportCommand: ParsableCommand {
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, identifierSystem: identifierSystem, timeZone: zone))
         export.includeImported = includeImported
         export.profiles = try profiles.profileTarget()
+        export.organization = profiles.organization
         let bar = ProgressBar()
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         defer { bar.finish() }

@@ -102,6 +102,16 @@ struct ProfileOptions: ParsableArguments {
             completion: .file())
     var packages: [String] = []
 
+    @Option(name: .customLong("organization"),
+            help: ArgumentHelp("The Organization the patients' devices act for in Provenances: Organization/<id> on the EHR, or a name.", valueName: "organization"))
+    var organization: String?
+
+    func validate() throws {
+        if let organization, organization.hasPrefix("Organization/"), !PatientSuppliedProvenance.isOrganizationReference(organization) {
+            throw ValidationError("--organization \(organization) is not a reference to an Organization (Organization/ and an id of up to 64 letters, digits, '-' and '.'), nor a name")
+        }
+    }
+
     /// The target named, over the packages read; nil for none (R4 alone, nothing claimed).
     func profileTarget() throws -> ProfileTarget? {
         do { return try ProfileTarget.named(target, packages: packages) } catch { throw ValidationError("\(error)") }

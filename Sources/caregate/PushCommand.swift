@@ -157,6 +157,7 @@ struct PushCommand: AsyncParsableCommand {
         let bar = ProgressBar()
         var export = OutcomeExport(store: store, builder: ObservationBuilder(mappings: set, timeZone: zone))
         export.profiles = try profiles.profileTarget()
+        export.organization = profiles.organization
         export.progress = { bar.update("exporting", done: $0, total: $1) }
         var push = OutcomePush(outbox: store, export: export, client: try server.client(to, defaultScope: SMARTScopes.push))
         push.batchSize = batchSize

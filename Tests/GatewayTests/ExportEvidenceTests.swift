@@ -124,6 +124,17 @@ struct ExportDeviceBoundaryTests {
         #expect(deviceNames(foreignItem).isEmpty, "another patient's device named: \(deviceNames(foreignItem))")
         let foreignText = String(decoding: FHIRDocument.write(try #require(foreignItem).observation, format: .json), as: UTF8.self)
         #expect(!foreignText.contains("Ben") && !foreignText.contains(bensPhone.id), "\(foreignText)")
+
+        // The organization the devices act for, as configured: by reference, and the Provenance still meets US Core.
+        func onBehalfOf(_ item: ExportedObservation?) -> Element? {
+            let provenance = item?.observation.children(named: "entry").compactMap { $0["resource"] }.first { $0.resourceType == "Provenance" }
+            return provenance?.children(named: "agent").compactMap { $0["onBehalfOf"] }.first
+        }
+        #expect(onBehalfOf(ownItem)?.string("display") == PatientSuppliedProvenance.defaultOrganization)
+        export.organization = "Organization/good-health"
+        let configured = try export.observations().first { $0.outcomeVersion == own.version.uuid }
+        #expect(configured?.refusal == nil, "\(configured?.refusal ?? "")")
+        #expect(onBehalfOf(configured)?.string("reference") == "Organization/good-health")
     }
 }
 

@@ -61,6 +61,13 @@ struct ServeCommandTests {
               profiles: us-core-6.1.0
             """.write(to: dir.appendingPathComponent("profiles.yaml"), atomically: true, encoding: .utf8)
         let profiles = try await cli.caregate(["serve", "--config", "profiles.yaml", "--check-config"], directory: dir)
+        try """
+            ehr:
+              base: http://127.0.0.1:9/fhir
+              organization: Organization/good health
+            """.write(to: dir.appendingPathComponent("organization.yaml"), atomically: true, encoding: .utf8)
+        let organization = try await cli.caregate(["serve", "--config", "organization.yaml", "--check-config"], directory: dir)
+        #expect(organization.status == 1 && organization.stderr.contains("organization.yaml:3:17: error: ehr.organization: Organization/good health is not a reference to an Organization"), "\(organization.stderr)")
         #expect(profiles.status == 1 && profiles.stderr.contains("profiles.yaml:3:13: error: ehr.profiles: us-core-6.1.0 needs its package: name it in ehr.packages"), "\(profiles.stderr)")
         try """
             ehr:

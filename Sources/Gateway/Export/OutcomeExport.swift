@@ -59,6 +59,9 @@ public struct OutcomeExport: Sendable {
     /// Where the devices that pushed outcomes are read (their names go to the EHR with a
     /// profile target): the store's own registry.
     public var devices: (any DeviceRegistry)?
+    /// The Organization the patients' devices act for in Provenances (`Organization/id` or a
+    /// name); nil for CareGate's own name.
+    public var organization: String?
 
     /// An export of `store`'s outcomes through `builder`.
     public init(store: any CarePlanStore, builder: ObservationBuilder) {
@@ -327,6 +330,7 @@ public struct OutcomeExport: Sendable {
                     recorded: record.outcome.version.createdDate ?? record.outcome.effectiveDate, device: record.device, healthKit: healthKit,
                     versionUUID: record.outcome.uuid)
                 made.deviceAsAgent = profiles.provenanceAgentDevices
+                made.organization = organization
                 var provenance = made.resource
                 profiles.claim(&provenance)
                 parts.append(ExportedPart(resource: provenance, identifier: builder.identifierValue(record) + "/provenance"))

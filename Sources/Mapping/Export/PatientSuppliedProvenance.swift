@@ -21,9 +21,9 @@ public struct PatientSuppliedProvenance: Sendable {
     public static let tagSystem = "urn:caregate:provenance"
     /// The contained Device's id (`#recording-device`).
     public static let deviceID = "recording-device"
-    /// Who the app's device acts for: US Core asks that a device agent act on behalf of an
-    /// Organization (`provenance-1`), named here by its display.
-    public static let organization = "CareGate (patient-generated data from a CareKit app)"
+    /// Who the app's device acts for when no organization is configured: US Core asks that a
+    /// device agent act on behalf of an Organization (`provenance-1`), named here by its display.
+    public static let defaultOrganization = "CareGate (patient-generated data from a CareKit app)"
 
     /// The references (`urn:uuid:` of the transaction's entries) the Provenance is about.
     public var targets: [String]
@@ -37,6 +37,9 @@ public struct PatientSuppliedProvenance: Sendable {
     public var healthKit: Bool
     /// The outcome version it is for (the tag's code).
     public var versionUUID: UUID
+    /// The Organization the device acts for (`ehr.organization:`, `--organization`): a reference
+    /// (`Organization/good-health`) or a name; nil for `defaultOrganization`.
+    public var organization: String?
     /// Whether the device is an agent (`assembler`), as US Core 6.1.0 allows; otherwise it is the
     /// Provenance's `source` entity (US Core 3.1.1 takes no Device agent).
     public var deviceAsAgent = true
@@ -83,10 +86,24 @@ public struct PatientSuppliedProvenance: Sendable {
             p.append(Element(name: "agent", type: "Provenance.agent", children: [
                 Element.concept("type", ExportCoding(system: "http://terminology.hl7.org/CodeSystem/provenance-participant-type", code: "assembler")),
                 Element.reference("who", to: "#\(Self.deviceID)"),
-                Element(name: "onBehalfOf", type: "Reference", children: [Element(name: "display", type: "string", value: Self.organization)]),
+                onBehalfOf,
             ]))
         }
         return p
+    }
+
+    /// The device agent's `onBehalfOf`: the configured Organization by reference or by name.
+    var onBehalfOf: Element {
+        let organization = self.organization ?? Self.defaultOrganization
+        if Self.isOrganizationReference(organization) { return .reference("onBehalfOf", to: organization) }
+        return Element(name: "onBehalfOf", type: "Reference", children: [Element(name: "display", type: "string", value: organization)])
+    }
+
+    /// Whether a configured organization is a reference (`Organization/` and a FHIR id) rather than a name.
+    public static func isOrganizationReference(_ organization: String) -> Bool {
+        guard organization.hasPrefix("Organization/") else { return false }
+        let id = organization.dropFirst("Organization/".count)
+        return (1...64).contains(id.count) && id.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
     }
 
     /// Contains the device in an Observation and points `Observation.device` at it; nothing for
