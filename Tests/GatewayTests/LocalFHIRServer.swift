@@ -7,6 +7,15 @@ func seedTransaction(_ paths: [String], base: String) throws -> Element {
     try seedTransaction(resources: paths.map { try FHIRDocument.read(contentsOf: $0).resource }, base: base)
 }
 
+/// A client of `server`, once the server holds `FHIRSamples/json` (María's EHR record, under the
+/// samples' ids), as the end-to-end tests start from.
+func seededWithSamples(_ server: LocalFHIRServer) async throws -> FHIRRESTClient {
+    let client = FHIRRESTClient(base: server.base, timeout: 20)
+    let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
+    _ = try await client.transaction(try seedTransaction(samples, base: server.base))
+    return client
+}
+
 /// A transaction that puts each resource at `Type/id`.
 func seedTransaction(resources: some Sequence<Element>, base: String) -> Element {
     var bundle = Element(resourceType: "Bundle")

@@ -15,26 +15,14 @@ struct AuditLoopTests {
     @Test("import, enrollment code, enroll, pull, push, the EHR push, a dashboard view and a report leave that trail, in order, each naming Maria; the chain verifies")
     func wholeLoop() async throws {
         guard let ehr = await LocalFHIRServer() else { return }
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await FHIRRESTClient(base: ehr.base, timeout: 20).transaction(try seedTransaction(samples, base: ehr.base))
+        _ = try await seededWithSamples(ehr)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-audit-loop-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = dir.appendingPathComponent("care.sqlite").path
         #expect(try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--store", store, "--tz", "America/New_York"]).status == 0)
         FileManager.default.createFile(atPath: dir.appendingPathComponent("admin.token").path, contents: Data("loop-admin-token-31-0123".utf8), attributes: [.posixPermissions: 0o600])
-        try """
-            listen:
-              port: 0
-            store: care.sqlite
-            ehr:
-              base: \(ehr.base)
-              time-zone: America/New_York
-              push-seconds: 1
-              refresh-seconds: 3600
-            dashboard:
-              admin-token-file: admin.token
-            """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        try ServeProcess.writeConfig(in: dir, ehr: ehr.base, more: "dashboard:\n  admin-token-file: admin.token\n")
         let serve = try ServeProcess(directory: dir)
         defer { serve.kill() }
 

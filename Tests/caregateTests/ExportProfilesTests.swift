@@ -172,9 +172,7 @@ struct ServeProfilesTests {
     @Test("a weight in stones is dead-lettered naming the element and profile, the EHR's count unchanged; the blood pressure arrives claiming US Core; after the mapping is fixed one push --retry-failed sends the weight once")
     func deadLetterThenFix() async throws {
         guard ExportProfilesTests.available, let ehr = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let client = try await seededWithSamples(ehr)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-serve-profiles-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir.appendingPathComponent("site"), withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -182,19 +180,7 @@ struct ServeProfilesTests {
         try FileManager.default.copyItem(atPath: store, toPath: dir.appendingPathComponent("care.sqlite").path)
         try ExportProfilesTests.stonesTable(in: dir.appendingPathComponent("site").path)
         let package = ExportProfilesTests.package("6.1.0")
-        try """
-            listen:
-              port: 0
-            store: care.sqlite
-            ehr:
-              base: \(ehr.base)
-              time-zone: America/New_York
-              push-seconds: 1
-              refresh-seconds: 3600
-              mappings: [site]
-              profiles: us-core-6.1.0
-              packages: [\(package)]
-            """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        try ServeProcess.writeConfig(in: dir, ehr: ehr.base, ehrLines: ["mappings: [site]", "profiles: us-core-6.1.0", "packages: [\(package)]"])
         let weightsBefore = try await count("29463-7", on: client).count
         let path = dir.appendingPathComponent("care.sqlite").path
         do {
@@ -228,9 +214,7 @@ struct ServeProfilesTests {
     @Test("push --retry-failed --patient sends one patient's dead letters again and leaves another patient's where they are")
     func retryIsPerPatient() async throws {
         guard ExportProfilesTests.available, let ehr = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        _ = try await seededWithSamples(ehr)
         let path = try await ExportProfilesTests().recorded("retry-per-patient.sqlite")
         // John: María's plan under his own ids, with a weight of his own.
         let john = try PushTrailTests().johnsBundle()

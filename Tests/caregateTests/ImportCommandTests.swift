@@ -160,9 +160,7 @@ struct BulkImportCommandTests {
     @Test("imports a system-level Bulk Data export of a real FHIR server, says how long the server, the downloads and the import took, cleans up; --since last then finds nothing new")
     func bulkFromServer() async throws {
         guard let server = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: server.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: server.base))
+        _ = try await seededWithSamples(server)
         let store = cli.temporaryPath("bulk.sqlite")
         let arguments = ["import", "--bulk-from", server.base, "--system-level", "--type", "Patient,CarePlan,MedicationRequest,CareTeam,Practitioner,PractitionerRole",
                          "--store", store, "--tz", "America/New_York"]

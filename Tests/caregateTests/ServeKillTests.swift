@@ -48,6 +48,16 @@ final class ServeProcess {
         return (answer.status, try? JSONValue.parse(answer.body), link)
     }
 
+    /// `gateway.yaml` in `directory` for a serve test: loopback on any free port, `care.sqlite`,
+    /// the EHR at `base` in New York time, pushed every second and refreshed hourly; `ehrLines`
+    /// go into `ehr:`, `more` (whole sections) after it.
+    static func writeConfig(in directory: URL, ehr base: String, ehrLines: [String] = [], more: String = "") throws {
+        let ehr = (["base: \(base)", "time-zone: America/New_York", "push-seconds: 1", "refresh-seconds: 3600"] + ehrLines)
+            .map { "  " + $0 }.joined(separator: "\n")
+        try "listen:\n  port: 0\nstore: care.sqlite\nehr:\n\(ehr)\n\(more)"
+            .write(to: directory.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+    }
+
     func kill() {
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()

@@ -104,9 +104,7 @@ struct SiteRulesTests {
     @Test("through caregate push with sekmet-fhir as the EHR: a refused walk is a dead letter and never sent (the EHR's count unchanged); without the rule, --retry-failed sends it once")
     func pushedOnceAfterTheFix() async throws {
         guard let ehr = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let client = try await seededWithSamples(ehr)
         let store = try await ExportProfilesTests().recorded("site-rules-push.sqlite")
         let walks = { try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://snomed.info/sct|229065009")]).count }
         let before = try await walks()
@@ -127,9 +125,7 @@ struct SiteRulesTests {
     @Test("through caregate serve with sekmet-fhir as the EHR: the rule file in the gateway's mapping folder refuses the walk (a dead letter naming the rule and its line, the EHR's count unchanged) while the weight and blood pressure arrive; the file fixed, one push --retry-failed sends the walk once")
     func serveRefusesThenSendsOnce() async throws {
         guard let ehr = await LocalFHIRServer() else { return }
-        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let client = try await seededWithSamples(ehr)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("caregate-serve-site-rules-\(UUID().uuidString)")
         let site = dir.appendingPathComponent("site")
         try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
@@ -138,17 +134,7 @@ struct SiteRulesTests {
         try FileManager.default.copyItem(atPath: Self.oracle, toPath: rules)
         let store = dir.appendingPathComponent("care.sqlite").path
         try FileManager.default.copyItem(atPath: try await ExportProfilesTests().recorded("site-rules-serve.sqlite"), toPath: store)
-        try """
-            listen:
-              port: 0
-            store: care.sqlite
-            ehr:
-              base: \(ehr.base)
-              time-zone: America/New_York
-              push-seconds: 1
-              refresh-seconds: 3600
-              mappings: [site]
-            """.write(to: dir.appendingPathComponent("gateway.yaml"), atomically: true, encoding: .utf8)
+        try ServeProcess.writeConfig(in: dir, ehr: ehr.base, ehrLines: ["mappings: [site]"])
         let walks = { try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://snomed.info/sct|229065009")]).count }
         let weights = { try await client.search("Observation", [("subject", "Patient/maria-lopez"), ("code", "http://loinc.org|29463-7")]).count }
         let (walksBefore, weightsBefore) = (try await walks(), try await weights())

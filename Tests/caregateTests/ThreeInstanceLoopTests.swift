@@ -78,9 +78,7 @@ struct ThreeInstanceLoopTests {
         guard let (location, password) = try TestPostgres.freshLocation(),
               let passwordFile = ProcessInfo.processInfo.environment["CAREGATE_TEST_POSTGRES_PASSWORD_FILE"] else { return }
         let proxy = try FaultProxy(upstream: ehr.port)
-        let client = FHIRRESTClient(base: ehr.base, timeout: 20)
-        let samples = try FileManager.default.contentsOfDirectory(atPath: "FHIRSamples/json").sorted().map { "FHIRSamples/json/\($0)" }
-        _ = try await client.transaction(try seedTransaction(samples, base: ehr.base))
+        let client = try await seededWithSamples(ehr)
         let url = "postgres://\(location.user)@\(location.host):\(location.port)/\(location.database)?sslmode=disable"
         let imported = try await cli.caregate(["import", "FHIRSamples/bundle/maria-lopez-demo-bundle.json", "--tz", "America/New_York",
                                                "--store", url, "--store-password-file", passwordFile])
