@@ -22,6 +22,7 @@ extension Element {
     }
 }
 
+/// The `instant` every export writes (the Observation's `issued`, the Provenance's `recorded`).
 extension FHIRDateTime {
     /// An `instant`: UTC, to the millisecond (`2026-12-07T09:45:21.123Z`).
     public static func instant(_ date: Date) -> String {

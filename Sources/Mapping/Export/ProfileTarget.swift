@@ -238,7 +238,9 @@ extension ProfileTarget {
     /// Why a configured target cannot be used: a package that cannot be read, or a name no
     /// package loaded provides.
     public enum SettingError: Error, Sendable, CustomStringConvertible {
+        /// A package that cannot be read, and why.
         case packages(String)
+        /// A target name the packages loaded do not provide, and why.
         case profiles(String)
 
         public var description: String {
