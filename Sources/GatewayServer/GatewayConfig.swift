@@ -340,10 +340,8 @@ struct ConfigReader {
             case "packages": ehr.packages = list(value)
             case "organization":
                 if let organization = text(value) {
-                    if organization.hasPrefix("Organization/") && !PatientSuppliedProvenance.isOrganizationReference(organization) {
-                        error(value.location, "ehr.organization: \(organization) is not a reference to an Organization (Organization/ and an id of up to 64 letters, digits, '-' and '.'), nor a name")
-                    } else if organization.count > 200 || organization.contains(where: { $0.isNewline }) {
-                        error(value.location, "ehr.organization: a name of one line, up to 200 characters")
+                    if let problem = PatientSuppliedProvenance.problem(withOrganization: organization) {
+                        error(value.location, "ehr.organization: \(problem)")
                     } else {
                         ehr.organization = organization
                     }

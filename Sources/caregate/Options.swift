@@ -107,8 +107,8 @@ struct ProfileOptions: ParsableArguments {
     var organization: String?
 
     func validate() throws {
-        if let organization, organization.hasPrefix("Organization/"), !PatientSuppliedProvenance.isOrganizationReference(organization) {
-            throw ValidationError("--organization \(organization) is not a reference to an Organization (Organization/ and an id of up to 64 letters, digits, '-' and '.'), nor a name")
+        if let organization, let problem = PatientSuppliedProvenance.problem(withOrganization: organization) {
+            throw ValidationError("--organization: \(problem)")
         }
     }
 

@@ -99,6 +99,17 @@ public struct PatientSuppliedProvenance: Sendable {
         return Element(name: "onBehalfOf", type: "Reference", children: [Element(name: "display", type: "string", value: organization)])
     }
 
+    /// What is wrong with a configured organization (`ehr.organization`, `--organization`), or
+    /// nil: a reference must name an Organization by a FHIR id, a name must be one line of up to
+    /// 200 characters. One rule for the server's configuration and the commands.
+    public static func problem(withOrganization organization: String) -> String? {
+        if organization.hasPrefix("Organization/") && !isOrganizationReference(organization) {
+            return "\(organization) is not a reference to an Organization (Organization/ and an id of up to 64 letters, digits, '-' and '.'), nor a name"
+        }
+        if organization.count > 200 || organization.contains(where: \.isNewline) { return "a name of one line, up to 200 characters" }
+        return nil
+    }
+
     /// Whether a configured organization is a reference (`Organization/` and a FHIR id) rather than a name.
     public static func isOrganizationReference(_ organization: String) -> Bool {
         guard organization.hasPrefix("Organization/") else { return false }
