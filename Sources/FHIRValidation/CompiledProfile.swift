@@ -24,8 +24,8 @@ public final class CompiledProfile: Sendable {
         let repeatsInBase: Bool
         let isSliced: Bool
         let isExtension: Bool
-        /// The children by name.
-        private let childrenByName: [String: Node]
+        /// The children's positions in `children` by name.
+        private let childIndexByName: [String: Int]
         /// The children an element without children must still be checked against: those with a
         /// minimum, and sliced ones (their slices' minimums).
         let requiredChildren: [Node]
@@ -42,12 +42,17 @@ public final class CompiledProfile: Sendable {
             isSliced = definition.slicing != nil && !slices.isEmpty
             isExtension = name == "extension" || name == "modifierExtension"
             requiredChildren = children.filter { ($0.definition.min ?? 0) > 0 || $0.isSliced }
-            childrenByName = Dictionary(children.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+            childIndexByName = Dictionary(children.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
 
         /// The child node for an instance child named `name` (`value` matches `value[x]`).
         func child(named name: String) -> Node? {
-            childrenByName[name]
+            childIndexByName[name].map { children[$0] }
+        }
+
+        /// The position in `children` of the child node for an instance child named `name`.
+        func childIndex(named name: String) -> Int? {
+            childIndexByName[name]
         }
     }
 

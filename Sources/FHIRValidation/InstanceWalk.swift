@@ -134,7 +134,8 @@ struct InstanceWalk {
             walkChildren(item, parent: typeProfile.root, in: typeProfile, location: location)
         }
         if let typeRef, typeRef.code == "Reference" || typeRef.code == "canonical", !typeRef.targetProfiles.isEmpty {
-            checkReference(item, targets: typeRef.targetProfiles, in: profile, elementID: definition.id, location: location)
+            checkReference(item, node: node, targets: typeRef.targetProfiles, canonical: typeRef.code == "canonical",
+                           in: profile, elementID: definition.id, location: location)
         }
     }
 
@@ -173,33 +174,89 @@ struct InstanceWalk {
             }
             return
         }
-        // The instance's children by name, once (a definition has many more children than an instance).
+        // The instance's children are in definition order, repeats consecutive: each run of one
+        // name is matched to its definition by walking both lists once.
+        let children = item.children
+        let definitions = parent.children
+        var runs = [Range<Int>?](repeating: nil, count: definitions.count)
+        var notAllowed = false
+        var cursor = 0
+        var start = 0
+        while start < children.count {
+            let name = children[start].name
+            var end = start + 1
+            while end < children.count && Self.sameName(children[end].name, name) { end += 1 }
+            var k = cursor
+            while k < definitions.count && !Self.sameName(definitions[k].name, name) { k += 1 }
+            if k == definitions.count {
+                // Out of the definition's order (a hand-built tree), or no definition has the name.
+                guard let index = parent.childIndex(named: name) else {
+                    if !(isPrimitive && name == "value") { notAllowed = true }
+                    start = end
+                    continue
+                }
+                k = index
+            }
+            if runs[k] != nil {
+                // The same name in two runs: the children grouped by name instead.
+                walkChildrenGrouped(item, parent: parent, in: profile, location: location)
+                return
+            }
+            runs[k] = start..<end
+            cursor = k + 1
+            start = end
+        }
+        for (k, child) in definitions.enumerated() {
+            if isPrimitive && child.name == "value" { continue }
+            walk(children[runs[k] ?? 0..<0], of: child, in: profile, location: location)
+        }
+        if notAllowed { reportNotAllowed(item, parent: parent, in: profile, location: location) }
+    }
+
+    /// The instance's children of one name against their definition: cardinality, then each
+    /// walked, or the slicing when the definition is sliced (its slices' minimums count even
+    /// when nothing is there).
+    private mutating func walk(_ items: ArraySlice<Element>, of child: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
+        if child.definition.min ?? 0 > 0 || !items.isEmpty {
+            checkCardinality(items.count, of: child, in: profile, location: location)
+        }
+        if child.isSliced {
+            walkSliced(Array(items), node: child, in: profile, location: location)
+            return
+        }
+        for (i, element) in items.enumerated() {
+            let path = childLocation(location, element, child, index: i)
+            walk(element, node: child, in: profile, location: path)
+            if child.isExtension {
+                walkExtensionDefinition(element, at: child.definition.path, location: path)
+            }
+        }
+    }
+
+    /// Whether two element names are equal; most pairs compared differ in length, which is
+    /// checked first (the comparison of two different short strings is a call into the runtime).
+    @inline(__always)
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a == b
+    }
+
+    /// `walkChildren` for an instance whose children of one name are not consecutive (a tree
+    /// built by hand): the children grouped by name first.
+    private mutating func walkChildrenGrouped(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
+        let isPrimitive = item.isPrimitive
         var present: [String: [Element]] = [:]
         for child in item.children { present[child.name, default: []].append(child) }
-        var handled = 0
         for child in parent.children {
             let name = child.name
             if isPrimitive && name == "value" { continue }
-            let items = present[name] ?? []
-            if !items.isEmpty { handled += 1 }
-            if child.definition.min ?? 0 > 0 || !items.isEmpty {
-                checkCardinality(items.count, of: child, in: profile, location: location)
-            }
-            if child.isSliced {
-                // Its slices' own minimums count even when nothing is there.
-                walkSliced(items, node: child, in: profile, location: location)
-                continue
-            }
-            if items.isEmpty { continue }
-            for (i, element) in items.enumerated() {
-                let path = childLocation(location, element, child, index: i)
-                walk(element, node: child, in: profile, location: path)
-                if child.isExtension {
-                    walkExtensionDefinition(element, at: child.definition.path, location: path)
-                }
-            }
+            walk((present[name] ?? [])[...], of: child, in: profile, location: location)
         }
-        guard handled < present.count else { return }
+        reportNotAllowed(item, parent: parent, in: profile, location: location)
+    }
+
+    /// The children of `item` no child definition of `parent` allows.
+    private mutating func reportNotAllowed(_ item: Element, parent: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
+        let isPrimitive = item.isPrimitive
         for (i, child) in item.children.enumerated() where parent.child(named: child.name) == nil {
             if isPrimitive && child.name == "value" { continue }
             report(.init(.error, "structure", at: location.child(child.name),
@@ -253,8 +310,10 @@ struct InstanceWalk {
     func baseTypeProfile(for typeRef: StructureDefinition.ElementDefinition.TypeRef, item: Element) -> CompiledProfile? {
         if item.definition?.kind == .backbone { return nil }
         if typeRef.code.hasPrefix("http://") { return nil }
-        let code = (typeRef.code == "Resource" || typeRef.code == "DomainResource") ? Self.typeName(of: item) : typeRef.code
-        return validator.baseProfile(ofType: code)
+        if typeRef.code == "Resource" || typeRef.code == "DomainResource" || typeRef.code == item.typeName {
+            return validator.baseProfile(of: item)
+        }
+        return validator.baseProfile(ofType: typeRef.code)
     }
 
     // MARK: Values: fixed, pattern, binding, length
@@ -284,7 +343,11 @@ struct InstanceWalk {
     }
 
     mutating func checkBinding(_ item: Element, _ binding: StructureDefinition.ElementDefinition.Binding, profile: String, elementID: String, location: InstanceLocation) {
-        guard ["required", "extensible", "preferred"].contains(binding.strength), let valueSet = binding.valueSet else { return }
+        switch binding.strength {
+        case "required", "extensible", "preferred": break
+        default: return
+        }
+        guard let valueSet = binding.valueSet else { return }
         let codes = Self.codes(of: item)
         guard let codes else { return }
         if codes.isEmpty {
@@ -356,7 +419,13 @@ struct InstanceWalk {
             return
         case .expression(let expression):
             do {
-                passed = Self.isTrue(try expression.evaluate(in: invariantEnvironment(item)))
+                if let last = environments.indices.last {
+                    // The resource's environment with this item as the context, changed in place.
+                    environments[last].context = [.element(item)]
+                    passed = Self.isTrue(try expression.evaluate(in: environments[last]))
+                } else {
+                    passed = Self.isTrue(try expression.evaluate(in: invariantEnvironment(item)))
+                }
             } catch {
                 let key = invariant.constraint.key
                 reportOnce("invariant " + key, .init(.warning, "not-supported", at: location,
@@ -411,10 +480,11 @@ struct InstanceWalk {
 
     // MARK: References
 
-    mutating func checkReference(_ item: Element, targets: [String], in profile: CompiledProfile, elementID: String, location: InstanceLocation) {
+    mutating func checkReference(_ item: Element, node: CompiledProfile.Node, targets: [String], canonical: Bool,
+                                 in profile: CompiledProfile, elementID: String, location: InstanceLocation) {
         guard let reference = item.string("reference") else { return }
         let conformance = validator.conformance
-        let types = validator.referenceTypes(targets) {
+        let types = validator.referenceTypes(of: node, canonical: canonical) {
             Set(targets.compactMap { conformance.resolve($0, type: "StructureDefinition")?.json["type"]?.stringValue })
         }
         guard !types.isEmpty, !types.contains("Resource") else { return }

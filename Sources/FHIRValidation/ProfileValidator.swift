@@ -23,8 +23,15 @@ public final class ProfileValidator: @unchecked Sendable {
     private var compiled: [String: CompiledProfile?] = [:]
     /// What each discriminator asks of a slice's items, by slice and discriminator.
     private var discriminatorPlans: [DiscriminatorKey: DiscriminatorPlan] = [:]
-    /// The resource types a list of target profiles admits.
-    private var referenceTypes: [[String]: Set<String>] = [:]
+    /// The resource types a list of target profiles admits, by the node whose type lists them.
+    private var referenceTypes: [ReferenceKey: Set<String>] = [:]
+
+    /// A node's Reference or canonical type (an element's types are unique by code, so a node
+    /// has at most one of each).
+    struct ReferenceKey: Hashable {
+        let node: ObjectIdentifier
+        let canonical: Bool
+    }
 
     struct DiscriminatorKey: Hashable {
         let slice: ObjectIdentifier
@@ -47,7 +54,9 @@ public final class ProfileValidator: @unchecked Sendable {
     /// The invariants an element meets: its definition's, then its type's that the definition
     /// does not restate (by key), each with the element id it is reported under.
     func invariants(of node: CompiledProfile.Node, typeRoot: CompiledProfile.Node?) -> [(CompiledProfile.Invariant, String)] {
-        guard let typeRoot, typeRoot !== node, !typeRoot.invariants.isEmpty else {
+        // Most types (the primitives) add nothing but `ele-1`, which every element states: no lookup.
+        guard let typeRoot, typeRoot !== node,
+              !typeRoot.invariants.allSatisfy({ invariant in node.invariants.contains { $0.constraint.key == invariant.constraint.key } }) else {
             return node.reportedInvariants
         }
         return remembered(NodePair(node: ObjectIdentifier(node), typeRoot: ObjectIdentifier(typeRoot)), in: \.mergedInvariants) {
@@ -64,8 +73,9 @@ public final class ProfileValidator: @unchecked Sendable {
 
     private var mergedInvariants: [NodePair: [(CompiledProfile.Invariant, String)]] = [:]
 
-    func referenceTypes(_ targets: [String], _ make: () -> Set<String>) -> Set<String> {
-        remembered(targets, in: \.referenceTypes, make)
+    /// The resource types the target profiles of a node's Reference (or canonical) type admit.
+    func referenceTypes(of node: CompiledProfile.Node, canonical: Bool, _ make: () -> Set<String>) -> Set<String> {
+        remembered(ReferenceKey(node: ObjectIdentifier(node), canonical: canonical), in: \.referenceTypes, make)
     }
     private var unusable: [String: String] = [:]
 
@@ -109,8 +119,22 @@ public final class ProfileValidator: @unchecked Sendable {
         remembered(type, in: \.baseProfiles) { profile("http://hl7.org/fhir/StructureDefinition/" + type) }
     }
 
-    /// The base definitions by type name (asked for every element walked).
+    /// The base definitions by type name.
     private var baseProfiles: [String: CompiledProfile?] = [:]
+
+    /// The base definition of an instance element's own type (asked for every element walked:
+    /// found by the type's index, without hashing its name).
+    func baseProfile(of item: Element) -> CompiledProfile? {
+        let index = Int(item.typeIndex)
+        guard index >= 0, let name = item.typeName else { return nil }
+        if let found = lock.withLock({ baseProfilesByIndex[index] }) { return found }
+        let value = baseProfile(ofType: name)
+        lock.withLock { baseProfilesByIndex[index] = .some(value) }
+        return value
+    }
+
+    /// `baseProfile(of:)`'s answers by type index (`.none`: not asked yet).
+    private var baseProfilesByIndex = [CompiledProfile??](repeating: nil, count: ModelInfo.r4.types.count)
 
     /// Validates a resource (a Bundle with its entries, contained resources too) against its
     /// base definition, the profiles it claims, and `profiles`.

@@ -185,3 +185,33 @@ struct ExtensionContextTests {
                 Comment(rawValue: "\(errors)"))
     }
 }
+
+@Suite("Trees built by hand: children out of definition order, or one name in two runs, are validated as the sorted tree is")
+struct HandBuiltTreeTests {
+    @Test("the blood pressure's children reversed, and its categories split around its code, give the sorted tree's errors")
+    func unsortedChildren() throws {
+        guard let fixture = try ProfileErrorTests.fixture() else { return SharedData.skipNotice("hand-built trees") }
+        let pressure = try fixture.example("Observation-blood-pressure.json")
+        // A category outside the profile's slices and no status: two errors the walk must still find.
+        let broken = pressure.setting(["status"], to: nil)
+        let sorted = try FHIRJSONReader(options: ParseOptions(lenient: true)).read(broken.bytes()).resource
+        let expected = fixture.validator.validate(sorted).errors.map(\.message).sorted()
+        #expect(expected.contains { $0.contains("Observation.status: minimum required = 1") }, "\(expected)")
+
+        var reversed = sorted
+        reversed.children.reverse()
+        #expect(fixture.validator.validate(reversed).errors.map(\.message).sorted() == expected)
+
+        var split = sorted
+        let categories = split.children.filter { $0.name == "category" }
+        #expect(categories.count == 1)
+        split.children.removeAll { $0.name == "category" }
+        let code = try #require(split.children.firstIndex { $0.name == "code" })
+        split.children.insert(categories[0], at: code)
+        split.children.insert(contentsOf: categories + categories.prefix(1), at: code + 2)
+        let splitErrors = fixture.validator.validate(split).errors.map(\.message)
+        // The one VSCat category three times, in two runs (before and after the code): all three count.
+        #expect(splitErrors.contains { $0.contains("slice 'Observation.category:VSCat': max allowed = 1, but found 3") }, "\(splitErrors)")
+        #expect(splitErrors.contains { $0.contains("Observation.status: minimum required = 1") })
+    }
+}

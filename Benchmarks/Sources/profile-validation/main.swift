@@ -2,7 +2,7 @@
 // export with validation beside the export without it (profile-validation.sh runs it beside
 // fhirkit-rs's base validation of the same resources, in one run).
 //
-//   profile-validation PACKAGE.tgz NDJSON-OUT [--count 20000] [--rounds 5]
+//   profile-validation PACKAGE.tgz NDJSON-OUT [--count 20000] [--rounds 5] [--validate-only]
 //
 // Writes the Observations it validates to NDJSON-OUT (for the peer), then prints:
 //   validate <resources/s>      one core, compiled profiles (compiled once before timing)
@@ -84,6 +84,8 @@ guard errors == 0 else {
 }
 let validating = try best { for resource in resources { _ = target.validate(resource) } }
 print(String(format: "validate %.0f resources/s (%d US Core vital-sign Observations, best of %d)", Double(count) / validating, count, rounds))
+// `--validate-only` stops here (for profiling the validator alone).
+if arguments.contains("--validate-only") { exit(0) }
 
 // The export: a store of one patient's weights and blood pressures, exported without and with validation.
 let folder = FileManager.default.temporaryDirectory.appendingPathComponent("profile-validation-\(getpid())")

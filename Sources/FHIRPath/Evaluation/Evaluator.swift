@@ -85,7 +85,7 @@ struct Evaluator {
         case .function(let base, let name, let arguments):
             var items = input
             if let base { items = try evaluate(base, input, focus) }
-            return try Functions.call(name, on: items, arguments: arguments, context: input, focus: focus, evaluator: self, at: node.position)
+            return try Functions.call(node.function, name, on: items, arguments: arguments, context: input, focus: focus, evaluator: self, at: node.position)
         case .indexer(let base, let indexNode):
             let items = try evaluate(base, input, focus)
             let index = try evaluate(indexNode, input, focus)
@@ -112,7 +112,7 @@ struct Evaluator {
             if items.isEmpty { return [] }
             if op == .is {
                 guard items.count == 1 else { throw .evaluation(node.position, "'is' needs one item, found \(items.count)") }
-                return [.boolean(items[0].isType(type))]
+                return FHIRPathValue.collection(items[0].isType(type))
             }
             guard items.count == 1 else { throw .evaluation(node.position, "'as' needs one item, found \(items.count)") }
             return items.filter { $0.isType(type, exactPrimitive: true) }
@@ -192,9 +192,9 @@ struct Evaluator {
         case .and, .or, .xor, .implies:
             let a = try boolean(try evaluate(lhs, input, focus), lhs.position, "the left side of '\(op.rawValue)'")
             // Short cuts the specification allows: false and ..., true or ..., false implies ...
-            if op == .and, a == false { return [.boolean(false)] }
-            if op == .or, a == true { return [.boolean(true)] }
-            if op == .implies, a == false { return [.boolean(true)] }
+            if op == .and, a == false { return FHIRPathValue.collection(false) }
+            if op == .or, a == true { return FHIRPathValue.collection(true) }
+            if op == .implies, a == false { return FHIRPathValue.collection(true) }
             let b = try boolean(try evaluate(rhs, input, focus), rhs.position, "the right side of '\(op.rawValue)'")
             let result: Bool? = switch op {
             case .and: a == true && b == true ? true : (b == false ? false : nil)
@@ -202,7 +202,7 @@ struct Evaluator {
             case .xor: a.flatMap { x in b.map { x != $0 } }
             default: a == true ? b : (b == true ? true : nil)
             }
-            return result.map { [.boolean($0)] } ?? []
+            return result.map { FHIRPathValue.collection($0) } ?? []
         default:
             break
         }
@@ -212,17 +212,17 @@ struct Evaluator {
         case .union:
             return Functions.distinct(a + b)
         case .equal:
-            return Operators.equal(a, b).map { [.boolean($0)] } ?? []
+            return Operators.equal(a, b).map { FHIRPathValue.collection($0) } ?? []
         case .notEqual:
-            return Operators.equal(a, b).map { [.boolean(!$0)] } ?? []
+            return Operators.equal(a, b).map { FHIRPathValue.collection(!$0) } ?? []
         case .equivalent:
-            return [.boolean(Operators.equivalent(a, b))]
+            return FHIRPathValue.collection(Operators.equivalent(a, b))
         case .notEquivalent:
-            return [.boolean(!Operators.equivalent(a, b))]
+            return FHIRPathValue.collection(!Operators.equivalent(a, b))
         case .in, .contains:
             let (element, collection) = op == .in ? (a, b) : (b, a)
             guard let item = try singleton(element, position, "the item tested by '\(op.rawValue)'") else { return [] }
-            return [.boolean(collection.contains { Operators.equal(item, $0) == true })]
+            return FHIRPathValue.collection(collection.contains { Operators.equal(item, $0) == true })
         case .concatenate:
             let x = try singleton(a, lhs.position, "the left side of '&'")
             let y = try singleton(b, rhs.position, "the right side of '&'")
@@ -242,7 +242,7 @@ struct Evaluator {
             case .lessOrEqual: c <= 0
             default: c >= 0
             }
-            return [.boolean(result)]
+            return FHIRPathValue.collection(result)
         default:
             guard let x = try singleton(a, lhs.position, "the left side of '\(op.rawValue)'"),
                   let y = try singleton(b, rhs.position, "the right side of '\(op.rawValue)'") else { return [] }

@@ -33,9 +33,30 @@ enum Functions {
         "ordinal": 0...0, "weight": 0...0, "sum": 0...0,
     ]
 
-    static func call(_ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
+    /// A function's identity, resolved once when an expression is parsed: the evaluator
+    /// dispatches on it rather than comparing the name's text with every function's.
+    enum ID: String, Sendable {
+        case empty, exists, all, allTrue, anyTrue, allFalse, anyFalse, subsetOf, supersetOf, count, distinct, isDistinct
+        case `where`, select, `repeat`, ofType, aggregate, single, first, last, tail, skip, take, intersect, exclude, union, combine
+        case iif, toBoolean, convertsToBoolean, toInteger, convertsToInteger, toDate, convertsToDate, toDateTime, convertsToDateTime
+        case toDecimal, convertsToDecimal, toQuantity, convertsToQuantity, toString, convertsToString, toTime, convertsToTime
+        case indexOf, substring, startsWith, endsWith, contains, upper, lower, replace, matches, matchesFull, replaceMatches
+        case length, toChars, trim, split, join, encode, decode, escape, unescape
+        case abs, ceiling, exp, floor, ln, log, power, round, sqrt, truncate
+        case children, descendants, trace, now, today, timeOfDay, not, `is`, `as`, type
+        case `extension`, hasValue, getValue, resolve, conformsTo, lowBoundary, highBoundary, precision, comparable, sort
+        case memberOf, subsumes, subsumedBy, htmlChecks, elementDefinition, slice, checkModifiers, ordinal, weight, sum
+    }
+
+    /// The functions by name, with their identity and arity.
+    static let table: [String: FunctionReference] = Dictionary(uniqueKeysWithValues: arity.map { name, range in
+        (name, FunctionReference(id: ID(rawValue: name)!, arity: range))
+    })
+
+    static func call(_ function: FunctionReference?, _ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
                      focus: Focus, evaluator: Evaluator, at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
-        guard let range = arity[name] else { throw .evaluation(position, "unknown function \(name)()") }
+        guard let function else { throw .evaluation(position, "unknown function \(name)()") }
+        let range = function.arity
         guard range.contains(arguments.count) else {
             let expected = range.lowerBound == range.upperBound ? "\(range.lowerBound)" : "\(range.lowerBound) to \(range.upperBound)"
             throw .evaluation(position, "\(name)() takes \(expected) argument\(range.upperBound == 1 ? "" : "s"), found \(arguments.count)")
@@ -81,48 +102,48 @@ enum Functions {
             return type
         }
 
-        switch name {
+        switch function.id {
         // MARK: Existence
-        case "empty": return [.boolean(input.isEmpty)]
-        case "exists":
-            if arguments.isEmpty { return [.boolean(!input.isEmpty)] }
-            for (i, item) in input.enumerated() where try criterion(0, item, i) == true { return [.boolean(true)] }
-            return [.boolean(false)]
-        case "all":
-            for (i, item) in input.enumerated() where try criterion(0, item, i) != true { return [.boolean(false)] }
-            return [.boolean(true)]
-        case "allTrue", "anyTrue", "allFalse", "anyFalse":
+        case .empty: return FHIRPathValue.collection(input.isEmpty)
+        case .exists:
+            if arguments.isEmpty { return FHIRPathValue.collection(!input.isEmpty) }
+            for (i, item) in input.enumerated() where try criterion(0, item, i) == true { return FHIRPathValue.collection(true) }
+            return FHIRPathValue.collection(false)
+        case .all:
+            for (i, item) in input.enumerated() where try criterion(0, item, i) != true { return FHIRPathValue.collection(false) }
+            return FHIRPathValue.collection(true)
+        case .allTrue, .anyTrue, .allFalse, .anyFalse:
             var values: [Bool] = []
             for item in input {
                 guard case .boolean(let b) = item.systemValue else { throw .evaluation(position, "\(name)() needs booleans") }
                 values.append(b)
             }
             switch name {
-            case "allTrue": return [.boolean(values.allSatisfy { $0 })]
-            case "anyTrue": return [.boolean(values.contains(true))]
-            case "allFalse": return [.boolean(values.allSatisfy { !$0 })]
-            default: return [.boolean(values.contains(false))]
+            case "allTrue": return FHIRPathValue.collection(values.allSatisfy { $0 })
+            case "anyTrue": return FHIRPathValue.collection(values.contains(true))
+            case "allFalse": return FHIRPathValue.collection(values.allSatisfy { !$0 })
+            default: return FHIRPathValue.collection(values.contains(false))
             }
-        case "subsetOf":
+        case .subsetOf:
             let other = try argument(0)
-            return [.boolean(input.allSatisfy { x in other.contains { Operators.equal(x, $0) == true } })]
-        case "supersetOf":
+            return FHIRPathValue.collection(input.allSatisfy { x in other.contains { Operators.equal(x, $0) == true } })
+        case .supersetOf:
             let other = try argument(0)
-            return [.boolean(other.allSatisfy { x in input.contains { Operators.equal(x, $0) == true } })]
-        case "count": return [.integer(input.count)]
-        case "distinct": return distinct(input)
-        case "isDistinct": return [.boolean(distinct(input).count == input.count)]
+            return FHIRPathValue.collection(other.allSatisfy { x in input.contains { Operators.equal(x, $0) == true } })
+        case .count: return [.integer(input.count)]
+        case .distinct: return distinct(input)
+        case .isDistinct: return FHIRPathValue.collection(distinct(input).count == input.count)
 
         // MARK: Filtering and projection
-        case "where":
+        case .`where`:
             var result: [FHIRPathValue] = []
             for (i, item) in input.enumerated() where try criterion(0, item, i) == true { result.append(item) }
             return result
-        case "select":
+        case .select:
             var result: [FHIRPathValue] = []
             for (i, item) in input.enumerated() { result.append(contentsOf: try each(0, item, i)) }
             return result
-        case "repeat":
+        case .`repeat`:
             var result: [FHIRPathValue] = []
             var queue = input
             var guardCount = 0
@@ -139,10 +160,10 @@ enum Functions {
                 if guardCount > 10_000 { throw .evaluation(position, "repeat() did not finish after 10,000 rounds") }
             }
             return result
-        case "ofType":
+        case .ofType:
             let type = try typeArgument(0)
             return input.filter { $0.isType(type, exactPrimitive: true) }
-        case "aggregate":
+        case .aggregate:
             var total = arguments.count > 1 ? try argument(1) : []
             for (i, item) in input.enumerated() {
                 total = try evaluator.evaluate(arguments[0], [item], Focus(this: [item], index: i, total: total))
@@ -150,31 +171,31 @@ enum Functions {
             return total
 
         // MARK: Subsetting
-        case "single":
+        case .single:
             guard input.count <= 1 else { throw .evaluation(position, "single() on \(input.count) items") }
             return input
-        case "first": return input.first.map { [$0] } ?? []
-        case "last": return input.last.map { [$0] } ?? []
-        case "tail": return Array(input.dropFirst())
-        case "skip":
+        case .first: return input.first.map { [$0] } ?? []
+        case .last: return input.last.map { [$0] } ?? []
+        case .tail: return Array(input.dropFirst())
+        case .skip:
             guard let n = try integerArgument(0) else { return input }
             return Array(input.dropFirst(max(0, n)))
-        case "take":
+        case .take:
             guard let n = try integerArgument(0) else { return [] }
             return Array(input.prefix(max(0, n)))
-        case "intersect":
+        case .intersect:
             let other = try argument(0)
             return distinct(input.filter { x in other.contains { Operators.equal(x, $0) == true } })
-        case "exclude":
+        case .exclude:
             let other = try argument(0)
             return input.filter { x in !other.contains { Operators.equal(x, $0) == true } }
 
         // MARK: Combining
-        case "union": return distinct(input + (try argument(0)))
-        case "combine": return input + (try argument(0))
+        case .union: return distinct(input + (try argument(0)))
+        case .combine: return input + (try argument(0))
 
         // MARK: Conversion
-        case "iif":
+        case .iif:
             guard input.count <= 1 else { throw .evaluation(position, "iif() on \(input.count) items") }
             let start = input.isEmpty ? context : input
             let condition = try evaluator.evaluate(arguments[0], start, input.isEmpty ? focus : Focus(this: input, index: 0, total: focus.total))
@@ -190,22 +211,22 @@ enum Functions {
             }
             if chosen { return try evaluator.evaluate(arguments[1], start, focus) }
             return arguments.count > 2 ? try evaluator.evaluate(arguments[2], start, focus) : []
-        case "toBoolean", "convertsToBoolean", "toInteger", "convertsToInteger", "toDecimal", "convertsToDecimal",
-             "toString", "convertsToString", "toDate", "convertsToDate", "toDateTime", "convertsToDateTime",
-             "toTime", "convertsToTime", "toQuantity", "convertsToQuantity":
+        case .toBoolean, .convertsToBoolean, .toInteger, .convertsToInteger, .toDecimal, .convertsToDecimal,
+             .toString, .convertsToString, .toDate, .convertsToDate, .toDateTime, .convertsToDateTime,
+             .toTime, .convertsToTime, .toQuantity, .convertsToQuantity:
             guard let item = try subject() else { return [] }
             let unit = arguments.isEmpty ? nil : try stringArgument(0)
             let converted = Conversions.convert(item, name.hasPrefix("to") ? name : "to" + name.dropFirst("convertsTo".count), unit: unit)
-            if name.hasPrefix("convertsTo") { return [.boolean(converted != nil)] }
+            if name.hasPrefix("convertsTo") { return FHIRPathValue.collection(converted != nil) }
             return converted.map { [$0] } ?? []
 
         // MARK: Strings
-        case "indexOf":
+        case .indexOf:
             guard let s = try stringSubject(), let sub = try stringArgument(0) else { return [] }
             if sub.isEmpty { return [.integer(0)] }
             guard let r = s.range(of: sub) else { return [.integer(-1)] }
             return [.integer(s.distance(from: s.startIndex, to: r.lowerBound))]
-        case "substring":
+        case .substring:
             guard let s = try stringSubject(), let start = try integerArgument(0) else { return [] }
             let characters = Array(s)
             guard start >= 0, start < characters.count else { return [] }
@@ -215,45 +236,45 @@ enum Functions {
                 length = min(max(0, l), length)
             }
             return [.string(String(characters[start..<(start + length)]))]
-        case "startsWith":
+        case .startsWith:
             guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
-            return [.boolean(s.hasPrefix(p))]
-        case "endsWith":
+            return FHIRPathValue.collection(s.hasPrefix(p))
+        case .endsWith:
             guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
-            return [.boolean(s.hasSuffix(p))]
-        case "contains":
+            return FHIRPathValue.collection(s.hasSuffix(p))
+        case .contains:
             guard let s = try stringSubject(), let p = try stringArgument(0) else { return [] }
-            return [.boolean(p.isEmpty || s.contains(p))]
-        case "upper":
+            return FHIRPathValue.collection(p.isEmpty || s.contains(p))
+        case .upper:
             return try stringSubject().map { [.string($0.uppercased())] } ?? []
-        case "lower":
+        case .lower:
             return try stringSubject().map { [.string($0.lowercased())] } ?? []
-        case "replace":
+        case .replace:
             guard let s = try stringSubject(), let pattern = try stringArgument(0), let substitution = try stringArgument(1) else { return [] }
             if pattern.isEmpty {
                 return [.string(substitution + s.map { String($0) }.joined(separator: substitution) + (s.isEmpty ? "" : substitution))]
             }
             return [.string(s.replacingOccurrences(of: pattern, with: substitution))]
-        case "matches", "matchesFull":
+        case .matches, .matchesFull:
             guard let s = try stringSubject(), let pattern = try stringArgument(0) else { return [] }
             let regex = try Functions.regex(name == "matchesFull" ? "^(?:\(pattern))$" : pattern, at: arguments[0].position)
-            return [.boolean(s.firstMatch(of: regex) != nil)]
-        case "replaceMatches":
+            return FHIRPathValue.collection(s.firstMatch(of: regex) != nil)
+        case .replaceMatches:
             guard let s = try stringSubject(), let pattern = try stringArgument(0), let substitution = try stringArgument(1) else { return [] }
             if pattern.isEmpty { return [.string(s)] }
             let regex = try Functions.regex(pattern, at: arguments[0].position)
             return [.string(s.replacing(regex) { Functions.substitute(substitution, $0) })]
-        case "length":
+        case .length:
             return try stringSubject().map { [.integer($0.count)] } ?? []
-        case "toChars":
+        case .toChars:
             return try stringSubject().map { $0.map { .string(String($0)) } } ?? []
-        case "trim":
+        case .trim:
             return try stringSubject().map { [.string($0.trimmingCharacters(in: .whitespacesAndNewlines))] } ?? []
-        case "split":
+        case .split:
             guard let s = try stringSubject(), let separator = try stringArgument(0) else { return [] }
             if separator.isEmpty { return s.map { .string(String($0)) } }
             return s.components(separatedBy: separator).map { .string($0) }
-        case "join":
+        case .join:
             let separator = arguments.isEmpty ? "" : (try stringArgument(0) ?? "")
             var parts: [String] = []
             for item in input {
@@ -261,12 +282,12 @@ enum Functions {
                 parts.append(s)
             }
             return [.string(parts.joined(separator: separator))]
-        case "encode", "decode", "escape", "unescape":
+        case .encode, .decode, .escape, .unescape:
             guard let s = try stringSubject(), let format = try stringArgument(0) else { return [] }
             return Conversions.code(name, s, format).map { [.string($0)] } ?? []
 
         // MARK: Math
-        case "abs", "ceiling", "exp", "floor", "ln", "sqrt", "truncate", "round", "log", "power":
+        case .abs, .ceiling, .exp, .floor, .ln, .sqrt, .truncate, .round, .log, .power:
             guard let item = try subject() else { return [] }
             var extra: FHIRPathValue?
             if arguments.count > 0 {
@@ -276,12 +297,12 @@ enum Functions {
             return try MathFunctions.apply(name, item, extra, at: position).map { [$0] } ?? []
 
         // MARK: Tree navigation
-        case "children":
+        case .children:
             return input.flatMap { item -> [FHIRPathValue] in
                 guard case .element(let e) = item else { return [] }
                 return e.children.map { .element($0) }
             }
-        case "descendants":
+        case .descendants:
             var result: [FHIRPathValue] = []
             func walk(_ e: Element) {
                 for child in e.children {
@@ -293,7 +314,7 @@ enum Functions {
             return result
 
         // MARK: Utility
-        case "trace":
+        case .trace:
             let label = try stringArgument(0) ?? ""
             if arguments.count > 1 {
                 var projected: [FHIRPathValue] = []
@@ -303,53 +324,53 @@ enum Functions {
                 evaluator.environment.trace?(label, input)
             }
             return input
-        case "now":
+        case .now:
             return [.dateTime(Conversions.dateTime(evaluator.environment.now))]
-        case "today":
+        case .today:
             var d = Conversions.dateTime(evaluator.environment.now)
             d.hour = nil; d.minute = nil; d.second = nil; d.fraction = nil; d.offset = nil; d.hasTime = false
             return [.date(d)]
-        case "timeOfDay":
+        case .timeOfDay:
             let d = Conversions.dateTime(evaluator.environment.now)
             return [.time(PartialTime(d.description.split(separator: "T")[1].prefix(12).description)!)]
-        case "not":
+        case .not:
             guard let b = try evaluator.boolean(input, position, "the input of not()") else { return [] }
-            return [.boolean(!b)]
+            return FHIRPathValue.collection(!b)
 
         // MARK: Types
-        case "is":
+        case .`is`:
             guard let item = try evaluator.singleton(input, position, "the input of is()") else { return [] }
-            return [.boolean(item.isType(try typeArgument(0)))]
-        case "as":
+            return FHIRPathValue.collection(item.isType(try typeArgument(0)))
+        case .`as`:
             if input.count > 1 && evaluator.environment.lenientCollections {
                 let type = try typeArgument(0)
                 return input.filter { $0.isType(type, exactPrimitive: true) }
             }
             guard let item = try evaluator.singleton(input, position, "the input of as()") else { return [] }
             return item.isType(try typeArgument(0), exactPrimitive: true) ? [item] : []
-        case "type":
+        case .type:
             return input.map { let t = $0.typeInfo; return .typeInfo(namespace: t.namespace, name: t.name) }
 
         // MARK: FHIR
-        case "extension":
+        case .`extension`:
             guard let url = try stringArgument(0) else { return [] }
             return input.flatMap { item -> [FHIRPathValue] in
                 guard case .element(let e) = item else { return [] }
                 return e.children.filter { $0.name == "extension" && $0.string("url") == url }.map { .element($0) }
             }
-        case "ordinal", "weight":
+        case .ordinal, .weight:
             return input.compactMap(Self.weight)
-        case "sum":
+        case .sum:
             return try Self.sum(input, at: position)
-        case "hasValue":
-            guard input.count == 1, case .element(let e) = input[0], e.isPrimitive else { return [.boolean(false)] }
-            return [.boolean(e.value != nil)]
-        case "getValue":
+        case .hasValue:
+            guard input.count == 1, case .element(let e) = input[0], e.isPrimitive else { return FHIRPathValue.collection(false) }
+            return FHIRPathValue.collection(e.value != nil)
+        case .getValue:
             guard input.count == 1, case .element(let e) = input[0], e.isPrimitive, e.value != nil else { return [] }
             return [input[0].systemValue]
-        case "resolve":
+        case .resolve:
             return input.compactMap { References.resolve($0, in: evaluator.environment) }.map { .element($0) }
-        case "conformsTo":
+        case .conformsTo:
             guard let url = try stringArgument(0) else { return [] }
             let prefix = "http://hl7.org/fhir/StructureDefinition/"
             guard url.hasPrefix(prefix) else { throw .evaluation(arguments[0].position, "conformsTo() knows only the core profiles (\(prefix)...)") }
@@ -359,21 +380,21 @@ enum Functions {
                 guard case .element(let e) = item, let def = e.definition else { return .boolean(false) }
                 return .boolean(ModelInfo.r4.isType(def, derivedFrom: type))
             }
-        case "lowBoundary", "highBoundary", "precision":
+        case .lowBoundary, .highBoundary, .precision:
             guard let item = try subject() else { return [] }
             let digits = arguments.isEmpty ? nil : try integerArgument(0)
             return Boundaries.apply(name, item, digits: digits).map { [$0] } ?? []
-        case "comparable":
+        case .comparable:
             guard let item = try subject(), let other = try single(0, "argument") else { return [] }
             guard case .quantity(let p) = item, case .quantity(let q) = other else { throw .evaluation(position, "comparable() works on quantities") }
-            return [.boolean(p.compare(to: q) != nil)]
-        case "sort":
+            return FHIRPathValue.collection(p.compare(to: q) != nil)
+        case .sort:
             return try sort(input, arguments, evaluator: evaluator, focus: focus, at: position)
-        case "htmlChecks":
+        case .htmlChecks:
             guard let item = try evaluator.singleton(input, position, "the input of htmlChecks()") else { return [] }
-            guard case .element(let div) = item, let text = div.value else { return [.boolean(false)] }
-            return [.boolean(Narrative.problem(text) == nil)]
-        case "memberOf":
+            guard case .element(let div) = item, let text = div.value else { return FHIRPathValue.collection(false) }
+            return FHIRPathValue.collection(Narrative.problem(text) == nil)
+        case .memberOf:
             guard let valueSet = try stringArgument(0) else { return [] }
             guard let item = try evaluator.singleton(input, position, "the input of memberOf()") else { return [] }
             guard let check = evaluator.environment.memberOf else {
@@ -382,7 +403,7 @@ enum Functions {
             guard let member = check(item, valueSet) else {
                 throw .evaluation(position, "memberOf('\(valueSet)') cannot be checked: the value set cannot be expanded here")
             }
-            return [.boolean(member)]
+            return FHIRPathValue.collection(member)
         default:
             throw .evaluation(position, "\(name)() is not supported by this engine (it needs a terminology service or profiles)")
         }

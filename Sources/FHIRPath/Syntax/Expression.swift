@@ -63,12 +63,15 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
     /// trees deeper than `Parser.deepest`, so the checker and evaluator, which recurse, stay on
     /// the stack.
     public let depth: Int
+    /// For a function call, the function it names (nil for a name no function has).
+    let function: FunctionReference?
 
     /// A node of `kind` at `position`.
     public init(_ kind: Kind, at position: SourceLocation) {
         self.kind = kind
         self.position = position
         self.depth = 1 + (kind.children.map(\.depth).max() ?? 0)
+        if case .function(_, let name, _) = kind { function = Functions.table[name] } else { function = nil }
     }
 
     /// The expression written back in FHIRPath syntax (fully parenthesised where operators nest).
@@ -89,6 +92,13 @@ public struct ExpressionNode: Sendable, CustomStringConvertible {
         case .typeTest(let op, let operand, let type): "(\(operand) \(op.rawValue) \(type))"
         }
     }
+}
+
+/// A function an expression names, resolved when it is parsed: what the evaluator dispatches
+/// on, and how many arguments it takes.
+struct FunctionReference: Sendable {
+    let id: Functions.ID
+    let arity: ClosedRange<Int>
 }
 
 /// A prefix operator.

@@ -127,3 +127,15 @@ public enum FHIRPathValue: Sendable {
 extension FHIRPathValue: CustomStringConvertible {
     public var description: String { literalText }
 }
+
+extension FHIRPathValue {
+    /// The two one-Boolean collections, made once: operators and functions answer with them
+    /// rather than allocating a collection for each answer.
+    private static let trueCollection: [FHIRPathValue] = [.boolean(true)]
+    private static let falseCollection: [FHIRPathValue] = [.boolean(false)]
+
+    /// The collection holding one Boolean.
+    static func collection(_ value: Bool) -> [FHIRPathValue] {
+        value ? trueCollection : falseCollection
+    }
+}
