@@ -13,12 +13,15 @@ public struct FHIRPathExpression: Sendable, CustomStringConvertible {
     public let text: String
     /// The syntax tree, every node with its position in `text`.
     public let root: ExpressionNode
+    /// The expression as existence tests on paths, when it is only that (many invariants are).
+    let existenceCheck: ExistenceCheck?
 
     /// Parses `text`; a syntax error names the line and column.
     public init(_ text: String) throws(FHIRPathError) {
         self.text = text
         var parser = try Parser(text)
         root = try parser.parse()
+        existenceCheck = ExistenceCheck(root)
     }
 
     /// Evaluates on a resource (also `%resource` and `%context`), with optional variables.
@@ -41,6 +44,14 @@ public struct FHIRPathExpression: Sendable, CustomStringConvertible {
 
     /// Evaluates in a prepared environment (a context inside a resource, a trace hook, a resolver).
     public func evaluate(in environment: EvaluationEnvironment) throws(FHIRPathError) -> [FHIRPathValue] {
+        if let existenceCheck, environment.context.count == 1, case .element(let element) = environment.context[0] {
+            return FHIRPathValue.collection(existenceCheck.holds(on: element))
+        }
+        return try evaluateByTree(in: environment)
+    }
+
+    /// Evaluates by walking the syntax tree, whatever the expression's shape.
+    func evaluateByTree(in environment: EvaluationEnvironment) throws(FHIRPathError) -> [FHIRPathValue] {
         try Evaluator(environment: environment).evaluate(root, environment.context, Focus())
     }
 

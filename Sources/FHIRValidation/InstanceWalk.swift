@@ -42,9 +42,14 @@ struct InstanceWalk {
 
     /// The issues, without repeats (the base definition and a profile state many rules twice).
     func finishedIssues() -> [ValidationIssue] {
-        var seen: Set<String> = []
+        struct Identity: Hashable {
+            let severity: ValidationIssue.Severity
+            let location: String
+            let rule: String
+        }
+        var seen: Set<Identity> = []
         return issues.filter { issue in
-            seen.insert("\(issue.severity)|\(issue.location)|\(issue.key ?? issue.message)").inserted
+            seen.insert(Identity(severity: issue.severity, location: issue.location, rule: issue.key ?? issue.message)).inserted
         }
     }
 
@@ -74,6 +79,9 @@ struct InstanceWalk {
         canonicals += extraProfiles
         canonicals.append("http://hl7.org/fhir/StructureDefinition/" + type)
         var done: Set<String> = []
+        // Each profile once, however it is named: a claim (`url`) and a target (`url|version`)
+        // often name the same one.
+        var walked: Set<String> = []
         var walkedProfile = false
         let base = canonicals.last!
         for canonical in canonicals where done.insert(canonical).inserted {
@@ -90,6 +98,7 @@ struct InstanceWalk {
                              "the resource is a \(type), but profile \(canonical) is for \(profile.structure.type)", profile: canonical))
                 continue
             }
+            guard walked.insert(profile.versionedURL).inserted else { continue }
             walk(resource, node: profile.root, in: profile, location: location, isResource: true)
             walkedProfile = true
         }

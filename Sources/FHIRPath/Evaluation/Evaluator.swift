@@ -144,16 +144,9 @@ struct Evaluator {
         for item in items {
             switch item {
             case .element(let e):
-                if isPathStart, let type = e.resourceType, type == name || name == "Resource" || name == "DomainResource" {
-                    result.append(item)
-                    continue
-                }
-                let before = result.count
-                for child in e.children where child.name == name { result.append(.element(child)) }
-                // FHIR's JSON spelling of a choice (`valueQuantity`, `scheduledTiming`): the choice
-                // element when it has that type. The checker flags this spelling in strict mode.
-                if result.count == before, let (base, type) = Evaluator.choiceSpelling(name, in: e) {
-                    for child in e.children where child.name == base && child.typeName == type { result.append(.element(child)) }
+                Self.forEachStep(from: e, name, isPathStart: isPathStart) { next in
+                    result.append(.element(next))
+                    return true
                 }
             case .typeInfo(let namespace, let typeName):
                 if name == "namespace" { result.append(.string(namespace)) }
@@ -163,6 +156,30 @@ struct Evaluator {
             }
         }
         return result
+    }
+
+    /// Calls `body` with each element one step of a path named `name` reaches from `element`,
+    /// in order, until it returns false; returns false when it was stopped. At the start of a
+    /// path, a name that is the element's own resource type (or `Resource`, `DomainResource`)
+    /// reaches the element itself; otherwise its children of that name, or, when it has none,
+    /// the children FHIR's JSON spelling of a choice names (`valueQuantity`, `scheduledTiming`:
+    /// the choice element when it has that type; the checker flags this spelling in strict mode).
+    @discardableResult
+    static func forEachStep(from element: Element, _ name: String, isPathStart: Bool, _ body: (Element) -> Bool) -> Bool {
+        if isPathStart, let type = element.resourceType, type == name || name == "Resource" || name == "DomainResource" {
+            return body(element)
+        }
+        var found = false
+        for child in element.children where child.name.utf8.count == name.utf8.count && child.name == name {
+            found = true
+            if !body(child) { return false }
+        }
+        if !found, let (base, type) = Evaluator.choiceSpelling(name, in: element) {
+            for child in element.children where child.name == base && child.typeName == type {
+                if !body(child) { return false }
+            }
+        }
+        return true
     }
 
     /// `valueQuantity` on an element with `value[x]`: the element name and the type it names.
