@@ -213,7 +213,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FHIRPathTests",
-            dependencies: ["FHIRPath", "FHIR", "Diagnostics"],
+            dependencies: ["FHIRPath", "FHIR", "Diagnostics", "JSON"],
             // Read through #filePath: the list of official-suite cases not passed, with reasons.
             exclude: ["official-suite-failures.txt"]
         ),

@@ -80,6 +80,7 @@ let package = Package(
                 .product(name: "CareStore", package: "CareGate"),
                 .product(name: "FHIR", package: "CareGate"),
                 .product(name: "FHIRPackages", package: "CareGate"),
+                .product(name: "FHIRPath", package: "CareGate"),
                 .product(name: "FHIRValidation", package: "CareGate"),
                 .product(name: "Gateway", package: "CareGate"),
                 .product(name: "Mapping", package: "CareGate"),

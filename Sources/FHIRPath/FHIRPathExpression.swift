@@ -50,6 +50,13 @@ public struct FHIRPathExpression: Sendable, CustomStringConvertible {
         return try evaluateByTree(in: environment)
     }
 
+    /// The answer with `element` as the only context item, when the expression is made only of
+    /// existence tests on paths (`dataAbsentReason.empty() or value.empty()`): found without an
+    /// environment or collections. Nil for an expression of any other shape (evaluate it).
+    public func existenceTest(on element: Element) -> Bool? {
+        existenceCheck?.holds(on: element)
+    }
+
     /// Evaluates by walking the syntax tree, whatever the expression's shape.
     func evaluateByTree(in environment: EvaluationEnvironment) throws(FHIRPathError) -> [FHIRPathValue] {
         try Evaluator(environment: environment).evaluate(root, environment.context, Focus())

@@ -427,6 +427,10 @@ struct InstanceWalk {
                                                  profile: profile, elementID: elementID, key: key))
             return
         case .expression(let expression):
+            if let answer = expression.existenceTest(on: item) {
+                passed = answer
+                break
+            }
             do {
                 if let last = environments.indices.last {
                     // The resource's environment with this item as the context, changed in place.
@@ -502,9 +506,9 @@ struct InstanceWalk {
             let id = String(reference.dropFirst())
             target = id.isEmpty ? resources.last : (resources.last?.children(named: "contained") ?? []).first { $0.string("id") == id }
         } else {
-            target = bundleEntries[reference]
+            target = bundleEntries.isEmpty ? nil : bundleEntries[reference]
         }
-        let type = target?.resourceType ?? (reference.hasPrefix("urn:") || reference.hasPrefix("#") ? nil : Element.relativeReference(of: reference).map { String($0.split(separator: "/")[0]) })
+        let type = target?.resourceType ?? (reference.hasPrefix("urn:") || reference.hasPrefix("#") ? nil : Element.relativeReference(of: reference).map { String($0.prefix { $0 != "/" }) })
         guard let type else { return }
         if !types.contains(type) {
             report(.init(.error, "structure", at: location.child("reference"),

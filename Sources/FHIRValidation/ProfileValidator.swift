@@ -39,6 +39,8 @@ public final class ProfileValidator: @unchecked Sendable {
     }
 
     /// A value worked out once per validator (`make` runs outside the lock; a race computes it twice).
+    /// Inlined, so that each table's key path is resolved where it is named, not at every lookup.
+    @inline(__always)
     func remembered<Key: Hashable, Value>(_ key: Key, in table: ReferenceWritableKeyPath<ProfileValidator, [Key: Value]>,
                                           _ make: () -> Value) -> Value {
         if let found = lock.withLock({ self[keyPath: table][key] }) { return found }

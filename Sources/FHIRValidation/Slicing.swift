@@ -42,16 +42,18 @@ extension InstanceWalk {
             }
         }
         for (s, slice) in node.slices.enumerated() {
-            let members = zip(items, assigned).filter { $0.1 == s }.map(\.0)
             if slice.definition.slicing != nil && !slice.slices.isEmpty {
+                let members = items.indices.filter { assigned[$0] == s }.map { items[$0] }
                 walkSliced(members, node: slice, in: profile, location: location)
                 continue
             }
-            for item in members {
+            for position in items.indices where assigned[position] == s {
+                let item = items[position]
                 walk(item.element, node: slice, in: profile, location: childLocation(location, item.element, node, index: item.offset))
             }
         }
-        for (item, slice) in zip(items, assigned) where slice == nil {
+        for position in items.indices where assigned[position] == nil {
+            let item = items[position]
             let path = childLocation(location, item.element, node, index: item.offset)
             walk(item.element, node: node, in: profile, location: path)
             if node.isExtension {
@@ -197,8 +199,9 @@ extension InstanceWalk {
 
 /// What one discriminator asks of the items of one slice, worked out once per validator: the
 /// node its path names, the fixed or pattern values along the path, the extension url, the
-/// required binding's expansion.
-struct DiscriminatorPlan: Sendable {
+/// required binding's expansion. A class: the validator hands the one it remembers to every
+/// item matched, without copying its parts.
+final class DiscriminatorPlan: Sendable {
     let type: String
     let path: String
     /// The path's names when it is a plain path (followed without FHIRPath).

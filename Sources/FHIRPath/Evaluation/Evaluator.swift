@@ -184,21 +184,25 @@ struct Evaluator {
 
     /// `valueQuantity` on an element with `value[x]`: the element name and the type it names.
     static func choiceSpelling(_ name: String, in element: Element) -> (String, String)? {
+        // The spelling ends in a type's name, capitalised (`valueQuantity`, `valueString`): a
+        // name without a capital is not one, and is not looked up.
+        guard name.utf8.contains(where: { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }) else { return nil }
         guard let definition = element.definition, definition.element(named: name) == nil,
               let (choice, typeIndex) = definition.property(named: name), choice.isChoice else { return nil }
         return (choice.name, ModelInfo.r4.types[Int(typeIndex)].name)
     }
 
     /// A collection of at most one item, as operators and single-item functions need it.
-    func singleton(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: String) throws(FHIRPathError) -> FHIRPathValue? {
-        guard items.count <= 1 else { throw .evaluation(position, "\(what) must be a single item, found \(items.count)") }
+    /// (`what` names the operand in the error, and is written only for one.)
+    func singleton(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: @autoclosure () -> String) throws(FHIRPathError) -> FHIRPathValue? {
+        guard items.count <= 1 else { throw .evaluation(position, "\(what()) must be a single item, found \(items.count)") }
         return items.first
     }
 
     /// A collection as a boolean: empty is unknown, one boolean is itself, one other item is true.
-    func boolean(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: String) throws(FHIRPathError) -> Bool? {
+    func boolean(_ items: [FHIRPathValue], _ position: SourceLocation, _ what: @autoclosure () -> String) throws(FHIRPathError) -> Bool? {
         if items.count > 1 && environment.lenientCollections { return true }
-        guard let item = try singleton(items, position, what) else { return nil }
+        guard let item = try singleton(items, position, what()) else { return nil }
         if case .boolean(let b) = item.systemValue { return b }
         return true
     }

@@ -233,27 +233,37 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
         return (1...9999).contains(result.year) ? result : nil
     }
 
+    /// The ISO 8601 text, written into one buffer (`toString()` on a FHIR dateTime, as `vs-1`
+    /// asks of every vital sign, writes it).
     public var description: String {
-        func pad(_ n: Int, _ width: Int) -> String {
-            let s = String(n)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + (fraction?.utf8.count ?? 0))
+        func pad(_ n: Int, _ width: Int) {
+            let start = bytes.count
+            var n = n
+            repeat { bytes.append(UInt8(ascii: "0") + UInt8(n % 10)); n /= 10 } while n > 0
+            while bytes.count - start < width { bytes.append(UInt8(ascii: "0")) }
+            bytes[start...].reverse()
         }
-        var s = pad(year, 4)
-        if let month { s += "-" + pad(month, 2) }
-        if let day { s += "-" + pad(day, 2) }
+        pad(year, 4)
+        if let month { bytes.append(UInt8(ascii: "-")); pad(month, 2) }
+        if let day { bytes.append(UInt8(ascii: "-")); pad(day, 2) }
         if hasTime {
-            s += "T"
-            if let hour { s += pad(hour, 2) }
-            if let minute { s += ":" + pad(minute, 2) }
-            if let second { s += ":" + pad(second, 2) }
-            if let fraction { s += "." + fraction }
+            bytes.append(UInt8(ascii: "T"))
+            if let hour { pad(hour, 2) }
+            if let minute { bytes.append(UInt8(ascii: ":")); pad(minute, 2) }
+            if let second { bytes.append(UInt8(ascii: ":")); pad(second, 2) }
+            if let fraction { bytes.append(UInt8(ascii: ".")); bytes.append(contentsOf: fraction.utf8) }
             if let offset {
-                if offset == 0 { s += "Z" } else {
-                    s += (offset < 0 ? "-" : "+") + pad(abs(offset) / 60, 2) + ":" + pad(abs(offset) % 60, 2)
+                if offset == 0 { bytes.append(UInt8(ascii: "Z")) } else {
+                    bytes.append(UInt8(ascii: offset < 0 ? "-" : "+"))
+                    pad(abs(offset) / 60, 2)
+                    bytes.append(UInt8(ascii: ":"))
+                    pad(abs(offset) % 60, 2)
                 }
             }
         }
-        return s
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
