@@ -78,13 +78,15 @@ struct InstanceWalk {
         var canonicals = (resource["meta"]?.children(named: "profile") ?? []).compactMap(\.value)
         canonicals += extraProfiles
         canonicals.append("http://hl7.org/fhir/StructureDefinition/" + type)
-        var done: Set<String> = []
+        // (A resource names a few profiles: lists, not sets.)
+        var done: [String] = []
         // Each profile once, however it is named: a claim (`url`) and a target (`url|version`)
         // often name the same one.
-        var walked: Set<String> = []
+        var walked: [String] = []
         var walkedProfile = false
         let base = canonicals.last!
-        for canonical in canonicals where done.insert(canonical).inserted {
+        for canonical in canonicals where !done.contains(canonical) {
+            done.append(canonical)
             // A profile's snapshot holds every rule of the base definition: after one, the base adds nothing.
             if canonical == base && walkedProfile { continue }
             guard let profile = validator.profile(canonical, from: package) else {
@@ -98,7 +100,8 @@ struct InstanceWalk {
                              "the resource is a \(type), but profile \(canonical) is for \(profile.structure.type)", profile: canonical))
                 continue
             }
-            guard walked.insert(profile.versionedURL).inserted else { continue }
+            guard !walked.contains(profile.versionedURL) else { continue }
+            walked.append(profile.versionedURL)
             walk(resource, node: profile.root, in: profile, location: location, isResource: true)
             walkedProfile = true
         }

@@ -20,7 +20,13 @@ public final class ProfileValidator: @unchecked Sendable {
     public let terminology: ValueSetExpander
     let invariants = InvariantCache()
     private let lock = NSLock()
-    private var compiled: [String: CompiledProfile?] = [:]
+    private var compiled: [CompiledKey: CompiledProfile?] = [:]
+
+    /// A canonical as asked for, with the package unversioned claims are looked up in first.
+    struct CompiledKey: Hashable {
+        let canonical: String
+        let package: String?
+    }
     /// What each discriminator asks of a slice's items, by slice and discriminator.
     private var discriminatorPlans: [DiscriminatorKey: DiscriminatorPlan] = [:]
     /// The resource types a list of target profiles admits, by the node whose type lists them.
@@ -94,7 +100,7 @@ public final class ProfileValidator: @unchecked Sendable {
     /// The compiled profile a canonical names (`url` or `url|version`), or nil when it is not
     /// loaded or has no snapshot.
     public func profile(_ canonical: String, from package: String? = nil) -> CompiledProfile? {
-        let key = package.map { canonical + " " + $0 } ?? canonical
+        let key = CompiledKey(canonical: canonical, package: package)
         if let found = lock.withLock({ compiled[key] }) { return found }
         var result: CompiledProfile?
         if let resource = conformance.resolve(canonical, type: "StructureDefinition", from: package) {
