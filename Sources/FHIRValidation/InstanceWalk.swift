@@ -21,6 +21,12 @@ struct InstanceWalk {
     private var resourceLocations: [InstanceLocation] = []
     /// Where each of `resources` has its invariants evaluated.
     private var environments: [EvaluationEnvironment] = []
+    /// What the walk's FHIRPath evaluations read outside the element they start from.
+    private let outsideReads = OutsideReads()
+    /// How many issues were reported and other things read outside the element walked (a
+    /// reference resolved, an extension's context): a subtree whose walk left this and
+    /// `outsideReads` unchanged is remembered as clean (`CleanVerdicts`).
+    private var verdictTaints = 0
 
     /// The package unversioned claims are looked up in first.
     let package: String?
@@ -54,11 +60,13 @@ struct InstanceWalk {
     }
 
     mutating func report(_ issue: ValidationIssue) {
+        verdictTaints += 1
         issues.append(issue)
     }
 
     /// Reports an issue only the first time its `key` is seen in this validation.
     mutating func reportOnce(_ key: String, _ issue: ValidationIssue) {
+        verdictTaints += 1
         if reportedOnce.insert(key).inserted { issues.append(issue) }
     }
 
@@ -111,7 +119,23 @@ struct InstanceWalk {
 
     /// One instance element against one element definition, then its children.
     /// `isResource` is true for the resource being validated itself (its root element).
+    /// An element with children equal to one found clean against the same definition is not
+    /// walked again (`CleanVerdicts`).
     mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation, isResource: Bool = false) {
+        let verdicts = validator.cleanVerdicts
+        guard verdicts.isEnabled, !isResource, !item.children.isEmpty, !item.isResource else {
+            walkElement(item, node: node, in: profile, location: location, isResource: isResource)
+            return
+        }
+        let key = CleanVerdicts.Key(node: node, profile: profile, package: package, inBundle: !bundleEntries.isEmpty, element: item)
+        if verdicts.contains(key) { return }
+        let (taints, reads) = (verdictTaints, outsideReads.count)
+        walkElement(item, node: node, in: profile, location: location, isResource: false)
+        if verdictTaints == taints && outsideReads.count == reads { verdicts.insert(key) }
+    }
+
+    /// `walk` itself: the element's type, value, invariants, children and reference target.
+    private mutating func walkElement(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation, isResource: Bool) {
         let definition = node.definition
         if item.isUnknown {
             report(.init(.error, "structure", at: location, "content the R4 definitions do not describe", profile: profile.versionedURL, elementID: definition.id))
@@ -474,6 +498,7 @@ struct InstanceWalk {
         let entries = bundleEntries
         environment.resolveReference = { entries[$0] }
         environment.lenientCollections = true
+        environment.outsideReads = outsideReads
         let terminology = validator.terminology
         environment.memberOf = { value, valueSet in
             guard case .element(let element) = value, let codes = InstanceWalk.codes(of: element),
@@ -499,6 +524,9 @@ struct InstanceWalk {
     mutating func checkReference(_ item: Element, node: CompiledProfile.Node, targets: [String], canonical: Bool,
                                  in profile: CompiledProfile, elementID: String, location: InstanceLocation) {
         guard let reference = item.string("reference") else { return }
+        // A target looked for among the contained resources or the Bundle's entries: the
+        // verdict depends on more than the element.
+        if reference.hasPrefix("#") || !bundleEntries.isEmpty { verdictTaints += 1 }
         let conformance = validator.conformance
         let types = validator.referenceTypes(of: node, canonical: canonical) {
             Set(targets.compactMap { conformance.resolve($0, type: "StructureDefinition")?.json["type"]?.stringValue })
@@ -527,6 +555,8 @@ struct InstanceWalk {
     /// `path` is the extension element's path (`Patient.extension`, `Address.extension`).
     mutating func walkExtensionDefinition(_ element: Element, at path: String, location: InstanceLocation) {
         guard let url = element.string("url") else { return }
+        // Where the extension is (its host and location) decides whether it is allowed.
+        verdictTaints += 1
         guard let definition = validator.profile(url) else {
             if url.hasPrefix("http://hl7.org/fhir/StructureDefinition/") || url.hasPrefix("http://hl7.org/fhir/us/core/") {
                 reportOnce("extension " + url, .init(.warning, "not-supported", at: location,

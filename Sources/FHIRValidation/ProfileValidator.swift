@@ -7,7 +7,9 @@ import Foundation
 /// and every profile it claims (`meta.profile`) or is asked to meet, with cardinality, types,
 /// `fixed[x]`/`pattern[x]`, slicing, extensions, bindings, reference targets and invariants.
 ///
-/// Profiles are compiled once and kept (the validator is shared across threads):
+/// Profiles are compiled once and kept (the validator is shared across threads), and an
+/// element equal to one already found clean against the same definition is not walked again
+/// (`CleanVerdicts`: a gateway's exports repeat most of their content):
 ///
 /// ```swift
 /// let validator = ProfileValidator(conformance: ConformanceSet(packages: [try .load(path: "us-core-6.1.0.tgz")]))
@@ -19,6 +21,8 @@ public final class ProfileValidator: @unchecked Sendable {
     public let conformance: ConformanceSet
     public let terminology: ValueSetExpander
     let invariants = InvariantCache()
+    /// Elements already found clean against a definition (`CleanVerdicts`).
+    let cleanVerdicts: CleanVerdicts
     private let lock = NSLock()
     private var compiled: [CompiledKey: CompiledProfile?] = [:]
 
@@ -90,6 +94,15 @@ public final class ProfileValidator: @unchecked Sendable {
     public init(conformance: ConformanceSet) {
         self.conformance = conformance
         self.terminology = ValueSetExpander(conformance: conformance)
+        self.cleanVerdicts = CleanVerdicts(capacity: 4096)
+    }
+
+    /// A validator that remembers at most `cleanVerdicts` elements found clean (0: none, every
+    /// element walked each time; tests compare the two).
+    init(conformance: ConformanceSet, cleanVerdicts capacity: Int) {
+        self.conformance = conformance
+        self.terminology = ValueSetExpander(conformance: conformance)
+        self.cleanVerdicts = CleanVerdicts(capacity: capacity)
     }
 
     /// A validator over the R4 core alone.

@@ -1,6 +1,26 @@
 import Diagnostics
 import FHIR
 import Foundation
+import Synchronization
+
+/// Counts what evaluations read from outside the context they start from: `%resource`,
+/// `%rootResource`, `%context` and other variables, `resolve()`, and the clock (`now()`,
+/// `today()`, `timeOfDay()`). An answer given without such a read depends only on the context
+/// items, so a caller may reuse it for the same items (the profile validator does, for the
+/// subtrees it found clean).
+public final class OutsideReads: Sendable {
+    private let reads = Atomic<Int>(0)
+
+    /// A counter at zero (give it to the environments of the evaluations to count).
+    public init() {}
+
+    /// How many reads were counted so far.
+    public var count: Int { reads.load(ordering: .relaxed) }
+
+    func note() {
+        reads.add(1, ordering: .relaxed)
+    }
+}
 
 /// What an evaluation runs against: the context item, the resource it belongs to, variables,
 /// and hooks for `trace()` and references outside the resource.
@@ -32,6 +52,8 @@ public struct EvaluationEnvironment: Sendable {
     /// specification makes both an error, and so does this engine unless this is set (the
     /// profile validator sets it for invariants).
     public var lenientCollections = false
+    /// Told of every read outside the context (`OutsideReads`); nil for no count.
+    public var outsideReads: OutsideReads?
 
     /// An environment with `resource` as the context and `%resource`.
     public init(resource: Element, in rootResource: Element? = nil, variables: [String: [FHIRPathValue]] = [:]) {
@@ -122,6 +144,10 @@ struct Evaluator {
     }
 
     func variable(_ name: String, at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
+        switch name {
+        case "ucum", "sct", "loinc": break
+        default: environment.outsideReads?.note()
+        }
         if let value = environment.variables[name] { return value }
         switch name {
         case "context": return environment.context

@@ -325,12 +325,15 @@ enum Functions {
             }
             return input
         case .now:
+            evaluator.environment.outsideReads?.note()
             return [.dateTime(Conversions.dateTime(evaluator.environment.now))]
         case .today:
+            evaluator.environment.outsideReads?.note()
             var d = Conversions.dateTime(evaluator.environment.now)
             d.hour = nil; d.minute = nil; d.second = nil; d.fraction = nil; d.offset = nil; d.hasTime = false
             return [.date(d)]
         case .timeOfDay:
+            evaluator.environment.outsideReads?.note()
             let d = Conversions.dateTime(evaluator.environment.now)
             return [.time(PartialTime(d.description.split(separator: "T")[1].prefix(12).description)!)]
         case .not:
@@ -369,6 +372,7 @@ enum Functions {
             guard input.count == 1, case .element(let e) = input[0], e.isPrimitive, e.value != nil else { return [] }
             return [input[0].systemValue]
         case .resolve:
+            evaluator.environment.outsideReads?.note()
             return input.compactMap { References.resolve($0, in: evaluator.environment) }.map { .element($0) }
         case .conformsTo:
             guard let url = try stringArgument(0) else { return [] }

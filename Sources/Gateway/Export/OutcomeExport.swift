@@ -53,6 +53,10 @@ public struct OutcomeExport: Sendable {
     /// alone, nothing claimed. A resource with an error against them is refused before it is
     /// written or queued, holding the validator's OperationOutcome.
     public var profiles: ProfileTarget?
+    /// Whether what is built is validated against `profiles` before it is written or queued.
+    /// Always, but to measure what validation costs (`Benchmarks/profile-validation` compares
+    /// the same export with and without it); nothing else turns it off.
+    public var validatesProfiles = true
     /// Told how many outcomes are exported of how many, before each and once at the end
     /// (the command line's progress bar).
     public var progress: (@Sendable (_ done: Int, _ total: Int) -> Void)?
@@ -286,6 +290,7 @@ public struct OutcomeExport: Sendable {
     /// The refusal of resources that break the target's profiles (the first error in words,
     /// every issue in the OperationOutcome kept), or nil when they meet them.
     func refusal(_ record: OutcomeRecord, breaking resources: [Element], _ profiles: ProfileTarget) -> ExportedObservation? {
+        guard validatesProfiles else { return nil }
         var issues: [ValidationIssue] = []
         for resource in resources { issues += profiles.validate(resource).issues }
         let errors = issues.filter { $0.severity <= .error }
