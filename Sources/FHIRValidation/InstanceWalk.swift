@@ -210,9 +210,23 @@ struct InstanceWalk {
             }
             return
         }
-        // The instance's children are in definition order, repeats consecutive: each run of one
-        // name is matched to its definition by walking both lists once.
         let children = item.children
+        guard let (runs, notAllowed) = Self.runs(of: children, against: parent, isPrimitive: isPrimitive) else {
+            walkChildrenGrouped(item, parent: parent, in: profile, location: location)
+            return
+        }
+        for (k, child) in parent.children.enumerated() {
+            if isPrimitive && child.name == "value" { continue }
+            walk(children[runs[k] ?? 0..<0], of: child, in: profile, location: location)
+        }
+        if notAllowed { reportNotAllowed(item, parent: parent, in: profile, location: location) }
+    }
+
+    /// Each child definition's run of instance children, and whether a child has no definition.
+    /// The instance's children are in definition order, repeats consecutive: each run of one
+    /// name is matched to its definition by walking both lists once. Nil when one name comes in
+    /// two runs (a tree built by hand): the children must be grouped by name instead.
+    static func runs(of children: [Element], against parent: CompiledProfile.Node, isPrimitive: Bool) -> (runs: [Range<Int>?], notAllowed: Bool)? {
         let definitions = parent.children
         var runs = [Range<Int>?](repeating: nil, count: definitions.count)
         var notAllowed = false
@@ -221,9 +235,9 @@ struct InstanceWalk {
         while start < children.count {
             let name = children[start].name
             var end = start + 1
-            while end < children.count && Self.sameName(children[end].name, name) { end += 1 }
+            while end < children.count && Element.sameName(children[end].name, name) { end += 1 }
             var k = cursor
-            while k < definitions.count && !Self.sameName(definitions[k].name, name) { k += 1 }
+            while k < definitions.count && !Element.sameName(definitions[k].name, name) { k += 1 }
             if k == definitions.count {
                 // Out of the definition's order (a hand-built tree), or no definition has the name.
                 guard let index = parent.childIndex(named: name) else {
@@ -233,20 +247,12 @@ struct InstanceWalk {
                 }
                 k = index
             }
-            if runs[k] != nil {
-                // The same name in two runs: the children grouped by name instead.
-                walkChildrenGrouped(item, parent: parent, in: profile, location: location)
-                return
-            }
+            if runs[k] != nil { return nil }
             runs[k] = start..<end
             cursor = k + 1
             start = end
         }
-        for (k, child) in definitions.enumerated() {
-            if isPrimitive && child.name == "value" { continue }
-            walk(children[runs[k] ?? 0..<0], of: child, in: profile, location: location)
-        }
-        if notAllowed { reportNotAllowed(item, parent: parent, in: profile, location: location) }
+        return (runs, notAllowed)
     }
 
     /// The instance's children of one name against their definition: cardinality, then each
@@ -267,13 +273,6 @@ struct InstanceWalk {
                 walkExtensionDefinition(element, at: child.definition.path, location: path)
             }
         }
-    }
-
-    /// Whether two element names are equal; most pairs compared differ in length, which is
-    /// checked first (the comparison of two different short strings is a call into the runtime).
-    @inline(__always)
-    static func sameName(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a == b
     }
 
     /// `walkChildren` for an instance whose children of one name are not consecutive (a tree

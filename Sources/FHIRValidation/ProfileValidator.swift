@@ -137,25 +137,28 @@ public final class ProfileValidator: @unchecked Sendable {
 
     /// The base definition of a type (`Observation`, `Quantity`, `string`).
     func baseProfile(ofType type: String) -> CompiledProfile? {
-        remembered(type, in: \.baseProfiles) { profile("http://hl7.org/fhir/StructureDefinition/" + type) }
+        guard let index = ModelInfo.r4.typeIndex(named: type) else {
+            return profile("http://hl7.org/fhir/StructureDefinition/" + type)
+        }
+        return baseProfile(index: Int(index), type: type)
     }
-
-    /// The base definitions by type name.
-    private var baseProfiles: [String: CompiledProfile?] = [:]
 
     /// The base definition of an instance element's own type (asked for every element walked:
     /// found by the type's index, without hashing its name).
     func baseProfile(of item: Element) -> CompiledProfile? {
-        let index = Int(item.typeIndex)
-        guard index >= 0, let name = item.typeName else { return nil }
-        if let found = lock.withLock({ baseProfilesByIndex[index] }) { return found }
-        let value = baseProfile(ofType: name)
-        lock.withLock { baseProfilesByIndex[index] = .some(value) }
+        guard item.typeIndex >= 0, let name = item.typeName else { return nil }
+        return baseProfile(index: Int(item.typeIndex), type: name)
+    }
+
+    private func baseProfile(index: Int, type: String) -> CompiledProfile? {
+        if let found = lock.withLock({ baseProfiles[index] }) { return found }
+        let value = profile("http://hl7.org/fhir/StructureDefinition/" + type)
+        lock.withLock { baseProfiles[index] = .some(value) }
         return value
     }
 
-    /// `baseProfile(of:)`'s answers by type index (`.none`: not asked yet).
-    private var baseProfilesByIndex = [CompiledProfile??](repeating: nil, count: ModelInfo.r4.types.count)
+    /// The base definitions by type index (`.none`: not asked yet).
+    private var baseProfiles = [CompiledProfile??](repeating: nil, count: ModelInfo.r4.types.count)
 
     /// Validates a resource (a Bundle with its entries, contained resources too) against its
     /// base definition, the profiles it claims, and `profiles`.

@@ -109,6 +109,14 @@ public struct Element: Sendable, Hashable {
     /// Whether this element is a FHIR primitive (its value, if any, is in `value`).
     public var isPrimitive: Bool { definition?.kind == .primitive }
 
+    /// Whether two element names are equal, compared by length first: most names compared in a
+    /// walk differ in length, and comparing two different short strings is a call into the
+    /// runtime. (For the validator's and FHIRPath's walks, which compare names per child.)
+    @inlinable @inline(__always)
+    public static func sameName(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a == b
+    }
+
     /// The children with this name, in order (`carePlan.children(named: "activity")`).
     public func children(named name: String) -> [Element] {
         children.filter { $0.name == name }

@@ -196,7 +196,7 @@ struct Evaluator {
             return body(element)
         }
         var found = false
-        for child in element.children where child.name.utf8.count == name.utf8.count && child.name == name {
+        for child in element.children where Element.sameName(child.name, name) {
             found = true
             if !body(child) { return false }
         }

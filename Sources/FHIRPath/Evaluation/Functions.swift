@@ -7,35 +7,11 @@ import Foundation
 /// `hasValue`, `resolve`...).
 enum Functions {
     /// Arity limits per function (minimum, maximum arguments), used by the evaluator and the checker.
-    static let arity: [String: ClosedRange<Int>] = [
-        "empty": 0...0, "exists": 0...1, "all": 1...1, "allTrue": 0...0, "anyTrue": 0...0, "allFalse": 0...0, "anyFalse": 0...0,
-        "subsetOf": 1...1, "supersetOf": 1...1, "count": 0...0, "distinct": 0...0, "isDistinct": 0...0,
-        "where": 1...1, "select": 1...1, "repeat": 1...1, "ofType": 1...1, "aggregate": 1...2,
-        "single": 0...0, "first": 0...0, "last": 0...0, "tail": 0...0, "skip": 1...1, "take": 1...1,
-        "intersect": 1...1, "exclude": 1...1, "union": 1...1, "combine": 1...1,
-        "iif": 2...3, "toBoolean": 0...0, "convertsToBoolean": 0...0, "toInteger": 0...0, "convertsToInteger": 0...0,
-        "toDate": 0...0, "convertsToDate": 0...0, "toDateTime": 0...0, "convertsToDateTime": 0...0,
-        "toDecimal": 0...0, "convertsToDecimal": 0...0, "toQuantity": 0...1, "convertsToQuantity": 0...1,
-        "toString": 0...0, "convertsToString": 0...0, "toTime": 0...0, "convertsToTime": 0...0,
-        "indexOf": 1...1, "substring": 1...2, "startsWith": 1...1, "endsWith": 1...1, "contains": 1...1,
-        "upper": 0...0, "lower": 0...0, "replace": 2...2, "matches": 1...2, "matchesFull": 1...2, "replaceMatches": 2...3,
-        "length": 0...0, "toChars": 0...0, "trim": 0...0, "split": 1...1, "join": 0...1,
-        "encode": 1...1, "decode": 1...1, "escape": 1...1, "unescape": 1...1,
-        "abs": 0...0, "ceiling": 0...0, "exp": 0...0, "floor": 0...0, "ln": 0...0, "log": 1...1, "power": 1...1,
-        "round": 0...1, "sqrt": 0...0, "truncate": 0...0,
-        "children": 0...0, "descendants": 0...0, "trace": 1...2, "now": 0...0, "today": 0...0, "timeOfDay": 0...0,
-        "not": 0...0, "is": 1...1, "as": 1...1, "type": 0...0,
-        "extension": 1...1, "hasValue": 0...0, "getValue": 0...0, "resolve": 0...0, "conformsTo": 1...1,
-        "lowBoundary": 0...1, "highBoundary": 0...1, "precision": 0...0, "comparable": 1...1, "sort": 0...9,
-        "memberOf": 1...1, "subsumes": 1...1, "subsumedBy": 1...1, "htmlChecks": 0...0, "elementDefinition": 0...0,
-        "slice": 2...2, "checkModifiers": 1...1,
-        // SDC (Structured Data Capture): an answer's score, and a total.
-        "ordinal": 0...0, "weight": 0...0, "sum": 0...0,
-    ]
+    static let arity: [String: ClosedRange<Int>] = Dictionary(uniqueKeysWithValues: ID.allCases.map { ($0.rawValue, $0.arity) })
 
     /// A function's identity, resolved once when an expression is parsed: the evaluator
     /// dispatches on it rather than comparing the name's text with every function's.
-    enum ID: String, Sendable {
+    enum ID: String, Sendable, CaseIterable {
         case empty, exists, all, allTrue, anyTrue, allFalse, anyFalse, subsetOf, supersetOf, count, distinct, isDistinct
         case `where`, select, `repeat`, ofType, aggregate, single, first, last, tail, skip, take, intersect, exclude, union, combine
         case iif, toBoolean, convertsToBoolean, toInteger, convertsToInteger, toDate, convertsToDate, toDateTime, convertsToDateTime
@@ -46,11 +22,26 @@ enum Functions {
         case children, descendants, trace, now, today, timeOfDay, not, `is`, `as`, type
         case `extension`, hasValue, getValue, resolve, conformsTo, lowBoundary, highBoundary, precision, comparable, sort
         case memberOf, subsumes, subsumedBy, htmlChecks, elementDefinition, slice, checkModifiers, ordinal, weight, sum
+
+        /// How many arguments the function takes (minimum...maximum).
+        var arity: ClosedRange<Int> {
+            switch self {
+            case .exists, .toQuantity, .convertsToQuantity, .join, .round, .lowBoundary, .highBoundary: 0...1
+            case .sort: 0...9
+            case .all, .subsetOf, .supersetOf, .`where`, .select, .`repeat`, .ofType, .skip, .take, .intersect, .exclude, .union,
+                 .combine, .indexOf, .startsWith, .endsWith, .contains, .split, .encode, .decode, .escape, .unescape, .log, .power,
+                 .`is`, .`as`, .`extension`, .conformsTo, .comparable, .memberOf, .subsumes, .subsumedBy, .checkModifiers: 1...1
+            case .aggregate, .substring, .matches, .matchesFull, .trace: 1...2
+            case .replace, .slice: 2...2
+            case .iif, .replaceMatches: 2...3
+            default: 0...0 // the rest take none
+            }
+        }
     }
 
     /// The functions by name, with their identity and arity.
-    static let table: [String: FunctionReference] = Dictionary(uniqueKeysWithValues: arity.map { name, range in
-        (name, FunctionReference(id: ID(rawValue: name)!, arity: range))
+    static let table: [String: FunctionReference] = Dictionary(uniqueKeysWithValues: ID.allCases.map { id in
+        (id.rawValue, FunctionReference(id: id, arity: id.arity))
     })
 
     static func call(_ function: FunctionReference?, _ name: String, on input: [FHIRPathValue], arguments: [ExpressionNode], context: [FHIRPathValue],
