@@ -107,3 +107,27 @@ final class CleanVerdicts: Sendable {
         known.withLock { $0.bytes }
     }
 }
+
+/// How often elements walked against one definition were found among the clean verdicts: a
+/// definition whose elements differ every time (an identifier, a time, a value) is not looked up
+/// for long, so its elements are not hashed for nothing, nor crowd the memory. Looked up again
+/// now and then, in case that changes.
+final class VerdictHitRate: Sendable {
+    private let seen = Atomic<Int>(0)
+    private let lookups = Atomic<Int>(0)
+    private let hits = Atomic<Int>(0)
+
+    /// Whether to look this element up: always at first, then while at least one lookup in
+    /// eight finds it, and one element in 64 whatever the rate.
+    func shouldLookUp() -> Bool {
+        let count = seen.wrappingAdd(1, ordering: .relaxed).newValue
+        let asked = lookups.load(ordering: .relaxed)
+        guard asked < 32 || hits.load(ordering: .relaxed) * 8 >= asked || count % 64 == 0 else { return false }
+        lookups.wrappingAdd(1, ordering: .relaxed)
+        return true
+    }
+
+    func noteHit() {
+        hits.wrappingAdd(1, ordering: .relaxed)
+    }
+}

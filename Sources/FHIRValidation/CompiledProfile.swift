@@ -29,6 +29,8 @@ public final class CompiledProfile: Sendable {
         /// The children an element without children must still be checked against: those with a
         /// minimum, and sliced ones (their slices' minimums).
         let requiredChildren: [Node]
+        /// How often elements walked against this node were remembered clean (`CleanVerdicts`).
+        let verdictHitRate = VerdictHitRate()
 
         init(definition: StructureDefinition.ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
             self.definition = definition

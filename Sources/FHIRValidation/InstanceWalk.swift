@@ -123,12 +123,15 @@ struct InstanceWalk {
     /// walked again (`CleanVerdicts`).
     mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation, isResource: Bool = false) {
         let verdicts = validator.cleanVerdicts
-        guard verdicts.isEnabled, !isResource, !item.children.isEmpty, !item.isResource else {
+        guard verdicts.isEnabled, !isResource, !item.children.isEmpty, !item.isResource, node.verdictHitRate.shouldLookUp() else {
             walkElement(item, node: node, in: profile, location: location, isResource: isResource)
             return
         }
         let key = CleanVerdicts.Key(node: node, profile: profile, package: package, inBundle: !bundleEntries.isEmpty, element: item)
-        if verdicts.contains(key) { return }
+        if verdicts.contains(key) {
+            node.verdictHitRate.noteHit()
+            return
+        }
         let (taints, reads) = (verdictTaints, outsideReads.count)
         walkElement(item, node: node, in: profile, location: location, isResource: false)
         if verdictTaints == taints && outsideReads.count == reads { verdicts.insert(key) }
@@ -309,7 +312,8 @@ struct InstanceWalk {
     mutating func checkCardinality(_ count: Int, of node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         let definition = node.definition
         let min = definition.min ?? 0
-        let label = definition.sliceName == nil ? definition.path : "slice '\(definition.id)'"
+        // (The label is written only for an issue: most checks find none.)
+        var label: String { definition.sliceName == nil ? definition.path : "slice '\(definition.id)'" }
         if count < min {
             report(.init(.error, "structure", at: location, "\(label): minimum required = \(min), but only found \(count)",
                          profile: profile.versionedURL, elementID: definition.id))

@@ -143,3 +143,18 @@ extension CleanVerdictTests {
         #expect(small.count == 1, "the third verdict found the memory full and started it again")
     }
 }
+
+extension CleanVerdictTests {
+    @Test("a definition whose elements are never found in memory stops being looked up, but for one in 64; one whose are keeps being")
+    func hitRate() {
+        let missing = VerdictHitRate()
+        #expect((0..<32).allSatisfy { _ in missing.shouldLookUp() }, "the first 32 are looked up")
+        let later = (0..<640).filter { _ in missing.shouldLookUp() }.count
+        #expect(later == 10, "then one in 64 (\(later))")
+        let finding = VerdictHitRate()
+        for _ in 0..<672 {
+            #expect(finding.shouldLookUp())
+            finding.noteHit()
+        }
+    }
+}
