@@ -91,10 +91,8 @@ public final class ProfileValidator: @unchecked Sendable {
     }
     private var unusable: [String: String] = [:]
 
-    public init(conformance: ConformanceSet) {
-        self.conformance = conformance
-        self.terminology = ValueSetExpander(conformance: conformance)
-        self.cleanVerdicts = CleanVerdicts(capacity: 4096)
+    public convenience init(conformance: ConformanceSet) {
+        self.init(conformance: conformance, cleanVerdicts: 4096)
     }
 
     /// A validator that remembers at most `cleanVerdicts` elements found clean (0: none, every
