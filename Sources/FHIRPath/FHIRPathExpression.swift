@@ -9,19 +9,32 @@ import FHIR
 /// }
 /// ```
 public struct FHIRPathExpression: Sendable, CustomStringConvertible {
+    /// What parsing made, shared by every copy of the expression: a validator copies the
+    /// expression of each invariant it evaluates, and a copy is then one reference.
+    private final class Parsed: Sendable {
+        let text: String
+        let root: ExpressionNode
+        let existenceCheck: ExistenceCheck?
+
+        init(text: String, root: ExpressionNode) {
+            self.text = text
+            self.root = root
+            existenceCheck = ExistenceCheck(root)
+        }
+    }
+
+    private let parsed: Parsed
     /// The expression as written.
-    public let text: String
+    public var text: String { parsed.text }
     /// The syntax tree, every node with its position in `text`.
-    public let root: ExpressionNode
+    public var root: ExpressionNode { parsed.root }
     /// The expression as existence tests on paths, when it is only that (many invariants are).
-    let existenceCheck: ExistenceCheck?
+    var existenceCheck: ExistenceCheck? { parsed.existenceCheck }
 
     /// Parses `text`; a syntax error names the line and column.
     public init(_ text: String) throws(FHIRPathError) {
-        self.text = text
         var parser = try Parser(text)
-        root = try parser.parse()
-        existenceCheck = ExistenceCheck(root)
+        parsed = Parsed(text: text, root: try parser.parse())
     }
 
     /// Evaluates on a resource (also `%resource` and `%context`), with optional variables.

@@ -14,33 +14,54 @@ import Synchronization
 /// entries), nor the reverse.
 /// Bounded: when full, it starts again empty; with a capacity of 0 nothing is remembered.
 final class CleanVerdicts: Sendable {
-    /// An element and the definition it met.
+    /// An element and the definition it met, or all the items of one name (a sliced element's)
+    /// and the definition they met together (their slices and cardinalities).
     struct Key: Hashable, Sendable {
+        /// What met the definition.
+        enum Content: Equatable, Sendable {
+            case element(Element)
+            case items([Element])
+
+            static func == (lhs: Content, rhs: Content) -> Bool {
+                switch (lhs, rhs) {
+                case let (.element(a), .element(b)): a == b
+                case let (.items(a), .items(b)): a == b
+                default: false
+                }
+            }
+        }
+
         let node: CompiledProfile.Node
         let profile: CompiledProfile
         let package: String?
         /// Whether the element is inside a Bundle, where references resolve between entries
         /// (a reference's verdict alone differs from its verdict there).
         let inBundle: Bool
-        let element: Element
+        let content: Content
         /// The hash, worked out once (a lookup and an insertion follow each other).
         private let hash: Int
-        /// About how many bytes the element holds (names, values and nodes), counted with the hash.
+        /// About how many bytes the content holds (names, values and nodes), counted with the hash.
         let size: Int
 
-        init(node: CompiledProfile.Node, profile: CompiledProfile, package: String?, inBundle: Bool, element: Element) {
+        init(node: CompiledProfile.Node, profile: CompiledProfile, package: String?, inBundle: Bool, content: Content) {
             self.node = node
             self.profile = profile
             self.package = package
             self.inBundle = inBundle
-            self.element = element
+            self.content = content
             var hasher = Hasher()
             hasher.combine(ObjectIdentifier(node))
             hasher.combine(ObjectIdentifier(profile))
             hasher.combine(package)
             hasher.combine(inBundle)
             var size = 0
-            Self.digest(element, into: &hasher, size: &size)
+            switch content {
+            case .element(let element):
+                Self.digest(element, into: &hasher, size: &size)
+            case .items(let items):
+                hasher.combine(items.count)
+                for item in items { Self.digest(item, into: &hasher, size: &size) }
+            }
             hash = hasher.finalize()
             self.size = size
         }
@@ -57,7 +78,7 @@ final class CleanVerdicts: Sendable {
 
         static func == (lhs: Key, rhs: Key) -> Bool {
             lhs.hash == rhs.hash && lhs.node === rhs.node && lhs.profile === rhs.profile
-                && lhs.package == rhs.package && lhs.inBundle == rhs.inBundle && lhs.element == rhs.element
+                && lhs.package == rhs.package && lhs.inBundle == rhs.inBundle && lhs.content == rhs.content
         }
 
         func hash(into hasher: inout Hasher) {
@@ -130,4 +151,7 @@ final class VerdictHitRate: Sendable {
     func noteHit() {
         hits.wrappingAdd(1, ordering: .relaxed)
     }
+
+    /// How many lookups found the element (for tests).
+    var hitCount: Int { hits.load(ordering: .relaxed) }
 }

@@ -31,6 +31,8 @@ public final class CompiledProfile: Sendable {
         let requiredChildren: [Node]
         /// How often elements walked against this node were remembered clean (`CleanVerdicts`).
         let verdictHitRate = VerdictHitRate()
+        /// The same for all the items of this element together, when it is sliced.
+        let slicedItemsHitRate = VerdictHitRate()
 
         init(definition: StructureDefinition.ElementDefinition, children: [Node], slices: [Node], invariants: [Invariant]) {
             self.definition = definition

@@ -122,18 +122,32 @@ struct InstanceWalk {
     /// An element with children equal to one found clean against the same definition is not
     /// walked again (`CleanVerdicts`).
     mutating func walk(_ item: Element, node: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation, isResource: Bool = false) {
-        let verdicts = validator.cleanVerdicts
-        guard verdicts.isEnabled, !isResource, !item.children.isEmpty, !item.isResource, node.verdictHitRate.shouldLookUp() else {
+        guard !isResource, !item.children.isEmpty, !item.isResource else {
             walkElement(item, node: node, in: profile, location: location, isResource: isResource)
             return
         }
-        let key = CleanVerdicts.Key(node: node, profile: profile, package: package, inBundle: !bundleEntries.isEmpty, element: item)
+        remembering(.element(item), node: node, hitRate: node.verdictHitRate, in: profile) { walk in
+            walk.walkElement(item, node: node, in: profile, location: location, isResource: false)
+        }
+    }
+
+    /// Runs `body` (a walk of `content` against `node`) unless an equal content met `node`
+    /// cleanly before (`CleanVerdicts`); remembers it when the walk reported nothing and read
+    /// nothing outside it.
+    mutating func remembering(_ content: CleanVerdicts.Key.Content, node: CompiledProfile.Node, hitRate: VerdictHitRate,
+                              in profile: CompiledProfile, _ body: (inout InstanceWalk) -> Void) {
+        let verdicts = validator.cleanVerdicts
+        guard verdicts.isEnabled, hitRate.shouldLookUp() else {
+            body(&self)
+            return
+        }
+        let key = CleanVerdicts.Key(node: node, profile: profile, package: package, inBundle: !bundleEntries.isEmpty, content: content)
         if verdicts.contains(key) {
-            node.verdictHitRate.noteHit()
+            hitRate.noteHit()
             return
         }
         let (taints, reads) = (verdictTaints, outsideReads.count)
-        walkElement(item, node: node, in: profile, location: location, isResource: false)
+        body(&self)
         if verdictTaints == taints && outsideReads.count == reads { verdicts.insert(key) }
     }
 
@@ -266,7 +280,14 @@ struct InstanceWalk {
             checkCardinality(items.count, of: child, in: profile, location: location)
         }
         if child.isSliced {
-            walkSliced(Array(items), node: child, in: profile, location: location)
+            // The items of a sliced element together: their slices are found by their
+            // discriminators before each is walked, and equal items (a vital sign's category)
+            // are neither matched nor walked again.
+            // (Copied out of the parent's children: a remembered key holds only the items.)
+            let items = Array(items)
+            remembering(.items(items), node: child, hitRate: child.slicedItemsHitRate, in: profile) { walk in
+                walk.walkSliced(items, node: child, in: profile, location: location)
+            }
             return
         }
         for (i, element) in items.enumerated() {

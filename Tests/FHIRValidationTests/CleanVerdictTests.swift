@@ -138,13 +138,39 @@ extension CleanVerdictTests {
         let node = try #require(validator.profile("http://hl7.org/fhir/StructureDefinition/Observation"))
         for text in ["a", "b", "c"] {
             let element = Element(name: "code", type: "CodeableConcept", children: [Element(name: "text", type: "string", value: text)])
-            small.insert(.init(node: node.root, profile: node, package: nil, inBundle: false, element: element))
+            small.insert(.init(node: node.root, profile: node, package: nil, inBundle: false, content: .element(element)))
         }
         #expect(small.count == 1, "the third verdict found the memory full and started it again")
     }
 }
 
 extension CleanVerdictTests {
+    @Test("a sliced element's items are remembered together: a vital sign's category is matched to its slice once, and a category missing its slice is still an error after clean ones")
+    func slicedItems() throws {
+        guard let package = try SharedData.usCore("6.1.0") else { return SharedData.skipNotice("US Core 6.1.0 (remembered sliced items)") }
+        func weight(categorySystem: String) throws -> Element {
+            try Self.resource("""
+                {"resourceType":"Observation","meta":{"profile":["http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"]},\
+                "status":"final","category":[{"coding":[{"system":"\(categorySystem)","code":"vital-signs"}]}],\
+                "code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},"subject":{"reference":"Patient/p1"},\
+                "effectiveDateTime":"2026-01-01","valueQuantity":{"value":78,"unit":"kg","system":"http://unitsofmeasure.org","code":"kg"}}
+                """)
+        }
+        let conformance = ConformanceSet(packages: [package])
+        let validator = ProfileValidator(conformance: conformance)
+        let walking = ProfileValidator(conformance: conformance, cleanVerdicts: 0)
+        let clean = try weight(categorySystem: "http://terminology.hl7.org/CodeSystem/observation-category")
+        for _ in 1...3 { #expect(validator.validate(clean).errors.isEmpty, Comment(rawValue: Self.lines(validator.validate(clean)).joined(separator: "\n"))) }
+        let profile = try #require(validator.profile("http://hl7.org/fhir/us/core/StructureDefinition/us-core-body-weight"))
+        let category = try #require(profile.root.children.first { $0.name == "category" })
+        #expect(category.isSliced)
+        #expect(category.slicedItemsHitRate.hitCount == 2, "the second and third times, the category was found in memory")
+        let wrong = try weight(categorySystem: "http://example.org/category")
+        let found = Self.lines(validator.validate(wrong))
+        #expect(found == Self.lines(walking.validate(wrong)))
+        #expect(found.contains { $0.contains("VSCat") && $0.hasPrefix("error") }, Comment(rawValue: found.joined(separator: "\n")))
+    }
+
     @Test("a definition whose elements are never found in memory stops being looked up, but for one in 64; one whose are keeps being")
     func hitRate() {
         let missing = VerdictHitRate()

@@ -9,6 +9,8 @@
 //   export-plain <outcomes/s>   OutcomeExport of a store of weights and blood pressures, base R4
 //   export-unvalidated <outcomes/s>  the same to US Core 6.1.0 (claims, Provenance), not validated
 //   export-validated <outcomes/s>, and its ratios to the two
+//   export-file-unvalidated, export-file-validated <outcomes/s>  the US Core export as `caregate
+//                               export` writes it (a Bundle streamed to a file), without and with validation
 // Each figure is the best of --rounds runs. `--validate-only` stops after the first figure (for
 // profiling the validator alone); `--invariants` also prints what each invariant checked on the
 // first Observation costs when evaluated alone (µs per evaluation).
@@ -158,8 +160,18 @@ unvalidated.validatesProfiles = false
 let exportPlain = try best { try plain.forEach { _ in } }
 let exportUnvalidated = try best { try unvalidated.forEach { _ in } }
 let exportValidated = try best { try validated.forEach { _ in } }
+// The same two exports as `caregate export` makes them: a transaction Bundle streamed to a file.
+let bundlePath = folder.appendingPathComponent("export.json").path
+func exportingToFile(_ export: OutcomeExport) throws {
+    try FHIROutput.writing(to: bundlePath) { sink in try export.writeBundle(to: sink) }
+}
+let fileUnvalidated = try best { try exportingToFile(unvalidated) }
+let fileValidated = try best { try exportingToFile(validated) }
 let outcomes = Double(days * 2)
 print(String(format: "export-plain %.0f outcomes/s (base R4: nothing claimed, no Provenance)", outcomes / exportPlain))
 print(String(format: "export-unvalidated %.0f outcomes/s (US Core claimed, with Provenance, not validated)", outcomes / exportUnvalidated))
 print(String(format: "export-validated %.0f outcomes/s (%.2f× the same export unvalidated, %.2f× the base R4 export)",
              outcomes / exportValidated, exportUnvalidated / exportValidated, exportPlain / exportValidated))
+print(String(format: "export-file-unvalidated %.0f outcomes/s (the US Core export written as a Bundle file, as `caregate export` does, not validated)",
+             outcomes / fileUnvalidated))
+print(String(format: "export-file-validated %.0f outcomes/s (%.2f× the same file export unvalidated)", outcomes / fileValidated, fileUnvalidated / fileValidated))

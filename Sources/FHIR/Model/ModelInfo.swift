@@ -100,7 +100,7 @@ public final class ModelInfo: Sendable {
                     binding: e.binding.map { bindings[$0] })
             }
             return TypeDefinition(
-                index: Int32(i), name: pending.name, kind: pending.kind, baseName: pending.base,
+                index: Int32(i), name: pending.name, kind: pending.kind, baseName: pending.base, baseIndex: pending.base.flatMap { index[$0] } ?? -1,
                 isAbstract: pending.abstract, elements: elements)
         }
         self.types = types
@@ -153,12 +153,23 @@ public final class ModelInfo: Sendable {
 
     /// Whether `type` is `ancestor` or derives from it (`Age` is a `Quantity`, `Patient` a `DomainResource`).
     public func isType(_ type: TypeDefinition, derivedFrom ancestor: String) -> Bool {
-        var current: TypeDefinition? = type
-        while let c = current {
-            if c.name == ancestor { return true }
-            current = c.baseName.flatMap { self.type(named: $0) }
+        var current = type
+        while true {
+            if Element.sameName(current.name, ancestor) { return true }
+            guard current.baseIndex >= 0 else { return false }
+            current = types[Int(current.baseIndex)]
         }
-        return false
+    }
+
+    /// Whether `type` is the type at `ancestor` in `types` or derives from it: `isType(_:derivedFrom:)`
+    /// for a name looked up once (FHIRPath's `is` and `as` resolve their type when parsed).
+    public func isType(_ type: TypeDefinition, derivedFrom ancestor: Int32) -> Bool {
+        var current = type
+        while true {
+            if current.index == ancestor { return true }
+            guard current.baseIndex >= 0 else { return false }
+            current = types[Int(current.baseIndex)]
+        }
     }
 }
 
@@ -189,6 +200,8 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     public let kind: Kind
     /// The type this one specialises (`DomainResource`, `Element`, `BackboneElement`), if any.
     public let baseName: String?
+    /// The index of `baseName`'s type in `ModelInfo.types`, or -1 for none.
+    public let baseIndex: Int32
     /// Whether the type is abstract (`Resource`, `DomainResource`): no instance has it as its own
     /// type.
     public let isAbstract: Bool
@@ -203,11 +216,12 @@ public final class TypeDefinition: Sendable, CustomStringConvertible {
     let properties: PropertyIndex
     private let elementSlotByName: [String: Int16]
 
-    init(index: Int32, name: String, kind: Kind, baseName: String?, isAbstract: Bool, elements: [ElementDefinition]) {
+    init(index: Int32, name: String, kind: Kind, baseName: String?, baseIndex: Int32, isAbstract: Bool, elements: [ElementDefinition]) {
         self.index = index
         self.name = name
         self.kind = kind
         self.baseName = baseName
+        self.baseIndex = baseIndex
         self.isAbstract = isAbstract
         self.elements = elements
         self.primitiveKind = kind == .primitive ? PrimitiveKind(rawValue: name) : nil

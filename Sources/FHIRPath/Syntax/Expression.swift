@@ -1,4 +1,5 @@
 import Diagnostics
+import FHIR
 
 /// A type named in an expression (`Quantity`, `FHIR.Patient`, `System.String`).
 public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
@@ -6,11 +7,19 @@ public struct TypeSpecifier: Sendable, Hashable, CustomStringConvertible {
     public let namespace: String?
     /// The type's name.
     public let name: String
+    /// The namespace an unqualified name means (`FHIR` when R4 has a type of that name, else
+    /// `System`) and the R4 type's index in `ModelInfo.r4.types`, looked up once here rather than
+    /// at each `is` and `as` evaluated.
+    let resolvedNamespace: String
+    let fhirTypeIndex: Int32?
 
     /// A type name, qualified or not.
     public init(namespace: String?, name: String) {
         self.namespace = namespace
         self.name = name
+        let index = namespace == nil || namespace == "FHIR" ? ModelInfo.r4.typeIndex(named: name) : nil
+        resolvedNamespace = namespace ?? (index == nil ? "System" : "FHIR")
+        fhirTypeIndex = index
     }
 
     public var description: String { namespace.map { "\($0).\(name)" } ?? name }

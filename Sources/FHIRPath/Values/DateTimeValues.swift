@@ -50,7 +50,13 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses the text after `@` in a FHIRPath literal, or a FHIR date/dateTime/instant value.
     public init?(fhirPath text: String) {
-        let u = Array(text.utf8)
+        // Over the string's own bytes (no copy into an array: comparisons parse every operand).
+        var text = text
+        guard let value = text.withUTF8({ Self.parse($0) }) else { return nil }
+        self = value
+    }
+
+    private static func parse(_ u: UnsafeBufferPointer<UInt8>) -> PartialDateTime? {
         var i = 0
         func number(_ count: Int) -> Int? {
             guard i + count <= u.count else { return nil }
@@ -68,45 +74,46 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
             return false
         }
         guard let y = number(4) else { return nil }
-        year = y; hasTime = false
+        var value = PartialDateTime(year: y, hasTime: false)
         if consume(0x2D) {
             guard let m = number(2), (1...12).contains(m) else { return nil }
-            month = m
+            value.month = m
             if consume(0x2D) {
                 guard let d = number(2), d >= 1, d <= PartialDateTime.daysIn(month: m, year: y) else { return nil }
-                day = d
+                value.day = d
             }
         }
         if consume(0x54) {
-            hasTime = true
+            value.hasTime = true
             if i < u.count, u[i] != 0x5A, u[i] != 0x2B, u[i] != 0x2D {
                 guard let h = number(2), h < 24 else { return nil }
-                hour = h
+                value.hour = h
                 if consume(0x3A) {
                     guard let mi = number(2), mi < 60 else { return nil }
-                    minute = mi
+                    value.minute = mi
                     if consume(0x3A) {
                         guard let s = number(2), s < 60 else { return nil }
-                        second = s
+                        value.second = s
                         if consume(0x2E) {
                             let start = i
                             while i < u.count, u[i] >= 0x30, u[i] <= 0x39 { i += 1 }
                             guard i > start else { return nil }
-                            fraction = String(decoding: u[start..<i], as: UTF8.self)
+                            value.fraction = String(decoding: UnsafeBufferPointer(rebasing: u[start..<i]), as: UTF8.self)
                         }
                     }
                 }
             }
             if consume(0x5A) {
-                offset = 0
+                value.offset = 0
             } else if i < u.count, u[i] == 0x2B || u[i] == 0x2D {
                 let sign = u[i] == 0x2D ? -1 : 1
                 i += 1
                 guard let oh = number(2), consume(0x3A), let om = number(2) else { return nil }
-                offset = sign * (oh * 60 + om)
+                value.offset = sign * (oh * 60 + om)
             }
         }
         guard i == u.count else { return nil }
+        return value
     }
 
     static func isLeap(_ y: Int) -> Bool { (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 }
@@ -138,8 +145,14 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
     /// Milliseconds of the fraction (first three digits).
     var milliseconds: Int {
         guard let fraction else { return 0 }
-        let digits = Array(fraction.prefix(3)) + Array(repeating: Character("0"), count: max(0, 3 - fraction.count))
-        return Int(String(digits)) ?? 0
+        var result = 0
+        var digits = 0
+        for byte in fraction.utf8.prefix(3) {
+            result = result * 10 + Int(byte &- 0x30)
+            digits += 1
+        }
+        for _ in digits..<3 { result *= 10 }
+        return result
     }
 
     /// The same moment expressed in UTC (for values with a zone and at least an hour).
@@ -164,10 +177,19 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
         if a.offset != nil && b.offset != nil { a = a.inUTC(); b = b.inUTC() }
         // One with a zone and one without, both with a time: the instant of the second is unknown.
         if (a.offset == nil) != (b.offset == nil), a.hour != nil, b.hour != nil { return nil }
-        let left: [Int?] = [a.year, a.month, a.day, a.hour, a.minute, a.second.map { $0 * 1000 + a.milliseconds }]
-        let right: [Int?] = [b.year, b.month, b.day, b.hour, b.minute, b.second.map { $0 * 1000 + b.milliseconds }]
-        for (x, y) in zip(left, right) {
-            switch (x, y) {
+        // Part by part from the year, as far as both go (no arrays: this runs per comparison).
+        func part(_ value: PartialDateTime, _ k: Int) -> Int? {
+            switch k {
+            case 0: value.year
+            case 1: value.month
+            case 2: value.day
+            case 3: value.hour
+            case 4: value.minute
+            default: value.second.map { $0 * 1000 + value.milliseconds }
+            }
+        }
+        for k in 0..<6 {
+            switch (part(a, k), part(b, k)) {
             case let (x?, y?):
                 if x != y { return x < y ? -1 : 1 }
             case (nil, nil):

@@ -59,7 +59,7 @@ public enum FHIRPathValue: Sendable {
             case .date: return PartialDateTime(fhirPath: text).map { .date($0) } ?? self
             case .dateTime, .instant:
                 guard var value = PartialDateTime(fhirPath: text) else { return self }
-                if text.count > 10 { value.hasTime = true }
+                if text.utf8.count > 10 { value.hasTime = true }
                 return .dateTime(value)
             case .time: return PartialTime(text).map { .time($0) } ?? self
             default: return .string(text)
@@ -94,17 +94,17 @@ public enum FHIRPathValue: Sendable {
     /// `as` and `ofType` do), a FHIR primitive must be exactly the type: a `code` is a `string`
     /// for `is`, but `as(string)` does not select it.
     func isType(_ type: TypeSpecifier, exactPrimitive: Bool = false) -> Bool {
-        let resolved = FHIRPathValue.resolve(type)
         switch self {
         case .element(let e):
-            guard resolved.namespace == "FHIR", let definition = e.definition else { return false }
-            if definition.kind == .backbone { return ["BackboneElement", "Element", "Base"].contains(resolved.name) }
-            if exactPrimitive, definition.kind == .primitive { return definition.name == resolved.name }
-            return ModelInfo.r4.isType(definition, derivedFrom: resolved.name)
+            guard type.resolvedNamespace == "FHIR", let definition = e.definition else { return false }
+            if definition.kind == .backbone { return ["BackboneElement", "Element", "Base"].contains(type.name) }
+            if exactPrimitive, definition.kind == .primitive { return definition.name == type.name }
+            guard let ancestor = type.fhirTypeIndex else { return ModelInfo.r4.isType(definition, derivedFrom: type.name) }
+            return ModelInfo.r4.isType(definition, derivedFrom: ancestor)
         default:
-            guard resolved.namespace == "System" else { return false }
+            guard type.resolvedNamespace == "System" else { return false }
             let name = typeInfo.name
-            return name == resolved.name || (resolved.name == "Any")
+            return name == type.name || (type.name == "Any")
         }
     }
 
@@ -118,9 +118,7 @@ public enum FHIRPathValue: Sendable {
 
     /// An unqualified name means the FHIR type when there is one, else the System type.
     static func resolve(_ type: TypeSpecifier) -> (namespace: String, name: String) {
-        if let ns = type.namespace { return (ns, type.name) }
-        if ModelInfo.r4.type(named: type.name) != nil { return ("FHIR", type.name) }
-        return ("System", type.name)
+        (type.resolvedNamespace, type.name)
     }
 }
 
