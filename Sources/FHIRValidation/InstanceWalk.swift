@@ -48,6 +48,8 @@ struct InstanceWalk {
 
     /// The issues, without repeats (the base definition and a profile state many rules twice).
     func finishedIssues() -> [ValidationIssue] {
+        // Most resources have no issue or one (a missing narrative's warning): nothing to repeat.
+        guard issues.count > 1 else { return issues }
         struct Identity: Hashable {
             let severity: ValidationIssue.Severity
             let location: String
@@ -485,7 +487,9 @@ struct InstanceWalk {
             do {
                 if let last = environments.indices.last {
                     // The resource's environment with this item as the context, changed in place.
-                    environments[last].context = [.element(item)]
+                    // (Its one-item array reused, not allocated for each invariant.)
+                    environments[last].context.removeAll(keepingCapacity: true)
+                    environments[last].context.append(.element(item))
                     passed = Self.isTrue(try expression.evaluate(in: environments[last]))
                 } else {
                     passed = Self.isTrue(try expression.evaluate(in: invariantEnvironment(item)))
