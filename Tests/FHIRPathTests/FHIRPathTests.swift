@@ -367,3 +367,46 @@ struct RegularExpressionTests {
         }
     }
 }
+
+@Suite("FHIRPath dateTimes in zones")
+struct ZonedDateTimeTests {
+    /// Values at each precision from the hour down, in whole-hour, half-hour and UTC zones.
+    static let values: [PartialDateTime] = {
+        let times = ["2026-01-01T23", "2026-01-01T23:30", "2026-01-01T23:45:10", "2026-01-01T23:45:10.250", "2026-01-02T00:15", "2026-01-01T18:00:00"]
+        let zones = ["Z", "+00:00", "-05:00", "+05:30", "+14:00", "-00:30"]
+        let zoned = times.flatMap { time in zones.compactMap { PartialDateTime(fhirPath: time + $0) } }
+        return zoned + ["2026-01-01", "2026-01", "2026-01-01T23:45:10"].compactMap { PartialDateTime(fhirPath: $0) }
+    }()
+
+    @Test("two values in one zone compare as written exactly when they compare the same in UTC")
+    func sameZoneAsUTC() {
+        #expect(Self.values.count == 39)
+        var compared = 0
+        for a in Self.values {
+            for b in Self.values {
+                let expected = a.offset != nil && b.offset != nil ? a.inUTC().compare(to: b.inUTC()) : a.compare(to: b)
+                #expect(a.compare(to: b) == expected, "\(a) vs \(b)")
+                compared += 1
+            }
+        }
+        #expect(compared == 39 * 39)
+    }
+
+    @Test("a Period's start after its end breaks per-1, in any zone")
+    func periodOrder() throws {
+        let expression = try FHIRPathExpression("start.hasValue().not() or end.hasValue().not() or (start <= end)")
+        for (start, end, holds) in [("2026-01-01T08:00:00-05:00", "2026-01-01T09:00:00-05:00", true),
+                                    ("2026-01-01T10:00:00-05:00", "2026-01-01T09:00:00-05:00", false),
+                                    ("2026-01-01T10:00:00-05:00", "2026-01-01T09:00:00-06:00", true),
+                                    ("2026-01-01T10:00:00+05:30", "2026-01-01T04:29:00Z", false)] {
+            let period = Element(name: "effective", type: "Period", children: [
+                Element(name: "start", type: "dateTime", value: start), Element(name: "end", type: "dateTime", value: end)])
+            let result = try expression.evaluate(in: EvaluationEnvironment(resource: period))
+            guard result.count == 1, case .boolean(let value) = result[0] else {
+                Issue.record("not one Boolean: \(result)")
+                continue
+            }
+            #expect(value == holds, "\(start) – \(end)")
+        }
+    }
+}

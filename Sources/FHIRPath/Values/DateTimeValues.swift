@@ -170,11 +170,18 @@ public struct PartialDateTime: Sendable, Hashable, CustomStringConvertible {
         return result
     }
 
+    /// Whether two values with zones compare as written, without bringing both to UTC: the same
+    /// zone moves both alike when both give the hour and the zone is whole hours (or both give
+    /// the minute). Most comparisons in a resource are of this kind (a Period's start and end).
+    private func shiftsAlike(_ other: PartialDateTime, offsets x: Int, _ y: Int) -> Bool {
+        x == y && hour != nil && other.hour != nil && (x % 60 == 0 || (minute != nil && other.minute != nil))
+    }
+
     /// -1, 0 or 1, or nil when the values differ in precision and agree up to the coarser one.
     /// Seconds and their fraction count as one precision, as the specification says.
     func compare(to other: PartialDateTime) -> Int? {
         var a = self, b = other
-        if a.offset != nil && b.offset != nil { a = a.inUTC(); b = b.inUTC() }
+        if let x = a.offset, let y = b.offset, !a.shiftsAlike(b, offsets: x, y) { a = a.inUTC(); b = b.inUTC() }
         // One with a zone and one without, both with a time: the instant of the second is unknown.
         if (a.offset == nil) != (b.offset == nil), a.hour != nil, b.hour != nil { return nil }
         // Part by part from the year, as far as both go (no arrays: this runs per comparison).
