@@ -29,6 +29,11 @@ public final class CompiledProfile: Sendable {
         /// The children an element without children must still be checked against: those with a
         /// minimum, and sliced ones (their slices' minimums).
         let requiredChildren: [Node]
+        /// Which of `children` are checked even when the instance has none of them (as
+        /// `requiredChildren`), by position: the walk skips the others without touching them.
+        let checkedWhenAbsent: [Bool]
+        /// The position of the child named `value` (a primitive's value, not walked as a child).
+        let valueChildIndex: Int?
         /// How often elements walked against this node were remembered clean (`CleanVerdicts`).
         let verdictHitRate = VerdictHitRate()
         /// The same for all the items of this element together, when it is sliced.
@@ -46,6 +51,8 @@ public final class CompiledProfile: Sendable {
             isSliced = definition.slicing != nil && !slices.isEmpty
             isExtension = name == "extension" || name == "modifierExtension"
             requiredChildren = children.filter { ($0.definition.min ?? 0) > 0 || $0.isSliced }
+            checkedWhenAbsent = children.map { ($0.definition.min ?? 0) > 0 || $0.isSliced }
+            valueChildIndex = children.firstIndex { $0.name == "value" }
             childIndexByName = Dictionary(children.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
 

@@ -230,24 +230,31 @@ struct InstanceWalk {
             return
         }
         let children = item.children
-        guard let (runs, notAllowed) = Self.runs(of: children, against: parent, isPrimitive: isPrimitive) else {
-            walkChildrenGrouped(item, parent: parent, in: profile, location: location)
-            return
+        let definitions = parent.children.count
+        // Each definition's run of children, in a buffer on the stack (this runs for every element with children).
+        let matched = withUnsafeTemporaryAllocation(of: Range<Int>?.self, capacity: definitions) { runs -> Bool in
+            runs.initialize(repeating: nil)
+            guard let notAllowed = Self.runs(of: children, against: parent, isPrimitive: isPrimitive, into: runs) else { return false }
+            for k in 0..<definitions {
+                if isPrimitive && k == parent.valueChildIndex { continue }
+                // Definitions the instance has nothing for are passed over unless they have a minimum or slices.
+                guard let run = runs[k] ?? (parent.checkedWhenAbsent[k] ? 0..<0 : nil) else { continue }
+                walk(children[run], of: parent.children[k], in: profile, location: location)
+            }
+            if notAllowed { reportNotAllowed(item, parent: parent, in: profile, location: location) }
+            return true
         }
-        for (k, child) in parent.children.enumerated() {
-            if isPrimitive && child.name == "value" { continue }
-            walk(children[runs[k] ?? 0..<0], of: child, in: profile, location: location)
-        }
-        if notAllowed { reportNotAllowed(item, parent: parent, in: profile, location: location) }
+        if !matched { walkChildrenGrouped(item, parent: parent, in: profile, location: location) }
     }
 
-    /// Each child definition's run of instance children, and whether a child has no definition.
-    /// The instance's children are in definition order, repeats consecutive: each run of one
-    /// name is matched to its definition by walking both lists once. Nil when one name comes in
-    /// two runs (a tree built by hand): the children must be grouped by name instead.
-    static func runs(of children: [Element], against parent: CompiledProfile.Node, isPrimitive: Bool) -> (runs: [Range<Int>?], notAllowed: Bool)? {
+    /// Each child definition's run of instance children (into `runs`, one per definition, nil
+    /// for none), and whether a child has no definition. The instance's children are in
+    /// definition order, repeats consecutive: each run of one name is matched to its definition
+    /// by walking both lists once. Nil when one name comes in two runs (a tree built by hand):
+    /// the children must be grouped by name instead.
+    static func runs(of children: [Element], against parent: CompiledProfile.Node, isPrimitive: Bool,
+                     into runs: UnsafeMutableBufferPointer<Range<Int>?>) -> Bool? {
         let definitions = parent.children
-        var runs = [Range<Int>?](repeating: nil, count: definitions.count)
         var notAllowed = false
         var cursor = 0
         var start = 0
@@ -271,7 +278,7 @@ struct InstanceWalk {
             cursor = k + 1
             start = end
         }
-        return (runs, notAllowed)
+        return notAllowed
     }
 
     /// The instance's children of one name against their definition: cardinality, then each
@@ -280,6 +287,11 @@ struct InstanceWalk {
     private mutating func walk(_ items: ArraySlice<Element>, of child: CompiledProfile.Node, in profile: CompiledProfile, location: InstanceLocation) {
         if child.definition.min ?? 0 > 0 || !items.isEmpty {
             checkCardinality(items.count, of: child, in: profile, location: location)
+        }
+        if child.isSliced && items.isEmpty {
+            // Only the slices' minimums: nothing to remember.
+            walkSliced([Element](), node: child, in: profile, location: location)
+            return
         }
         if child.isSliced {
             // The items of a sliced element together: their slices are found by their
