@@ -100,10 +100,37 @@ public struct Element: Sendable, Hashable {
     /// one that names no type and id (`urn:uuid:…`). Split over bytes: imports ask it of every
     /// reference they follow.
     public static func relativeReference(of reference: String) -> String? {
-        var parts = reference.utf8.split(separator: UInt8(ascii: "/"))
-        if let history = parts.lastIndex(where: { $0.elementsEqual("_history".utf8) }) { parts = Array(parts[..<history]) }
-        guard parts.count >= 2 else { return nil }
-        return "\(Substring(parts[parts.count - 2]))/\(Substring(parts[parts.count - 1]))"
+        // Scanned from the end without splitting (validation asks it of every reference): the
+        // steps before the last `_history` step, or the last two steps; empty steps are skipped.
+        let bytes = reference.utf8
+        var end = bytes.endIndex
+        var (id, type): (Substring.UTF8View?, Substring.UTF8View?) = (nil, nil)
+        var history = false
+        while let step = previousStep(in: bytes, before: &end) {
+            if !history && step.elementsEqual("_history".utf8) {
+                history = true
+                (id, type) = (nil, nil)
+            } else if id == nil {
+                id = step
+            } else if type == nil {
+                type = step
+            } else if history {
+                break
+            }
+        }
+        guard let id, let type else { return nil }
+        return "\(Substring(type))/\(Substring(id))"
+    }
+
+    /// The non-empty `/`-separated step of `bytes` that ends at or before `end`, moving `end` before it.
+    private static func previousStep(in bytes: String.UTF8View, before end: inout String.UTF8View.Index) -> Substring.UTF8View? {
+        let slash = UInt8(ascii: "/")
+        while end > bytes.startIndex, bytes[bytes.index(before: end)] == slash { end = bytes.index(before: end) }
+        guard end > bytes.startIndex else { return nil }
+        var start = end
+        while start > bytes.startIndex, bytes[bytes.index(before: start)] != slash { start = bytes.index(before: start) }
+        defer { end = start }
+        return Substring(bytes[start..<end]).utf8
     }
 
     /// Whether this element is a FHIR primitive (its value, if any, is in `value`).
