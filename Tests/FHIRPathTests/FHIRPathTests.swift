@@ -410,3 +410,28 @@ struct ZonedDateTimeTests {
         }
     }
 }
+
+@Suite("Reads outside the context, counted")
+struct OutsideReadTests {
+    @Test("the environment's items, the caller's variables, resolve() and the clock are counted; constants and the context's own children are not")
+    func counted() throws {
+        let observation = try FHIRJSONReader().read("""
+            {"resourceType":"Observation","id":"o1","status":"final","code":{"coding":[{"system":"http://loinc.org","code":"29463-7"}]},\
+            "subject":{"reference":"Patient/p1"}}
+            """).resource
+        let code = try #require(observation["code"])
+        let cases: [(String, Bool)] = [
+            ("coding.system = %loinc", false), ("coding.system = %ucum", false), ("%sct.exists()", false),
+            ("%'vs-observation-status'.exists()", false), ("%'ext-data-absent-reason'.exists()", false), ("coding.code.exists()", false),
+            ("%resource.id = 'o1'", true), ("%rootResource.exists()", true), ("%context.exists()", true), ("%dose.exists()", true),
+            ("%resource.subject.resolve().exists()", true), ("now().exists()", true), ("today().exists()", true),
+        ]
+        for (text, reads) in cases {
+            var environment = EvaluationEnvironment(context: [.element(code)], resource: observation, variables: ["dose": [.integer(500)]])
+            let counter = OutsideReads()
+            environment.outsideReads = counter
+            _ = try FHIRPathExpression(text).evaluate(in: environment)
+            #expect((counter.count > 0) == reads, "\(text): \(counter.count) reads")
+        }
+    }
+}

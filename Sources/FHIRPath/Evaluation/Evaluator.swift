@@ -4,10 +4,10 @@ import Foundation
 import Synchronization
 
 /// Counts what evaluations read from outside the context they start from: `%resource`,
-/// `%rootResource`, `%context` and other variables, `resolve()`, and the clock (`now()`,
-/// `today()`, `timeOfDay()`). An answer given without such a read depends only on the context
-/// items, so a caller may reuse it for the same items (the profile validator does, for the
-/// subtrees it found clean).
+/// `%rootResource`, `%context` and the caller's variables, `resolve()`, and the clock (`now()`,
+/// `today()`, `timeOfDay()`); not the constants (`%ucum`, `%loinc`, `%vs-…`). An answer given
+/// without such a read depends only on the context items, so a caller may reuse it for the same
+/// items (the profile validator does, for the subtrees it found clean).
 public final class OutsideReads: Sendable {
     private let reads = Atomic<Int>(0)
 
@@ -144,15 +144,21 @@ struct Evaluator {
     }
 
     func variable(_ name: String, at position: SourceLocation) throws(FHIRPathError) -> [FHIRPathValue] {
-        switch name {
-        case "ucum", "sct", "loinc": break
-        default: environment.outsideReads?.note()
+        // What comes from the environment is a read outside the context; the constants below are not.
+        if let value = environment.variables[name] {
+            environment.outsideReads?.note()
+            return value
         }
-        if let value = environment.variables[name] { return value }
         switch name {
-        case "context": return environment.context
-        case "resource": return environment.resource.map { [.element($0)] } ?? []
-        case "rootResource": return (environment.rootResource ?? environment.resource).map { [.element($0)] } ?? []
+        case "context":
+            environment.outsideReads?.note()
+            return environment.context
+        case "resource":
+            environment.outsideReads?.note()
+            return environment.resource.map { [.element($0)] } ?? []
+        case "rootResource":
+            environment.outsideReads?.note()
+            return (environment.rootResource ?? environment.resource).map { [.element($0)] } ?? []
         case "ucum": return [.string("http://unitsofmeasure.org")]
         case "sct": return [.string("http://snomed.info/sct")]
         case "loinc": return [.string("http://loinc.org")]
