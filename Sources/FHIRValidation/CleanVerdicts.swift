@@ -21,14 +21,6 @@ final class CleanVerdicts: Sendable {
         enum Content: Equatable, Sendable {
             case element(Element)
             case items([Element])
-
-            static func == (lhs: Content, rhs: Content) -> Bool {
-                switch (lhs, rhs) {
-                case let (.element(a), .element(b)): a == b
-                case let (.items(a), .items(b)): a == b
-                default: false
-                }
-            }
         }
 
         let node: CompiledProfile.Node

@@ -50,8 +50,8 @@ public final class CompiledProfile: Sendable {
             repeatsInBase = definition.repeatsInBase
             isSliced = definition.slicing != nil && !slices.isEmpty
             isExtension = name == "extension" || name == "modifierExtension"
-            requiredChildren = children.filter { ($0.definition.min ?? 0) > 0 || $0.isSliced }
             checkedWhenAbsent = children.map { ($0.definition.min ?? 0) > 0 || $0.isSliced }
+            requiredChildren = zip(children, checkedWhenAbsent).filter(\.1).map(\.0)
             valueChildIndex = children.firstIndex { $0.name == "value" }
             childIndexByName = Dictionary(children.enumerated().map { ($1.name, $0) }, uniquingKeysWith: { first, _ in first })
         }

@@ -288,12 +288,9 @@ struct InstanceWalk {
         if child.definition.min ?? 0 > 0 || !items.isEmpty {
             checkCardinality(items.count, of: child, in: profile, location: location)
         }
-        if child.isSliced && items.isEmpty {
-            // Only the slices' minimums: nothing to remember.
-            walkSliced([Element](), node: child, in: profile, location: location)
-            return
-        }
         if child.isSliced {
+            // With no items, only the slices' minimums: nothing to remember.
+            guard !items.isEmpty else { return walkSliced([Element](), node: child, in: profile, location: location) }
             // The items of a sliced element together: their slices are found by their
             // discriminators before each is walked, and equal items (a vital sign's category)
             // are neither matched nor walked again.

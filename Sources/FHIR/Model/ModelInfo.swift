@@ -153,12 +153,7 @@ public final class ModelInfo: Sendable {
 
     /// Whether `type` is `ancestor` or derives from it (`Age` is a `Quantity`, `Patient` a `DomainResource`).
     public func isType(_ type: TypeDefinition, derivedFrom ancestor: String) -> Bool {
-        var current = type
-        while true {
-            if Element.sameName(current.name, ancestor) { return true }
-            guard current.baseIndex >= 0 else { return false }
-            current = types[Int(current.baseIndex)]
-        }
+        typeIndex(named: ancestor).map { isType(type, derivedFrom: $0) } ?? false
     }
 
     /// Whether `type` is the type at `ancestor` in `types` or derives from it: `isType(_:derivedFrom:)`
